@@ -1,0 +1,83 @@
+// Package pgtest gives tests a real PostgreSQL database and a fresh lease
+// table per test. Under CI=true a database that cannot be reached fails the
+// test; elsewhere it skips it with the reason.
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultURL is the database tests use unless LEASEWRAP_TEST_DATABASE_URL says otherwise.
+const DefaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// URL returns the test database's connection string.
+func URL() string {
+	if u := os.Getenv("LEASEWRAP_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return DefaultURL
+}
+
+// Pool connects to the test database, or fails (CI) or skips the test.
+// The pool is closed when the test ends.
+func Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, URL())
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		if pool != nil {
+			pool.Close()
+		}
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("test database %s unreachable under CI=true: %v", URL(), err)
+		}
+		t.Skipf("test database unreachable (set LEASEWRAP_TEST_DATABASE_URL): %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+var seq atomic.Int64
+
+// Table returns a table name no other test uses, and drops the table when
+// the test ends.
+func Table(t testing.TB, pool *pgxpool.Pool) string {
+	t.Helper()
+	name := fmt.Sprintf("lw_%s_%d_%d", sanitize(t.Name()), os.Getpid(), seq.Add(1))
+	if len(name) > 63 {
+		name = name[len(name)-63:]
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{name}.Sanitize()); err != nil {
+			t.Errorf("drop test table %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		if r >= 'A' && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return '_'
+	}, s)
+}

@@ -1,0 +1,178 @@
+// Package testchild turns a test binary into a scripted child process, so
+// tests can run real processes with exact exit codes and signal behaviour.
+// A test package's TestMain calls Main first; when the Env variable is set
+// the binary runs the script in it instead of the tests.
+//
+// A script is a list of steps separated by spaces:
+//
+//	ready            print "ready"
+//	trap             print "signal SIGX" for each forwarded signal; exit
+//	                 128+N after SIGTERM, SIGINT, SIGHUP or SIGQUIT
+//	ignore-term      like trap, but keep going after every signal (only SIGKILL ends it)
+//	env              print the LEASEWRAP_* variables as NAME=value lines
+//	grandchild:FILE  start a grandchild that ignores SIGTERM and sleeps; write its pid to FILE
+//	record:FILE      append "start <monotonic-ns> <token> <holder>" to FILE now and
+//	                 "end <monotonic-ns>" when the script ends by exit or trapped signal
+//	sleep:DURATION   sleep
+//	block            sleep until a signal ends the process
+//	exit:N           exit with status N
+//	kill:SIG         die by signal SIG (TERM, INT, HUP, QUIT, USR1, KILL, ...)
+package testchild
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/redbite/leasewrap/signals"
+)
+
+// Env holds the script; when it is set, Main runs the script and exits.
+const Env = "LEASEWRAP_TESTCHILD"
+
+// Main runs the scripted child if Env is set, and never returns then.
+func Main() {
+	script, ok := os.LookupEnv(Env)
+	if !ok {
+		return
+	}
+	os.Exit(run(strings.Fields(script)))
+}
+
+var (
+	outMu     sync.Mutex
+	recordMu  sync.Mutex
+	recordTo  string
+	recordEnd bool
+)
+
+func say(format string, a ...any) {
+	outMu.Lock()
+	defer outMu.Unlock()
+	fmt.Fprintf(os.Stdout, format+"\n", a...)
+}
+
+// finish writes the record's end line once and exits.
+func finish(code int) {
+	recordMu.Lock()
+	if recordTo != "" && !recordEnd {
+		appendLine(recordTo, fmt.Sprintf("end %d", Monotonic()))
+		recordEnd = true
+	}
+	recordMu.Unlock()
+	os.Exit(code)
+}
+
+func run(steps []string) int {
+	for _, step := range steps {
+		name, arg, _ := strings.Cut(step, ":")
+		switch name {
+		case "ready":
+			say("ready")
+		case "trap":
+			trap(false)
+		case "ignore-term":
+			trap(true)
+		case "env":
+			var lines []string
+			for _, kv := range os.Environ() {
+				if strings.HasPrefix(kv, "LEASEWRAP_") && !strings.HasPrefix(kv, Env+"=") {
+					lines = append(lines, kv)
+				}
+			}
+			sort.Strings(lines)
+			for _, l := range lines {
+				say("%s", l)
+			}
+		case "grandchild":
+			cmd := exec.Command(os.Args[0])
+			cmd.Env = append(os.Environ(), Env+"=ignore-term block")
+			if err := cmd.Start(); err != nil {
+				say("grandchild: %v", err)
+				return 3
+			}
+			if err := os.WriteFile(arg, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+				say("grandchild: %v", err)
+				return 3
+			}
+		case "record":
+			recordMu.Lock()
+			recordTo = arg
+			recordMu.Unlock()
+			appendLine(arg, fmt.Sprintf("start %d %s %s", Monotonic(), os.Getenv("LEASEWRAP_FENCING_TOKEN"), os.Getenv("LEASEWRAP_HOLDER")))
+		case "sleep":
+			d, err := time.ParseDuration(arg)
+			if err != nil {
+				say("sleep: %v", err)
+				return 3
+			}
+			time.Sleep(d)
+		case "block":
+			select {}
+		case "exit":
+			n, err := strconv.Atoi(arg)
+			if err != nil {
+				say("exit: %v", err)
+				return 3
+			}
+			finish(n)
+		case "kill":
+			sig := unix.SignalNum("SIG" + arg)
+			if sig == 0 {
+				say("kill: unknown signal %q", arg)
+				return 3
+			}
+			signal.Reset()
+			_ = unix.Kill(os.Getpid(), sig)
+			time.Sleep(time.Minute) // the signal ends the process first
+			return 3
+		default:
+			say("unknown step %q", step)
+			return 3
+		}
+	}
+	finish(0)
+	return 0
+}
+
+// trap prints every forwarded signal. Unless ignoreTerm, a signal that asks
+// to end the process ends it with 128+N; with it, nothing but SIGKILL does.
+func trap(ignoreTerm bool) {
+	c := make(chan os.Signal, 16)
+	signal.Notify(c, signals.Forwarded...)
+	go func() {
+		for sig := range c {
+			say("signal %s", unix.SignalName(sig.(unix.Signal)))
+			if signals.Ends(sig) && !ignoreTerm {
+				finish(128 + signals.Number(sig))
+			}
+		}
+	}()
+}
+
+// Monotonic reads CLOCK_MONOTONIC, which all processes of one machine share.
+func Monotonic() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// appendLine appends one line with O_APPEND, so concurrent writers never
+// interleave within a line.
+func appendLine(path, line string) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		say("record: %v", err)
+		return
+	}
+	defer f.Close()
+	_, _ = f.WriteString(line + "\n")
+}

@@ -1,0 +1,222 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// maxSleep bounds every wait of the keeper, so that a timer that stood still
+// while the machine was suspended (Go timers run on a clock that does not
+// count suspension) is corrected soon after waking.
+const maxSleep = 250 * time.Millisecond
+
+// ReleaseTimeout bounds the statement that hands a lease back. A release that
+// fails is harmless: the lease expires after its TTL.
+const ReleaseTimeout = 5 * time.Second
+
+// ErrReleased is the Err of a lease that was handed back by Release.
+var ErrReleased = errors.New("lease released")
+
+// Lease is one holder's hold on one job. While it is held a goroutine renews
+// it every renew interval (retrying failures every retry interval). Done is
+// closed the moment leadership can no longer be guaranteed: the lease was
+// lost, no renewal succeeded by grace + safety margin before the local
+// deadline, or it was released. Work must stop then.
+type Lease struct {
+	store *Store
+	job   string
+	token int64
+
+	mu       sync.Mutex
+	deadline time.Duration // local clock; never later than the database's expiry
+	err      error
+
+	done       chan struct{}
+	stopKeeper context.CancelFunc
+	keeperDone chan struct{}
+}
+
+func newLease(s *Store, job string, token int64, deadline time.Duration) *Lease {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &Lease{
+		store:      s,
+		job:        job,
+		token:      token,
+		deadline:   deadline,
+		done:       make(chan struct{}),
+		stopKeeper: cancel,
+		keeperDone: make(chan struct{}),
+	}
+	go l.keep(ctx)
+	return l
+}
+
+// Job returns the lease's job name.
+func (l *Lease) Job() string { return l.job }
+
+// Holder returns the holder id the lease was acquired under.
+func (l *Lease) Holder() string { return l.store.cfg.holder }
+
+// Token returns the fencing token: it rises with every acquisition of the
+// job, so a store that sees a write with an older token can reject it.
+func (l *Lease) Token() int64 { return l.token }
+
+// Done is closed when leadership can no longer be guaranteed.
+func (l *Lease) Done() <-chan struct{} { return l.done }
+
+// Err says why Done was closed: an error wrapping ErrLost, or ErrReleased.
+// It is nil while Done is open.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Remaining returns how long the lease is certainly still valid, measured on
+// a local clock that counts suspended time from before the last successful
+// statement was sent. It is never longer than the database's own view.
+func (l *Lease) Remaining() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline - now()
+}
+
+// end closes Done once, with err as the reason.
+func (l *Lease) end(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		l.err = err
+		close(l.done)
+	}
+}
+
+// keep renews the lease until it is released or leadership is in doubt.
+func (l *Lease) keep(ctx context.Context) {
+	defer close(l.keeperDone)
+	cfg := l.store.cfg
+	log := l.store.log.With().Str("job", l.job).Int64("fencing_token", l.token).Logger()
+	stopBefore := cfg.grace + SafetyMargin(cfg.ttl)
+	nextRenew := now() + cfg.renewInterval
+	for {
+		stopIn := l.Remaining() - stopBefore
+		if stopIn <= 0 {
+			err := fmt.Errorf("lease %q: no renewal succeeded in time: %w", l.job, ErrLost)
+			log.Error().Err(err).Dur("remaining", l.Remaining()).Msg("lease lost")
+			l.end(err)
+			return
+		}
+		if renewIn := nextRenew - now(); renewIn > 0 {
+			t := time.NewTimer(min(renewIn, stopIn, maxSleep))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		// A renewal may not run past the moment work has to stop.
+		rctx, cancel := context.WithTimeout(ctx, min(stopIn, cfg.renewInterval))
+		err := l.renew(rctx)
+		cancel()
+		switch {
+		case err == nil:
+			nextRenew = now() + cfg.renewInterval
+			log.Debug().Dur("remaining", l.Remaining()).Msg("renewed")
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, ErrLost):
+			log.Error().Err(err).Msg("lease lost")
+			l.end(err)
+			return
+		default:
+			nextRenew = now() + cfg.retryInterval
+			log.Warn().Err(err).Dur("remaining", l.Remaining()).Msg("renewal failed")
+		}
+	}
+}
+
+// renew extends the lease by the TTL if it is still this holder's under the
+// same token. It returns ErrLost if not, and other errors when the database
+// could not say; the statement never outlives the local deadline.
+func (l *Lease) renew(ctx context.Context) error {
+	t0 := now()
+	remaining := l.Remaining()
+	if remaining <= 0 {
+		return fmt.Errorf("cannot renew lease %q: %w (expired locally)", l.job, ErrLost)
+	}
+	ctx, cancel := context.WithTimeout(ctx, remaining)
+	defer cancel()
+	s := l.store
+	tag, err := s.db.Exec(ctx, s.sql.renew, l.job, s.cfg.holder, l.token, s.cfg.ttl.Microseconds())
+	if err != nil {
+		return fmt.Errorf("cannot renew lease %q: %w", l.job, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("cannot renew lease %q: %w (taken over or released)", l.job, ErrLost)
+	}
+	l.mu.Lock()
+	l.deadline = t0 + s.cfg.ttl
+	l.mu.Unlock()
+	return nil
+}
+
+// Release stops renewing and hands the lease back: the row stays (so the
+// token is kept) and expires now, or at acquisition + hold-for if that is
+// later. exitCode, when not nil, is recorded as the run's status. Releasing a
+// lease that was already lost changes nothing in the table and returns an
+// error wrapping ErrLost.
+func (l *Lease) Release(ctx context.Context, exitCode *int) error {
+	l.stopKeeper()
+	<-l.keeperDone
+	l.end(ErrReleased)
+	l.mu.Lock()
+	l.deadline = min(l.deadline, now())
+	l.mu.Unlock()
+
+	s := l.store
+	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
+	defer cancel()
+	tag, err := s.db.Exec(ctx, s.sql.release, l.job, s.cfg.holder, l.token, s.cfg.holdFor.Microseconds(), exitCode)
+	if err != nil {
+		return fmt.Errorf("cannot release lease %q: %w", l.job, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("cannot release lease %q: %w", l.job, ErrLost)
+	}
+	return nil
+}
+
+// Do waits for the lease on job, runs fn while holding it, and releases it
+// when fn returns. fn's context is cancelled the moment leadership can no
+// longer be guaranteed, at least the grace before the lease could expire;
+// fn must return promptly then. If the lease was lost, Do's error wraps
+// ErrLost (joined with fn's own error).
+func (s *Store) Do(ctx context.Context, job string, fn func(ctx context.Context, l *Lease) error) error {
+	l, err := s.Acquire(ctx, job)
+	if err != nil {
+		return err
+	}
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-l.Done():
+			cancel(l.Err())
+		case <-fctx.Done():
+		}
+	}()
+	ferr := fn(fctx, l)
+	lost := l.Err()
+	if relErr := l.Release(context.WithoutCancel(ctx), nil); relErr != nil && lost == nil {
+		s.log.Warn().Err(relErr).Str("job", job).Msg("release failed; the lease will expire by itself")
+	}
+	if lost != nil {
+		return errors.Join(ferr, lost)
+	}
+	return ferr
+}

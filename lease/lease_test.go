@@ -1,0 +1,410 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/internal/tcpproxy"
+	"github.com/redbite/leasewrap/lease"
+)
+
+// fast are timings short enough for tests: renew 200ms, grace 300ms, TTL 1s.
+var fast = []lease.Option{
+	lease.WithTTL(time.Second),
+	lease.WithRenewInterval(200 * time.Millisecond),
+	lease.WithRetryInterval(50 * time.Millisecond),
+	lease.WithGrace(300 * time.Millisecond),
+}
+
+func newStore(t *testing.T, db lease.DB, table, holder string, opts ...lease.Option) *lease.Store {
+	t.Helper()
+	opts = append(append([]lease.Option{lease.WithTable(table), lease.WithHolder(holder)}, fast...), opts...)
+	s, err := lease.New(db, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+type row struct {
+	holder  string
+	token   int64
+	expired bool
+	exit    *int
+}
+
+func readRow(t *testing.T, pool *pgxpool.Pool, table, job string) row {
+	t.Helper()
+	var r row
+	err := pool.QueryRow(ctx(t), `SELECT holder, fencing_token, expires_at <= now(), last_exit_code FROM `+
+		pgx.Identifier{table}.Sanitize()+` WHERE job_name = $1`, job).Scan(&r.holder, &r.token, &r.expired, &r.exit)
+	if err != nil {
+		t.Fatalf("read lease row: %v", err)
+	}
+	return r
+}
+
+func TestAcquireIsExclusiveAndTokensRise(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	a := newStore(t, pool, table, "a")
+	b := newStore(t, pool, table, "b")
+
+	la, err := a.TryAcquire(ctx(t), "job")
+	if err != nil {
+		t.Fatalf("first acquire: %v", err)
+	}
+	if la.Token() != 1 {
+		t.Errorf("first token = %d, want 1", la.Token())
+	}
+	_, err = b.TryAcquire(ctx(t), "job")
+	var held *lease.HeldError
+	if !errors.As(err, &held) || !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("second acquire: got %v, want a *HeldError", err)
+	}
+	if held.Holder != "a" || held.Token != 1 || held.ExpiresIn <= 0 || held.ExpiresIn > time.Second {
+		t.Errorf("held = %+v, want holder a, token 1, expiry within the 1s TTL", held)
+	}
+	// Even the same holder id may not take a live lease twice.
+	if _, err := a.TryAcquire(ctx(t), "job"); !errors.Is(err, lease.ErrHeld) {
+		t.Errorf("re-acquire by the same id: got %v, want ErrHeld", err)
+	}
+
+	code := 7
+	if err := la.Release(ctx(t), &code); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	r := readRow(t, pool, table, "job")
+	if !r.expired || r.token != 1 || r.exit == nil || *r.exit != 7 {
+		t.Errorf("after release: %+v, want the row kept, expired, token 1, exit 7", r)
+	}
+	lb, err := b.TryAcquire(ctx(t), "job")
+	if err != nil {
+		t.Fatalf("acquire after release: %v", err)
+	}
+	if lb.Token() != 2 {
+		t.Errorf("token after change of hands = %d, want 2", lb.Token())
+	}
+	defer lb.Release(ctx(t), nil)
+	if r := readRow(t, pool, table, "job"); r.holder != "b" || r.expired || r.exit != nil {
+		t.Errorf("after takeover: %+v, want live lease of b with no exit code yet", r)
+	}
+}
+
+func TestReleaseHoldsForAtLeastHoldFor(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	a := newStore(t, pool, table, "a", lease.WithHoldFor(time.Hour))
+	l, err := a.TryAcquire(ctx(t), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newStore(t, pool, table, "b").TryAcquire(ctx(t), "job"); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("acquire within hold-for: got %v, want ErrHeld", err)
+	}
+}
+
+func TestStolenLeaseClosesDone(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	l, err := newStore(t, pool, table, "a").TryAcquire(ctx(t), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx(t), nil)
+	if _, err := pool.Exec(ctx(t), `UPDATE `+pgx.Identifier{table}.Sanitize()+
+		` SET holder = 'thief', fencing_token = fencing_token + 1`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done not closed after the lease was taken over")
+	}
+	if !errors.Is(l.Err(), lease.ErrLost) {
+		t.Errorf("Err = %v, want ErrLost", l.Err())
+	}
+	// Releasing a lost lease must not touch the thief's row.
+	if err := l.Release(ctx(t), nil); !errors.Is(err, lease.ErrLost) {
+		t.Errorf("release of a lost lease: %v, want ErrLost", err)
+	}
+	if r := readRow(t, pool, table, "job"); r.holder != "thief" || r.expired {
+		t.Errorf("thief's row changed: %+v", r)
+	}
+}
+
+func TestRenewalsKeepTheLease(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	l, err := newStore(t, pool, table, "a").TryAcquire(ctx(t), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx(t), nil)
+	// Three TTLs later the lease is still held, so it was renewed.
+	end := time.After(3 * time.Second)
+	for done := false; !done; {
+		select {
+		case <-l.Done():
+			t.Fatalf("lease ended while renewals should hold it: %v", l.Err())
+		case <-end:
+			done = true
+		}
+	}
+	if r := readRow(t, pool, table, "job"); r.expired || r.token != 1 {
+		t.Errorf("row after renewals: %+v, want live with token 1", r)
+	}
+}
+
+// A database that stops answering must end the lease locally, with the
+// grace still left, before the database considers it expired.
+func TestUnreachableDatabaseEndsLeaseBeforeExpiry(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	cfg := pool.Config().ConnConfig
+	proxy := tcpproxy.Start(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
+	viaProxy, err := pgxpool.New(ctx(t), fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=1", cfg.User, proxy.Addr(), cfg.Database))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer viaProxy.Close()
+	s := newStore(t, viaProxy, table, "a")
+	l, err := s.TryAcquire(ctx(t), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx(t), nil)
+	proxy.Blackhole()
+	select {
+	case <-l.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done not closed while the database was unreachable")
+	}
+	if rem := l.Remaining(); rem < 300*time.Millisecond {
+		t.Errorf("Done closed with %s left, want at least the 300ms grace", rem)
+	}
+	if r := readRow(t, pool, table, "job"); r.expired {
+		t.Error("the database already saw the lease expired when Done closed")
+	}
+	proxy.Restore()
+}
+
+func TestMigrateCreatesOnceUnderAConcurrentColdStart(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	const n = 20
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		created int
+		won     int
+		errs    []error
+	)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := pgx.Connect(ctx(t), pgtest.URL())
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			defer conn.Close(context.Background())
+			s := newStore(t, conn, table, fmt.Sprint("w", i))
+			<-start
+			changes, err := s.Migrate(ctx(t))
+			var l *lease.Lease
+			if err == nil {
+				l, err = s.TryAcquire(ctx(t), "job")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			created += len(changes)
+			switch {
+			case err == nil:
+				won++
+				l.Release(ctx(t), nil)
+			case !errors.Is(err, lease.ErrHeld):
+				errs = append(errs, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d of %d instances failed, first: %v", len(errs), n, errs[0])
+	}
+	if created != 1 {
+		t.Errorf("%d instances changed the schema, want exactly 1", created)
+	}
+	if won < 1 {
+		t.Errorf("no instance acquired the lease")
+	}
+}
+
+func TestMigrateUpgradesTheArticlesTable(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	ident := pgx.Identifier{table}.Sanitize()
+	if _, err := pool.Exec(ctx(t), `CREATE TABLE `+ident+` (job_name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at TIMESTAMPTZ NOT NULL);
+INSERT INTO `+ident+` VALUES ('old', 'someone', now() - interval '1 minute')`); err != nil {
+		t.Fatal(err)
+	}
+	s := newStore(t, pool, table, "a")
+	changes, err := s.Migrate(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 1 {
+		t.Fatalf("changes = %q, want one upgrade line", changes)
+	}
+	l, err := s.TryAcquire(ctx(t), "old")
+	if err != nil {
+		t.Fatalf("acquire the article's expired row: %v", err)
+	}
+	defer l.Release(ctx(t), nil)
+	if l.Token() != 1 {
+		t.Errorf("token = %d, want 1 (0 before)", l.Token())
+	}
+	if again, err := s.Migrate(ctx(t)); err != nil || len(again) != 0 {
+		t.Errorf("second migrate: %q, %v; want no changes", again, err)
+	}
+}
+
+// An up-to-date table must not be locked at start: a reader holding ACCESS
+// SHARE (any open SELECT) would block an ALTER, and the ALTER every reader.
+func TestStartupTakesNoLockOnACompleteTable(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	if _, err := newStore(t, pool, table, "a").Migrate(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx(t), `LOCK TABLE `+pgx.Identifier{table}.Sanitize()+` IN SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	fresh := newStore(t, pool, table, "b")
+	if changes, err := fresh.Migrate(short); err != nil || len(changes) != 0 {
+		t.Fatalf("migrate of a complete table while it is share-locked: %q, %v", changes, err)
+	}
+}
+
+func TestDoCancelsWorkWhenTheLeaseIsLost(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	s := newStore(t, pool, table, "a")
+	err := s.Do(ctx(t), "job", func(ctx context.Context, l *lease.Lease) error {
+		if _, err := pool.Exec(ctx, `UPDATE `+pgx.Identifier{table}.Sanitize()+` SET holder = 'thief'`); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	if !errors.Is(err, lease.ErrLost) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Do = %v, want ErrLost joined with the work's context.Canceled", err)
+	}
+}
+
+func TestAcquireWaitsForRelease(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	first, err := newStore(t, pool, table, "a").TryAcquire(ctx(t), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *lease.Lease)
+	go func() {
+		l, err := newStore(t, pool, table, "b").Acquire(ctx(t), "job")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	select {
+	case <-got:
+		t.Fatal("standby acquired a live lease")
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := first.Release(ctx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-got:
+		if l.Token() != 2 {
+			t.Errorf("standby's token = %d, want 2", l.Token())
+		}
+		l.Release(ctx(t), nil)
+	case <-time.After(5 * time.Second):
+		t.Fatal("standby did not take the released lease")
+	}
+}
+
+func TestNewRejectsUnsafeSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []lease.Option
+	}{
+		{"renew plus grace beyond TTL", []lease.Option{lease.WithTTL(10 * time.Second), lease.WithRenewInterval(5 * time.Second), lease.WithGrace(5 * time.Second)}},
+		{"zero TTL", []lease.Option{lease.WithTTL(0)}},
+		{"negative retry", []lease.Option{lease.WithRetryInterval(-time.Second)}},
+		{"three-part table", []lease.Option{lease.WithTable("a.b.c")}},
+		{"empty table", []lease.Option{lease.WithTable("")}},
+		{"negative hold-for", []lease.Option{lease.WithHoldFor(-time.Second)}},
+	} {
+		if _, err := lease.New(nil, tc.opts...); err == nil {
+			t.Errorf("%s: New accepted it", tc.name)
+		}
+	}
+	if _, err := lease.New(nil); err != nil {
+		t.Errorf("defaults rejected: %v", err)
+	}
+}
+
+func TestTableNamesAreQuoted(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	odd := pgtest.Table(t, pool) + `"; DROP TABLE x; --`
+	t.Cleanup(func() { pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+pgx.Identifier{odd}.Sanitize()) })
+	s := newStore(t, pool, odd, "a")
+	l, err := s.TryAcquire(ctx(t), "job")
+	if err != nil {
+		t.Fatalf("acquire on a table with quotes in its name: %v", err)
+	}
+	l.Release(ctx(t), nil)
+}

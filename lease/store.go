@@ -1,0 +1,241 @@
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/rs/zerolog"
+)
+
+// DB is the part of *pgxpool.Pool and *pgx.Conn a Store uses. A pool is the
+// better choice for long runs: it replaces a broken connection on the next
+// statement.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// MaxJobLen is the longest job name accepted, in bytes.
+const MaxJobLen = 200
+
+// Store hands out leases on jobs from one PostgreSQL table.
+type Store struct {
+	db    DB
+	cfg   config
+	table pgx.Identifier
+	log   zerolog.Logger
+	sql   statements
+
+	schemaMu    sync.Mutex
+	schemaReady bool
+}
+
+// New returns a Store that keeps leases in db. It checks the options but does
+// not touch the database; the table is created or upgraded on first use (or
+// by Migrate).
+func New(db DB, opts ...Option) (*Store, error) {
+	cfg := defaultConfig()
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	table, err := ParseTable(cfg.table)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckTimings(cfg.ttl, cfg.renewInterval, cfg.retryInterval, cfg.grace); err != nil {
+		return nil, err
+	}
+	if cfg.holdFor < 0 {
+		return nil, &TimingError{Field: "HoldFor", Value: cfg.holdFor, Msg: "must not be negative"}
+	}
+	if cfg.holder == "" {
+		cfg.holder = DefaultHolder()
+	}
+	return &Store{
+		db:    db,
+		cfg:   cfg,
+		table: table,
+		log:   cfg.log,
+		sql:   newStatements(table.Sanitize()),
+	}, nil
+}
+
+// Holder returns this Store's holder id.
+func (s *Store) Holder() string { return s.cfg.holder }
+
+// Table returns the lease table's name as given.
+func (s *Store) Table() string { return s.cfg.table }
+
+// TTL returns the lease duration.
+func (s *Store) TTL() time.Duration { return s.cfg.ttl }
+
+// ParseTable splits "table" or "schema.table" into an identifier. Names are
+// taken literally (case kept) and later quoted; they must be 1-63 bytes.
+func ParseTable(name string) (pgx.Identifier, error) {
+	parts := strings.Split(name, ".")
+	if len(parts) > 2 {
+		return nil, fmt.Errorf("invalid table %q: use \"table\" or \"schema.table\"", name)
+	}
+	for _, p := range parts {
+		if p == "" || len(p) > 63 || !utf8.ValidString(p) || strings.ContainsRune(p, 0) {
+			return nil, fmt.Errorf("invalid table %q: each part must be 1-63 bytes of UTF-8, as in %q", name, DefaultTable)
+		}
+	}
+	return pgx.Identifier(parts), nil
+}
+
+// CheckJob reports whether job is a valid job name: 1-200 bytes of UTF-8.
+func CheckJob(job string) error {
+	if job == "" || len(job) > MaxJobLen || !utf8.ValidString(job) || strings.ContainsRune(job, 0) {
+		return fmt.Errorf("invalid job name %q: must be 1-%d bytes of UTF-8, as in \"nightly_report\"", job, MaxJobLen)
+	}
+	return nil
+}
+
+// DefaultHolder returns "<hostname>-<pid>-<random>". The random part matters:
+// in containers every entrypoint is PID 1 and hostnames repeat.
+func DefaultHolder() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Errors a Store returns; match them with errors.Is.
+var (
+	// ErrLost means the lease is no longer this holder's: it expired, was
+	// taken over, or was released by an operator.
+	ErrLost = errors.New("lease lost")
+	// ErrHeld means another holder has a live lease; the error is a *HeldError.
+	ErrHeld = errors.New("lease held by another instance")
+)
+
+// HeldError is returned by TryAcquire when another holder's lease is live.
+type HeldError struct {
+	Job    string
+	Holder string
+	// ExpiresIn is measured by the database clock when the row was read.
+	ExpiresIn time.Duration
+	Token     int64
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("lease %q held by %q for another %s", e.Job, e.Holder, e.ExpiresIn.Round(time.Millisecond))
+}
+
+// Is makes errors.Is(err, ErrHeld) true.
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+// TryAcquire takes the lease on job if it is free or expired, in one
+// statement on the database clock. When another holder's lease is live it
+// returns a *HeldError. The fencing token rises by one on every acquisition.
+func (s *Store) TryAcquire(ctx context.Context, job string) (*Lease, error) {
+	if err := CheckJob(job); err != nil {
+		return nil, err
+	}
+	if err := s.ensureSchema(ctx); err != nil {
+		return nil, err
+	}
+	t0 := now()
+	// The statement may not outlive the deadline it would grant.
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ttl)
+	defer cancel()
+	var token int64
+	err := s.db.QueryRow(ctx, s.sql.acquire, job, s.cfg.holder, s.cfg.ttl.Microseconds()).Scan(&token)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, s.held(ctx, job)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot acquire lease %q: %w", job, err)
+	}
+	return newLease(s, job, token, t0+s.cfg.ttl), nil
+}
+
+// held reads the current holder after a failed acquisition. RETURNING gives
+// no row when ON CONFLICT's WHERE is false, so this is a second statement.
+func (s *Store) held(ctx context.Context, job string) error {
+	e := &HeldError{Job: job}
+	var expiresInMicros int64
+	err := s.db.QueryRow(ctx, s.sql.holder, job).Scan(&e.Holder, &expiresInMicros, &e.Token)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Released and deleted by hand between the two statements: free now.
+		return e
+	}
+	if err != nil {
+		return fmt.Errorf("cannot read holder of lease %q: %w", job, err)
+	}
+	e.ExpiresIn = time.Duration(expiresInMicros) * time.Microsecond
+	return e
+}
+
+// Acquire waits until it holds the lease on job, or ctx ends. It polls every
+// retry interval and tries early when the lease it saw is due to expire.
+// An error on the first attempt is returned at once (a wrong address or
+// missing privilege should not look like a long wait); later database errors
+// are logged and retried.
+func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
+	var lastHolder string
+	for attempt := 0; ; attempt++ {
+		l, err := s.TryAcquire(ctx, job)
+		if err == nil {
+			return l, nil
+		}
+		wait := s.cfg.retryInterval
+		var held *HeldError
+		switch {
+		case errors.As(err, &held):
+			if held.Holder != lastHolder {
+				s.log.Info().Str("job", job).Str("holder", held.Holder).
+					Dur("expires_in", held.ExpiresIn).Msg("standing by: lease held by another instance")
+				lastHolder = held.Holder
+			}
+			// Wake just after the expiry it observed, if that comes first.
+			wait = min(wait, held.ExpiresIn+time.Millisecond)
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case attempt == 0 || !retryable(err):
+			return nil, err
+		default:
+			s.log.Warn().Err(err).Str("job", job).Msg("cannot reach lease store; retrying")
+		}
+		t := time.NewTimer(max(wait, time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// retryable reports whether a failed statement may succeed later: anything
+// but a server error that says the request itself is wrong (privileges,
+// missing objects, bad names), which waiting will not mend.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return true
+	}
+	switch pgErr.Code[:2] {
+	case "08", "53", "57", "58", "40", "55":
+		// connection, resources, operator intervention, system, rollback,
+		// object not in prerequisite state.
+		return true
+	}
+	return false
+}

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"fmt"
+	"runtime/debug"
+
+	"github.com/urfave/cli/v2"
+)
+
+// buildVersion is set at release time with -ldflags "-X main.buildVersion=v1.2.3".
+var buildVersion string
+
+func version() string {
+	if buildVersion != "" {
+		return buildVersion
+	}
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
+}
+
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print leasewrap's version",
+		Action: func(c *cli.Context) error {
+			_, err := fmt.Fprintf(c.App.Writer, "leasewrap %s\n", version())
+			return err
+		},
+	}
+}
