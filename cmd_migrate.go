@@ -29,7 +29,7 @@ func migrateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			defer pool.Close()
+			defer closePool(pool)
 			store, err := lease.New(pool, lease.WithTable(c.String("table")), lease.WithLogger(log))
 			if err != nil {
 				return usagef("%v", err)

@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
@@ -63,12 +65,15 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	defer closePool(pool)
 	holder := c.String("id")
 	if holder == "" {
 		holder = lease.DefaultHolder()
 	}
-	log = log.With().Str("job", job).Str("holder", holder).Logger()
+	// The store adds the job to its own lines.
+	log = log.With().Str("holder", holder).Logger()
+	storeLog := log
+	log = log.With().Str("job", job).Logger()
 	store, err := lease.New(pool,
 		lease.WithTable(c.String("table")),
 		lease.WithHolder(holder),
@@ -77,7 +82,7 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 		lease.WithRetryInterval(c.Duration("retry-interval")),
 		lease.WithGrace(c.Duration("grace")),
 		lease.WithHoldFor(c.Duration("hold-for")),
-		lease.WithLogger(log),
+		lease.WithLogger(storeLog),
 	)
 	if err != nil {
 		return usagef("%v", err)
@@ -88,7 +93,7 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 		return err
 	}
 	log = log.With().Int64("fencing_token", l.Token()).Logger()
-	log.Info().Dur("ttl", store.TTL()).Msg("acquired")
+	log.Info().Stringer("ttl", store.TTL()).Msg("acquired")
 
 	cmd := exec.Command(path, child[1:]...)
 	cmd.Args[0] = child[0]
@@ -110,6 +115,21 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 		return nil
 	}
 	return &runner.ExitError{Code: res.Code()}
+}
+
+// closePool closes the pool but waits at most a second: closing a connection
+// to a server that stopped answering can take far longer, and leasewrap's
+// exit must not wait for it.
+func closePool(pool *pgxpool.Pool) {
+	closed := make(chan struct{})
+	go func() {
+		pool.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(time.Second):
+	}
 }
 
 // connect opens the pool, refusing a connection string it cannot parse
@@ -188,10 +208,10 @@ func acquire(c *cli.Context, store *lease.Store, pool *pgxpool.Pool, job string,
 		log.Info().Str("signal", received.String()).Msg("stopped by signal before the command started")
 		return nil, &runner.ExitError{Code: runner.ExitSignalBase + signals.Number(received)}
 	case errors.Is(err, errWaitTimeout):
-		log.Warn().Dur("wait_timeout", c.Duration("wait-timeout")).Msg("gave up standing by: --wait-timeout passed")
+		log.Warn().Stringer("wait_timeout", c.Duration("wait-timeout")).Msg("gave up standing by: --wait-timeout passed")
 		return nil, &runner.ExitError{Code: runner.ExitWaitTimeout}
 	case errors.As(err, &held):
-		log.Info().Str("current_holder", held.Holder).Dur("expires_in", held.ExpiresIn).
+		log.Info().Str("current_holder", held.Holder).Stringer("expires_in", held.ExpiresIn.Round(time.Millisecond)).
 			Int64("current_token", held.Token).Msg("skipped: lease held by another instance")
 		return nil, &runner.ExitError{Code: c.Int("skip-exit-code")}
 	default:
@@ -222,7 +242,7 @@ func release(l *lease.Lease, status *int, log zerolog.Logger) {
 // database hosts and never the password, and returns EX_UNAVAILABLE.
 func unavailable(err error, pool *pgxpool.Pool, log zerolog.Logger) error {
 	cfg := pool.Config().ConnConfig
-	log.Error().Str("database", lease.Hosts(&cfg.Config)).
-		Msg("lease store unavailable: " + lease.Redact(err.Error(), &cfg.Config))
+	msg := strings.ReplaceAll(lease.Redact(err.Error(), &cfg.Config), "\n\t", "; ")
+	log.Error().Str("database", lease.Hosts(&cfg.Config)).Str("error", msg).Msg("lease store unavailable")
 	return &runner.ExitError{Code: runner.ExitUnavailable}
 }

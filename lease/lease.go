@@ -105,7 +105,7 @@ func (l *Lease) keep(ctx context.Context) {
 		stopIn := l.Remaining() - stopBefore
 		if stopIn <= 0 {
 			err := fmt.Errorf("lease %q: no renewal succeeded in time: %w", l.job, ErrLost)
-			log.Error().Err(err).Dur("remaining", l.Remaining()).Msg("lease lost")
+			log.Error().Err(err).Stringer("remaining", l.Remaining().Round(time.Millisecond)).Msg("lease lost")
 			l.end(err)
 			return
 		}
@@ -126,7 +126,7 @@ func (l *Lease) keep(ctx context.Context) {
 		switch {
 		case err == nil:
 			nextRenew = now() + cfg.renewInterval
-			log.Debug().Dur("remaining", l.Remaining()).Msg("renewed")
+			log.Debug().Stringer("remaining", l.Remaining().Round(time.Millisecond)).Msg("renewed")
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, ErrLost):
@@ -135,7 +135,7 @@ func (l *Lease) keep(ctx context.Context) {
 			return
 		default:
 			nextRenew = now() + cfg.retryInterval
-			log.Warn().Err(err).Dur("remaining", l.Remaining()).Msg("renewal failed")
+			log.Warn().Err(err).Stringer("remaining", l.Remaining().Round(time.Millisecond)).Msg("renewal failed")
 		}
 	}
 }

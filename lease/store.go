@@ -200,8 +200,8 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 		switch {
 		case errors.As(err, &held):
 			if held.Holder != lastHolder {
-				s.log.Info().Str("job", job).Str("holder", held.Holder).
-					Dur("expires_in", held.ExpiresIn).Msg("standing by: lease held by another instance")
+				s.log.Info().Str("job", job).Str("current_holder", held.Holder).
+					Stringer("expires_in", held.ExpiresIn.Round(time.Millisecond)).Msg("standing by: lease held by another instance")
 				lastHolder = held.Holder
 			}
 			// Wake just after the expiry it observed, if that comes first.

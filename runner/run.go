@@ -94,7 +94,7 @@ func Run(cmd *exec.Cmd, l Lease, cfg Config) Result {
 		select {
 		case <-waited:
 			res := Result{Status: waitStatus(cmd.ProcessState), Lost: lost, Duration: time.Since(started)}
-			log.Info().Int("status", res.Status).Dur("duration", res.Duration).Msg("child exited")
+			log.Info().Int("status", res.Status).Stringer("duration", res.Duration.Round(time.Millisecond)).Msg("child exited")
 			if signals.GroupAlive(pgid) {
 				log.Warn().Int("pgid", pgid).Msg("child left processes in its group; stopping them")
 				if stop == nil {
@@ -111,7 +111,7 @@ func Run(cmd *exec.Cmd, l Lease, cfg Config) Result {
 		case <-leaseDone:
 			leaseDone = nil
 			lost = l.Err()
-			log.Error().Err(lost).Dur("grace", cfg.Grace).Msg("stopping child: lease can no longer be guaranteed")
+			log.Error().Err(lost).Stringer("grace", cfg.Grace).Msg("stopping child: lease can no longer be guaranteed")
 			stop = newStopper(pgid, l, cfg)
 			stopTick = time.NewTicker(pollInterval)
 			tick = stopTick.C

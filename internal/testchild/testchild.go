@@ -11,8 +11,8 @@
 //	ignore-term      like trap, but keep going after every signal (only SIGKILL ends it)
 //	env              print the LEASEWRAP_* variables as NAME=value lines
 //	grandchild:FILE  start a grandchild that ignores SIGTERM and sleeps; write its pid to FILE
-//	record:FILE      append "start <monotonic-ns> <token> <holder>" to FILE now and
-//	                 "end <monotonic-ns>" when the script ends by exit or trapped signal
+//	record:FILE      append "start <monotonic-ns> <token> <holder> <pid>" to FILE now and
+//	                 "end <monotonic-ns> <pid>" when the script ends by exit or trapped signal
 //	sleep:DURATION   sleep
 //	block            sleep until a signal ends the process
 //	exit:N           exit with status N
@@ -37,6 +37,10 @@ import (
 
 // Env holds the script; when it is set, Main runs the script and exits.
 const Env = "LEASEWRAP_TESTCHILD"
+
+// NoRaceExitDelay is an environment entry that stops a binary built with
+// -race from sleeping a second before it exits with status 0.
+const NoRaceExitDelay = "GORACE=atexit_sleep_ms=0"
 
 // Main runs the scripted child if Env is set, and never returns then.
 func Main() {
@@ -64,7 +68,7 @@ func say(format string, a ...any) {
 func finish(code int) {
 	recordMu.Lock()
 	if recordTo != "" && !recordEnd {
-		appendLine(recordTo, fmt.Sprintf("end %d", Monotonic()))
+		appendLine(recordTo, fmt.Sprintf("end %d %d", Monotonic(), os.Getpid()))
 		recordEnd = true
 	}
 	recordMu.Unlock()
@@ -94,7 +98,7 @@ func run(steps []string) int {
 			}
 		case "grandchild":
 			cmd := exec.Command(os.Args[0])
-			cmd.Env = append(os.Environ(), Env+"=ignore-term block")
+			cmd.Env = append(os.Environ(), Env+"=ignore-term block", NoRaceExitDelay)
 			if err := cmd.Start(); err != nil {
 				say("grandchild: %v", err)
 				return 3
@@ -107,7 +111,7 @@ func run(steps []string) int {
 			recordMu.Lock()
 			recordTo = arg
 			recordMu.Unlock()
-			appendLine(arg, fmt.Sprintf("start %d %s %s", Monotonic(), os.Getenv("LEASEWRAP_FENCING_TOKEN"), os.Getenv("LEASEWRAP_HOLDER")))
+			appendLine(arg, fmt.Sprintf("start %d %s %s %d", Monotonic(), os.Getenv("LEASEWRAP_FENCING_TOKEN"), os.Getenv("LEASEWRAP_HOLDER"), os.Getpid()))
 		case "sleep":
 			d, err := time.ParseDuration(arg)
 			if err != nil {
@@ -130,9 +134,10 @@ func run(steps []string) int {
 				say("kill: unknown signal %q", arg)
 				return 3
 			}
-			signal.Reset()
-			_ = unix.Kill(os.Getpid(), sig)
-			time.Sleep(time.Minute) // the signal ends the process first
+			// The Go runtime turns some signals into exit codes or ignores
+			// them; a shell takes the default action for every one.
+			err := unix.Exec("/bin/sh", []string{"sh", "-c", "kill -s " + arg + " $$"}, os.Environ())
+			say("kill: %v", err)
 			return 3
 		default:
 			say("unknown step %q", step)

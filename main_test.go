@@ -1,0 +1,412 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/internal/tcpproxy"
+)
+
+func TestExitStatusOfTheChild(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	for _, tc := range []struct {
+		script string
+		want   int
+	}{
+		{"exit:0", 0}, {"exit:1", 1}, {"exit:2", 2}, {"exit:42", 42}, {"exit:255", 255},
+		{"kill:TERM", 143}, {"kill:INT", 130}, {"kill:HUP", 129}, {"kill:QUIT", 131}, {"kill:USR1", 138}, {"kill:KILL", 137},
+	} {
+		t.Run(tc.script, func(t *testing.T) {
+			t.Parallel()
+			job := "exit-" + tc.script
+			p := lw(t, []string{child(tc.script)}, d.args("--job", job, "--", self())...)
+			if got := p.wait(t, 20*time.Second); got != tc.want {
+				t.Errorf("exit status %d, want %d", got, tc.want)
+			}
+			if e := p.waitLog(t, "child exited"); e["status"] != float64(tc.want) {
+				t.Errorf("logged status %v, want %d", e["status"], tc.want)
+			}
+			if in := d.expiresIn(t, job); in > 0 {
+				t.Errorf("lease still live for %s after the child exited, want released", in)
+			}
+		})
+	}
+}
+
+func TestCommandNotFoundOrNotExecutable(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	plain := filepath.Join(t.TempDir(), "plain")
+	if err := os.WriteFile(plain, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for cmd, want := range map[string]int{"leasewrap-no-such-command": 127, plain: 126} {
+		p := lw(t, nil, d.args("--job", "x", "--", cmd)...)
+		if got := p.wait(t, 10*time.Second); got != want {
+			t.Errorf("%s: exit %d, want %d", cmd, got, want)
+		}
+		if !strings.Contains(p.logs.String(), "cannot run") {
+			t.Errorf("%s: no reason given: %q", cmd, p.logs)
+		}
+	}
+	if h := d.holder(t, "x"); h != "" {
+		t.Errorf("a lease was taken for a command that cannot run (holder %q)", h)
+	}
+}
+
+func TestOnlyOneOfSeveralWrappersRuns(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{2, 3} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			t.Parallel()
+			d := newDB(t)
+			procs := make([]*proc, n)
+			for i := range procs {
+				procs[i] = lw(t, []string{child("trap ready block")},
+					d.args("--job", "report", "--id", fmt.Sprint("w", i), "--skip-exit-code", "3", "--", self())...)
+			}
+			// Every wrapper but the leader exits with the skip status, and
+			// names the leader; the leader's child runs until told to stop.
+			leader := -1
+			deadline := time.After(20 * time.Second)
+			for skipped := 0; skipped < n-1; {
+				for i, p := range procs {
+					select {
+					case <-p.exited:
+					default:
+						continue
+					}
+					if p.code != 3 {
+						t.Fatalf("wrapper %d exited %d, want the skip status 3", i, p.code)
+					}
+				}
+				skipped = 0
+				for _, p := range procs {
+					select {
+					case <-p.exited:
+						skipped++
+					default:
+					}
+				}
+				select {
+				case <-deadline:
+					t.Fatalf("%d of %d wrappers skipped in time", skipped, n-1)
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			for i, p := range procs {
+				select {
+				case <-p.exited:
+					e := p.waitLog(t, "skipped: lease held by another instance")
+					if e["current_holder"] != d.holder(t, "report") {
+						t.Errorf("wrapper %d logged holder %v, the table says %q", i, e["current_holder"], d.holder(t, "report"))
+					}
+				default:
+					if leader >= 0 {
+						t.Fatalf("wrappers %d and %d both run", leader, i)
+					}
+					leader = i
+				}
+			}
+			if leader < 0 {
+				t.Fatal("no wrapper ran the command")
+			}
+			procs[leader].expect(t, "ready")
+			procs[leader].cmd.Process.Signal(syscall.SIGTERM)
+			procs[leader].expect(t, "signal SIGTERM")
+			if got := procs[leader].wait(t, 10*time.Second); got != 143 {
+				t.Errorf("leader exited %d after SIGTERM, want the child's 143", got)
+			}
+		})
+	}
+}
+
+func TestStolenLeaseStopsTheChildAndExits75(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	p := lw(t, []string{child("trap ready block")}, d.args("--job", "j", "--", self())...)
+	p.expect(t, "ready")
+	stolen := time.Now()
+	d.exec(t, `UPDATE TABLE SET holder = 'thief', fencing_token = fencing_token + 1`)
+	p.expect(t, "signal SIGTERM")
+	// One renewal interval (300ms) plus slack for a loaded machine.
+	if took := time.Since(stolen); took > 300*time.Millisecond+time.Second {
+		t.Errorf("SIGTERM %s after the lease was taken, want within one renewal", took)
+	}
+	if got := p.wait(t, 10*time.Second); got != 75 {
+		t.Errorf("exit %d, want 75", got)
+	}
+	p.waitLog(t, "lease lost")
+	if h := d.holder(t, "j"); h != "thief" {
+		t.Errorf("holder %q after exit, want the thief's row untouched", h)
+	}
+}
+
+// The database goes away mid-run, by a cut or a blackhole: the child must
+// be dead before the lease the database still records runs out.
+func TestDatabaseLostMidRunStopsTheChildBeforeExpiry(t *testing.T) {
+	t.Parallel()
+	for _, fault := range []string{"cut", "blackhole"} {
+		t.Run(fault, func(t *testing.T) {
+			t.Parallel()
+			d := newDB(t)
+			cfg := d.pool.Config().ConnConfig
+			proxy := tcpproxy.Start(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
+			url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=1", cfg.User, proxy.Addr(), cfg.Database)
+			// The later --database-url wins over the one args sets.
+			args := d.args("--database-url", url, "--job", "j", "--", self())
+			p := lw(t, []string{child("ignore-term ready block")}, args...)
+			p.expect(t, "ready")
+			pid := int(p.waitLog(t, "child started")["pid"].(float64))
+			if fault == "cut" {
+				proxy.Cut()
+			} else {
+				proxy.Blackhole()
+			}
+			waitGone(t, pid, 10*time.Second)
+			if left := d.expiresIn(t, "j"); left <= 0 {
+				t.Errorf("child outlived the lease: the database saw it expired %s before", -left)
+			}
+			if got := p.wait(t, 10*time.Second); got != 75 {
+				t.Errorf("exit %d, want 75", got)
+			}
+		})
+	}
+}
+
+func TestChildIgnoringSIGTERMIsKilledWithItsGrandchildren(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	// The shell and its background sleep both ignore SIGTERM.
+	script := `trap "" TERM; sleep 300 & echo $! > ` + pidFile + `; echo ready; wait`
+	p := lw(t, nil, d.args("--job", "j", "--", "sh", "-c", script)...)
+	p.expect(t, "ready")
+	grandchild := readPid(t, pidFile)
+	stolen := time.Now()
+	d.exec(t, `UPDATE TABLE SET holder = 'thief', fencing_token = fencing_token + 1`)
+	if got := p.wait(t, 10*time.Second); got != 75 {
+		t.Errorf("exit %d, want 75", got)
+	}
+	if took := time.Since(stolen); took < 500*time.Millisecond {
+		t.Errorf("killed %s after the loss, before the 500ms grace", took)
+	}
+	waitGone(t, grandchild, time.Second)
+}
+
+func TestStandbyTakesOverWithoutOverlap(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"child exits", "leader SIGKILLed"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			d := newDB(t)
+			history := filepath.Join(t.TempDir(), "history")
+			script := "record:" + history + " ready sleep:1500ms"
+			if how == "leader SIGKILLed" {
+				script = "record:" + history + " ready block"
+			}
+			leader := lw(t, []string{child(script)}, d.args("--job", "j", "--id", "leader", "--", self())...)
+			leader.expect(t, "ready")
+			standby := lw(t, []string{child("record:" + history + " ready exit:0")},
+				d.args("--job", "j", "--id", "standby", "--wait", "--", self())...)
+			standby.waitLog(t, "standing by: lease held by another instance")
+			var killed time.Time
+			if how == "leader SIGKILLed" {
+				killed = time.Now()
+				leader.cmd.Process.Kill()
+				runs := readHistory(t, history)
+				waitGone(t, runs[0].pid, time.Second) // the child dies with its wrapper
+			}
+			standby.expect(t, "ready")
+			if !killed.IsZero() {
+				// TTL 2s + retry 100ms, and slack for a loaded machine.
+				if took := time.Since(killed); took > 2100*time.Millisecond+time.Second {
+					t.Errorf("standby took over %s after the leader died", took)
+				}
+			}
+			if got := standby.wait(t, 10*time.Second); got != 0 {
+				t.Errorf("standby exited %d", got)
+			}
+			runs := readHistory(t, history)
+			if len(runs) != 2 {
+				t.Fatalf("history has %d runs, want 2: %+v", len(runs), runs)
+			}
+			first, second := runs[0], runs[1]
+			if first.holder != "leader" || second.holder != "standby" || second.token != first.token+1 {
+				t.Errorf("runs %+v, want the leader's then the standby's with the next token", runs)
+			}
+			if first.end != 0 && first.end > second.start {
+				t.Errorf("runs overlap by %s", time.Duration(first.end-second.start))
+			}
+		})
+	}
+}
+
+func TestSignalWhileStandingByEndsWithoutTheLease(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	leader := lw(t, []string{child("ready block")}, d.args("--job", "j", "--id", "leader", "--", self())...)
+	leader.expect(t, "ready")
+	standby := lw(t, []string{child("ready")}, d.args("--job", "j", "--wait", "--", self())...)
+	standby.waitLog(t, "standing by: lease held by another instance")
+	standby.cmd.Process.Signal(syscall.SIGTERM)
+	if got := standby.wait(t, 5*time.Second); got != 143 {
+		t.Errorf("standby exited %d on SIGTERM, want 143", got)
+	}
+	if h := d.holder(t, "j"); h != "leader" {
+		t.Errorf("holder %q, want the leader", h)
+	}
+}
+
+func TestWaitTimeoutExits124(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	leader := lw(t, []string{child("ready block")}, d.args("--job", "j", "--", self())...)
+	leader.expect(t, "ready")
+	standby := lw(t, []string{child("ready")}, d.args("--job", "j", "--wait", "--wait-timeout", "500ms", "--", self())...)
+	if got := standby.wait(t, 10*time.Second); got != 124 {
+		t.Errorf("exit %d, want 124", got)
+	}
+}
+
+func TestChildEnvironment(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	p := lw(t, []string{child("env")}, d.args("--job", "env-job", "--id", "me", "--", self())...)
+	for _, want := range []string{"LEASEWRAP_FENCING_TOKEN=1", "LEASEWRAP_HOLDER=me", "LEASEWRAP_JOB=env-job", "LEASEWRAP_TABLE=" + d.table} {
+		p.expect(t, want)
+	}
+	if got := p.wait(t, 10*time.Second); got != 0 {
+		t.Errorf("exit %d", got)
+	}
+}
+
+func TestEverythingAfterDashDashIsTheChild(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	bin := t.TempDir()
+	for _, name := range []string{"status", "version", "migrate"} {
+		script := "#!/bin/sh\necho i am " + name + " \"$@\"\n"
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		p := lw(t, []string{"PATH=" + bin + ":" + os.Getenv("PATH")}, d.args("--job", name, "--", name, "--job", "x")...)
+		p.expect(t, "i am "+name+" --job x")
+		if got := p.wait(t, 10*time.Second); got != 0 {
+			t.Errorf("%s: exit %d", name, got)
+		}
+	}
+}
+
+func TestUnreachableDatabaseExits69WithoutThePassword(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	cfg := d.pool.Config().ConnConfig
+	blackhole := tcpproxy.Start(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
+	blackhole.Blackhole()
+	for name, url := range map[string]string{
+		"refused":   "postgres://user:s3cr3t-pw@127.0.0.1:1/db?sslmode=disable",
+		"blackhole": "postgres://user:s3cr3t-pw@" + blackhole.Addr() + "/db?sslmode=disable&connect_timeout=1",
+	} {
+		t.Run(name, func(t *testing.T) {
+			start := time.Now()
+			p := lw(t, nil, "--database-url", url, "--job", "j", "--log-format", "json", "--", "true")
+			if got := p.wait(t, 15*time.Second); got != 69 {
+				t.Errorf("exit %d, want 69", got)
+			}
+			if took := time.Since(start); took > 10*time.Second {
+				t.Errorf("took %s to give up", took)
+			}
+			logs := p.logs.String()
+			if strings.Contains(logs, "s3cr3t-pw") {
+				t.Errorf("password in output: %s", logs)
+			}
+			host := strings.Split(strings.Split(url, "@")[1], "/")[0]
+			if e := p.waitLog(t, "lease store unavailable"); e["database"] != host {
+				t.Errorf("logged database %v, want %s", e["database"], host)
+			}
+		})
+	}
+}
+
+func TestBadInputExits64WithOneLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		env   []string
+		args  []string
+		names string // what the message must mention
+	}{
+		{"no job", nil, []string{"--", "true"}, "--job"},
+		{"long job", nil, []string{"--job", strings.Repeat("j", 201), "--", "true"}, "--job"},
+		{"bad table", nil, []string{"--job", "j", "--table", "a.b.c", "--", "true"}, "--table"},
+		{"ttl too short", nil, []string{"--job", "j", "--ttl", "20s", "--", "true"}, "--ttl"},
+		{"zero grace", nil, []string{"--job", "j", "--grace", "0s", "--", "true"}, "--grace"},
+		{"bad duration", nil, []string{"--job", "j", "--ttl", "soon", "--", "true"}, "ttl"},
+		{"bad env duration", []string{"LEASEWRAP_RENEW_INTERVAL=often"}, []string{"--job", "j", "--", "true"}, "renew-interval"},
+		{"negative hold-for", nil, []string{"--job", "j", "--hold-for", "-1s", "--", "true"}, "--hold-for"},
+		{"skip code", nil, []string{"--job", "j", "--skip-exit-code", "300", "--", "true"}, "--skip-exit-code"},
+		{"log level", nil, []string{"--job", "j", "--log-level", "loud", "--", "true"}, "--log-level"},
+		{"log format", nil, []string{"--job", "j", "--log-format", "xml", "--", "true"}, "--log-format"},
+		{"no command", nil, []string{"--job", "j", "--"}, "command"},
+		{"wait-timeout alone", nil, []string{"--job", "j", "--wait-timeout", "1m", "--", "true"}, "--wait"},
+		{"unknown flag", nil, []string{"--jobs", "j", "--", "true"}, "jobs"},
+		{"bad url", nil, []string{"--job", "j", "--database-url", "postgres://u:s3cr3t@[::1/x", "--", "true"}, "--database-url"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := lw(t, tc.env, tc.args...)
+			if got := p.wait(t, 10*time.Second); got != 64 {
+				t.Errorf("exit %d, want 64", got)
+			}
+			out := p.logs.String()
+			if lines := strings.Count(out, "\n"); lines != 1 || !strings.HasPrefix(out, "leasewrap: ") {
+				t.Errorf("want one line starting with \"leasewrap: \", got %q", out)
+			}
+			if !strings.Contains(out, tc.names) || strings.Contains(out, "s3cr3t") {
+				t.Errorf("message %q should name %q (and never a password)", out, tc.names)
+			}
+		})
+	}
+}
+
+func TestMigrateAndVersion(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	for i, want := range []string{`created table "` + d.table + `"`, `lease table ` + d.table + ` is up to date`} {
+		p := lw(t, nil, "migrate", "--database-url", pgtest.URL(), "--table", d.table)
+		p.expect(t, want)
+		if got := p.wait(t, 10*time.Second); got != 0 {
+			t.Errorf("migrate run %d exited %d", i+1, got)
+		}
+	}
+	p := lw(t, nil, "version")
+	line := <-p.lines
+	if !strings.HasPrefix(line, "leasewrap ") {
+		t.Errorf("version printed %q", line)
+	}
+}
+
+func readPid(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b, err := os.ReadFile(path); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				return pid
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pid in %s", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

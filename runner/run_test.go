@@ -1,0 +1,314 @@
+package runner_test
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/redbite/leasewrap/internal/testchild"
+	"github.com/redbite/leasewrap/runner"
+)
+
+func TestMain(m *testing.M) {
+	testchild.Main()
+	os.Exit(m.Run())
+}
+
+// fakeLease lets a test end the lease at will; its deadline is on the
+// monotonic clock.
+type fakeLease struct {
+	done     chan struct{}
+	once     sync.Once
+	mu       sync.Mutex
+	err      error
+	deadline time.Time
+}
+
+func newFakeLease(validFor time.Duration) *fakeLease {
+	return &fakeLease{done: make(chan struct{}), deadline: time.Now().Add(validFor)}
+}
+
+func (f *fakeLease) Done() <-chan struct{} { return f.done }
+func (f *fakeLease) Err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+func (f *fakeLease) Remaining() time.Duration { return time.Until(f.deadline) }
+func (f *fakeLease) lose(err error) {
+	f.once.Do(func() {
+		f.mu.Lock()
+		f.err = err
+		f.mu.Unlock()
+		close(f.done)
+	})
+}
+
+var errStolen = errors.New("lease lost: taken over")
+
+// child is a scripted child process with its stdout read line by line.
+type child struct {
+	cmd   *exec.Cmd
+	lines chan string
+}
+
+func newChild(t *testing.T, script string) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), testchild.Env+"="+script, testchild.NoRaceExitDelay)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = w
+	cmd.Stderr = os.Stderr
+	c := &child{cmd: cmd, lines: make(chan string, 64)}
+	go func() {
+		defer close(c.lines)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() { w.Close(); r.Close() })
+	return c
+}
+
+// expect waits for the child to print want, failing after a deadline.
+func (c *child) expect(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case line, ok := <-c.lines:
+			if !ok {
+				t.Fatalf("child's output ended before %q", want)
+			}
+			if line == want {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("child did not print %q in time", want)
+		}
+	}
+}
+
+type run struct {
+	res  chan runner.Result
+	sigs chan os.Signal
+}
+
+func start(t *testing.T, c *child, l runner.Lease, grace, margin time.Duration) *run {
+	t.Helper()
+	r := &run{res: make(chan runner.Result, 1), sigs: make(chan os.Signal, 4)}
+	go func() {
+		r.res <- runner.Run(c.cmd, l, runner.Config{Grace: grace, Margin: margin, Signals: r.sigs, Log: zerolog.New(io.Discard)})
+	}()
+	return r
+}
+
+func (r *run) wait(t *testing.T) runner.Result {
+	t.Helper()
+	select {
+	case res := <-r.res:
+		return res
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return")
+		return runner.Result{}
+	}
+}
+
+func TestExitStatusPassesThrough(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{0, 1, 2, 42, 255} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			t.Parallel()
+			res := start(t, newChild(t, "exit:"+strconv.Itoa(code)), newFakeLease(time.Hour), time.Second, 0).wait(t)
+			if res.Status != code || res.Code() != code || res.Lost != nil {
+				t.Errorf("result %+v, want status and code %d", res, code)
+			}
+		})
+	}
+}
+
+func TestDeathBySignalIs128PlusN(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []unix.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGKILL} {
+		name := strings.TrimPrefix(unix.SignalName(sig), "SIG")
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			res := start(t, newChild(t, "kill:"+name), newFakeLease(time.Hour), time.Second, 0).wait(t)
+			if want := 128 + int(sig); res.Code() != want {
+				t.Errorf("code %d, want %d", res.Code(), want)
+			}
+		})
+	}
+}
+
+func TestCommandNotFoundOrNotExecutable(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(plain, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	noShebang := filepath.Join(dir, "garbage")
+	if err := os.WriteFile(noShebang, []byte{0x7f, 'E', 'L', 'F', 0, 1, 2}, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		want int
+	}{
+		{"leasewrap-no-such-command", runner.ExitNotFound},
+		{filepath.Join(dir, "missing"), runner.ExitNotFound},
+		{plain, runner.ExitNotExecutable},
+		{dir, runner.ExitNotExecutable},
+	} {
+		_, err := runner.LookPath(tc.name)
+		var exit *runner.ExitError
+		if !errors.As(err, &exit) || exit.Code != tc.want {
+			t.Errorf("LookPath(%q) = %v, want exit %d", tc.name, err, tc.want)
+		}
+	}
+	// Found and marked executable, but the kernel cannot run it.
+	res := runner.Run(exec.Command(noShebang), newFakeLease(time.Hour), runner.Config{Log: zerolog.Nop()})
+	if res.Code() != runner.ExitNotExecutable {
+		t.Errorf("unrunnable file: code %d, want 126", res.Code())
+	}
+}
+
+func TestSignalsAreForwardedToTheChild(t *testing.T) {
+	t.Parallel()
+	for _, end := range []unix.Signal{unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGTERM} {
+		t.Run(unix.SignalName(end), func(t *testing.T) {
+			t.Parallel()
+			c := newChild(t, "trap ready block")
+			r := start(t, c, newFakeLease(time.Hour), time.Second, 0)
+			c.expect(t, "ready")
+			for _, sig := range []unix.Signal{unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH} {
+				r.sigs <- sig
+				c.expect(t, "signal "+unix.SignalName(sig))
+			}
+			r.sigs <- end
+			c.expect(t, "signal "+unix.SignalName(end))
+			if res := r.wait(t); res.Code() != 128+int(end) {
+				t.Errorf("code %d after forwarded %s, want %d", res.Code(), unix.SignalName(end), 128+int(end))
+			}
+		})
+	}
+}
+
+func TestLeaseLossSendsSIGTERMAndExits75(t *testing.T) {
+	t.Parallel()
+	c := newChild(t, "trap ready block")
+	l := newFakeLease(time.Hour)
+	r := start(t, c, l, 5*time.Second, 0)
+	c.expect(t, "ready")
+	l.lose(errStolen)
+	c.expect(t, "signal SIGTERM")
+	res := r.wait(t)
+	if res.Status != 143 || res.Code() != runner.ExitLeaseLost || !errors.Is(res.Lost, errStolen) {
+		t.Errorf("result %+v, want status 143, code 75 and the loss reason", res)
+	}
+}
+
+func TestChildIgnoringSIGTERMIsKilledAfterGraceWithItsGrandchildren(t *testing.T) {
+	t.Parallel()
+	pidFile := filepath.Join(t.TempDir(), "grandchild")
+	c := newChild(t, "ignore-term grandchild:"+pidFile+" ready block")
+	l := newFakeLease(time.Hour)
+	const grace = 400 * time.Millisecond
+	r := start(t, c, l, grace, 0)
+	c.expect(t, "ready")
+	grandchild := readPid(t, pidFile)
+	lost := time.Now()
+	l.lose(errStolen)
+	c.expect(t, "signal SIGTERM")
+	res := r.wait(t)
+	took := time.Since(lost)
+	if res.Status != 128+int(unix.SIGKILL) || res.Code() != runner.ExitLeaseLost {
+		t.Errorf("result %+v, want status 137 and code 75", res)
+	}
+	if took < grace {
+		t.Errorf("SIGKILL came %s after SIGTERM, before the %s grace", took, grace)
+	}
+	if !gone(grandchild) {
+		t.Errorf("grandchild %d still runs after Run returned", grandchild)
+	}
+}
+
+func TestChildIsKilledBeforeTheDeadlineEvenWithinGrace(t *testing.T) {
+	t.Parallel()
+	c := newChild(t, "ignore-term ready block")
+	const validFor, margin = 1500 * time.Millisecond, 200 * time.Millisecond
+	l := newFakeLease(validFor)
+	r := start(t, c, l, time.Hour, margin)
+	c.expect(t, "ready")
+	l.lose(errors.New("no renewal succeeded in time"))
+	res := r.wait(t)
+	if res.Status != 128+int(unix.SIGKILL) {
+		t.Errorf("status %d, want 137", res.Status)
+	}
+	if left := l.Remaining(); left < margin/2 {
+		t.Errorf("child reaped with only %s left before the deadline, want about the %s margin", left, margin)
+	}
+}
+
+func TestProcessesLeftBehindAreStoppedBeforeRunReturns(t *testing.T) {
+	t.Parallel()
+	pidFile := filepath.Join(t.TempDir(), "grandchild")
+	c := newChild(t, "grandchild:"+pidFile+" exit:0")
+	res := start(t, c, newFakeLease(time.Hour), 300*time.Millisecond, 0).wait(t)
+	if res.Code() != 0 {
+		t.Errorf("code %d, want the child's 0", res.Code())
+	}
+	if pid := readPid(t, pidFile); !gone(pid) {
+		t.Errorf("grandchild %d outlived Run", pid)
+	}
+}
+
+func readPid(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil && len(b) > 0 {
+			pid, err := strconv.Atoi(string(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pid in %s", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// gone reports whether pid has exited: no such process, or a zombie that
+// only waits for its new parent to reap it.
+func gone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && fields[0] == "Z"
+}
