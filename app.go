@@ -61,7 +61,7 @@ func newApp(child []string, hasChild bool) *cli.App {
 		HideVersion:     true,
 		Flags:           runFlags(),
 		Action:          func(c *cli.Context) error { return runAction(c, child, hasChild) },
-		Commands:        []*cli.Command{migrateCommand(), versionCommand()},
+		Commands:        []*cli.Command{statusCommand(), releaseCommand(), migrateCommand(), versionCommand()},
 		OnUsageError:    usageError,
 		ExitErrHandler:  func(*cli.Context, error) {}, // main alone exits
 		HideHelpCommand: true,

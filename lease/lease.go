@@ -17,6 +17,10 @@ const maxSleep = 250 * time.Millisecond
 // fails is harmless: the lease expires after its TTL.
 const ReleaseTimeout = 5 * time.Second
 
+// releaseRetryInterval spaces the attempts of a release that failed for a
+// reason that may pass.
+const releaseRetryInterval = 100 * time.Millisecond
+
 // ErrReleased is the Err of a lease that was handed back by Release.
 var ErrReleased = errors.New("lease released")
 
@@ -181,14 +185,26 @@ func (l *Lease) Release(ctx context.Context, exitCode *int) error {
 	s := l.store
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
-	tag, err := s.db.Exec(ctx, s.sql.release, l.job, s.cfg.holder, l.token, s.cfg.holdFor.Microseconds(), exitCode)
-	if err != nil {
-		return fmt.Errorf("cannot release lease %q: %w", l.job, err)
+	for {
+		tag, err := s.db.Exec(ctx, s.sql.release, l.job, s.cfg.holder, l.token, s.cfg.holdFor.Microseconds(), exitCode)
+		switch {
+		case err == nil && tag.RowsAffected() == 0:
+			return fmt.Errorf("cannot release lease %q: %w", l.job, ErrLost)
+		case err == nil:
+			return nil
+		case !retryable(err) || ctx.Err() != nil:
+			return fmt.Errorf("cannot release lease %q: %w", l.job, err)
+		}
+		// A connection that broke while the lease was held fails once; the
+		// pool dials a fresh one for the next try.
+		t := time.NewTimer(releaseRetryInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("cannot release lease %q: %w", l.job, err)
+		case <-t.C:
+		}
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("cannot release lease %q: %w", l.job, ErrLost)
-	}
-	return nil
 }
 
 // Do waits for the lease on job, runs fn while holding it, and releases it

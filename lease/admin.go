@@ -1,0 +1,112 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Lease states as Status reports them.
+const (
+	StateHeld     = "held"
+	StateExpired  = "expired"
+	StateReleased = "released"
+)
+
+// JobStatus is one job's lease row as an operator reads it. Times come from
+// the database; ExpiresIn is measured on its clock.
+type JobStatus struct {
+	Job          string
+	Holder       string
+	State        string // StateHeld, StateExpired or StateReleased
+	ExpiresIn    time.Duration
+	FencingToken int64
+	LastStarted  *time.Time
+	LastFinished *time.Time
+	LastExitCode *int
+	LastHolder   *string
+}
+
+// ErrNoJob means the table has no row for the job (or there is no table yet).
+var ErrNoJob = errors.New("no such job")
+
+// Status reads the lease rows, all of them or only job's when job is not
+// empty. It never creates the table: a missing table has no jobs.
+func (s *Store) Status(ctx context.Context, job string) ([]JobStatus, error) {
+	st, err := s.readSchema(ctx, s.db)
+	if err != nil {
+		return nil, err
+	}
+	if !st.tableExists {
+		return nil, fmt.Errorf("no lease table %s: %w", s.table.Sanitize(), ErrNoJob)
+	}
+	if len(st.missingColumns) > 0 {
+		return nil, fmt.Errorf("lease table %s lacks %v: run leasewrap migrate", s.table.Sanitize(), st.missingColumns)
+	}
+	var jobArg *string
+	if job != "" {
+		jobArg = &job
+	}
+	rows, err := s.db.Query(ctx, s.sql.status, jobArg)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read lease table %s: %w", s.table.Sanitize(), err)
+	}
+	var (
+		out           []JobStatus
+		js            JobStatus
+		expiresMicros int64
+		released      bool
+	)
+	_, err = pgx.ForEachRow(rows, []any{&js.Job, &js.Holder, &js.FencingToken, &expiresMicros, &released,
+		&js.LastStarted, &js.LastFinished, &js.LastExitCode, &js.LastHolder}, func() error {
+		js.ExpiresIn = time.Duration(expiresMicros) * time.Microsecond
+		switch {
+		case js.ExpiresIn > 0:
+			js.State = StateHeld
+		case released:
+			js.State = StateReleased
+		default:
+			js.State = StateExpired
+		}
+		out = append(out, js)
+		js = JobStatus{}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot read lease table %s: %w", s.table.Sanitize(), err)
+	}
+	if job != "" && len(out) == 0 {
+		return nil, fmt.Errorf("job %q: %w", job, ErrNoJob)
+	}
+	return out, nil
+}
+
+// ReleaseHeld ends job's live lease for an operator: holder's lease if
+// holder is not empty, anyone's if it is. The row and its fencing token stay.
+// It returns the holder and token it released, or ErrNoJob if there was no
+// live lease to release (of holder's, if given).
+func (s *Store) ReleaseHeld(ctx context.Context, job, holder string) (string, int64, error) {
+	if err := CheckJob(job); err != nil {
+		return "", 0, err
+	}
+	var holderArg *string
+	if holder != "" {
+		holderArg = &holder
+	}
+	var (
+		was   string
+		token int64
+	)
+	err := s.db.QueryRow(ctx, s.sql.releaseAny, job, holderArg).Scan(&was, &token)
+	var pgErr interface{ SQLState() string }
+	switch {
+	case errors.Is(err, pgx.ErrNoRows), errors.As(err, &pgErr) && pgErr.SQLState() == "42P01":
+		return "", 0, fmt.Errorf("no live lease on job %q to release: %w", job, ErrNoJob)
+	case err != nil:
+		return "", 0, fmt.Errorf("cannot release lease %q: %w", job, err)
+	}
+	return was, token, nil
+}
