@@ -1,0 +1,153 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/internal/tcpproxy"
+)
+
+// Three cron hosts whose clocks are 0, 1 and 2 seconds apart run a 200ms
+// job: with --hold-for 5s only the first runs it; without, all three do.
+func TestHoldForKeepsLateCronPeersOut(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		holdFor string
+		runs    int
+	}{{"5s", 1}, {"0s", 3}} {
+		t.Run("hold-for "+tc.holdFor, func(t *testing.T) {
+			t.Parallel()
+			d := newDB(t)
+			history := filepath.Join(t.TempDir(), "history")
+			for i := range 3 {
+				if i > 0 {
+					time.Sleep(time.Second) // the hosts' clocks are a second apart
+				}
+				p := lw(t, []string{child("record:" + history + " sleep:200ms")},
+					d.args("--job", "report", "--hold-for", tc.holdFor, "--id", fmt.Sprint("host", i), "--", self())...)
+				if got := p.wait(t, 10*time.Second); got != 0 {
+					t.Fatalf("host %d exited %d", i, got)
+				}
+			}
+			if runs := readHistory(t, history); len(runs) != tc.runs {
+				t.Errorf("%d runs, want %d: %+v", len(runs), tc.runs, runs)
+			}
+		})
+	}
+}
+
+func TestStatusShowsTheLastRun(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	storeArgs := []string{"--database-url", pgtest.URL(), "--table", d.table}
+	p := lw(t, []string{child("exit:4")}, d.args("--job", "done", "--id", "host-a", "--", self())...)
+	if got := p.wait(t, 10*time.Second); got != 4 {
+		t.Fatalf("exit %d", got)
+	}
+	running := lw(t, []string{child("ready block")}, d.args("--job", "running", "--id", "host-b", "--", self())...)
+	running.expect(t, "ready")
+
+	st := lw(t, nil, append([]string{"status"}, storeArgs...)...)
+	var table []string
+	for line := range st.lines {
+		table = append(table, line)
+	}
+	if got := st.wait(t, 10*time.Second); got != 0 {
+		t.Errorf("status exited %d", got)
+	}
+	if len(table) != 3 || !strings.HasPrefix(table[0], "JOB ") {
+		t.Fatalf("status printed %q, want a header and two rows", table)
+	}
+	for i, want := range [][]string{{"done", "host-a", "released", "-", "1", "4", "host-a"}, {"running", "host-b", "held", "running", "-", "host-b"}} {
+		row := strings.Fields(table[i+1])
+		for _, field := range want {
+			if !slices.Contains(row, field) {
+				t.Errorf("row %q lacks %q", table[i+1], field)
+			}
+		}
+	}
+
+	js := lw(t, nil, append([]string{"status", "--json", "--job", "done"}, storeArgs...)...)
+	var out strings.Builder
+	for line := range js.lines {
+		out.WriteString(line)
+	}
+	var jobs []map[string]any
+	if err := json.Unmarshal([]byte(out.String()), &jobs); err != nil {
+		t.Fatalf("status --json: %v in %q", err, out.String())
+	}
+	if len(jobs) != 1 || jobs[0]["state"] != "released" || jobs[0]["last_exit_code"] != float64(4) ||
+		jobs[0]["fencing_token"] != float64(1) || jobs[0]["last_holder"] != "host-a" || jobs[0]["last_duration_seconds"] == nil {
+		t.Errorf("status --json = %v", jobs)
+	}
+
+	missing := lw(t, nil, append([]string{"status", "--job", "nope"}, storeArgs...)...)
+	if got := missing.wait(t, 10*time.Second); got != 1 {
+		t.Errorf("status of a missing job exited %d, want 1", got)
+	}
+}
+
+func TestReleaseCommand(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	storeArgs := []string{"--database-url", pgtest.URL(), "--table", d.table, "--log-format", "json", "--job", "j"}
+	p := lw(t, []string{child("trap ready block")}, d.args("--job", "j", "--id", "dead-host", "--", self())...)
+	p.expect(t, "ready")
+
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{nil, 64},                           // neither --id nor --force
+		{[]string{"--id", "other-host"}, 1}, // not this id's lease
+		{[]string{"--force"}, 0},
+		{[]string{"--force"}, 1}, // nothing live left
+	} {
+		r := lw(t, nil, append(append([]string{"release"}, storeArgs...), tc.args...)...)
+		if got := r.wait(t, 10*time.Second); got != tc.want {
+			t.Errorf("release %q exited %d, want %d", tc.args, got, tc.want)
+		}
+		if tc.want == 0 {
+			if e := r.waitLog(t, "released"); e["holder"] != "dead-host" || e["fencing_token"] != float64(1) {
+				t.Errorf("release logged %v", e)
+			}
+		}
+	}
+	// The holder finds its lease gone at its next renewal and stops.
+	p.expect(t, "signal SIGTERM")
+	if got := p.wait(t, 10*time.Second); got != 75 {
+		t.Errorf("holder exited %d after a forced release, want 75", got)
+	}
+}
+
+// A child stopped because the database stopped answering has its status
+// recorded once the database is back.
+func TestRunHistoryRecordsAStopForLeaseLoss(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	cfg := d.pool.Config().ConnConfig
+	proxy := tcpproxy.Start(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
+	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=1", cfg.User, proxy.Addr(), cfg.Database)
+	p := lw(t, []string{child("ready block")}, d.args("--database-url", url, "--job", "j", "--", self())...)
+	p.expect(t, "ready")
+	proxy.Blackhole()
+	p.waitLog(t, "child exited")
+	proxy.Restore()
+	if got := p.wait(t, 10*time.Second); got != 75 {
+		t.Errorf("exit %d, want 75", got)
+	}
+	var code *int
+	var finished bool
+	if err := d.pool.QueryRow(t.Context(), `SELECT last_exit_code, last_finished_at IS NOT NULL FROM "`+d.table+`"`).Scan(&code, &finished); err != nil {
+		t.Fatal(err)
+	}
+	if code == nil || *code != 143 || !finished {
+		t.Errorf("recorded exit %v (finished %v), want 143", code, finished)
+	}
+}
