@@ -31,7 +31,7 @@ func TestHoldForKeepsLateCronPeersOut(t *testing.T) {
 				}
 				p := lw(t, []string{child("record:" + history + " sleep:200ms")},
 					d.args("--job", "report", "--hold-for", tc.holdFor, "--id", fmt.Sprint("host", i), "--", self())...)
-				if got := p.wait(t, 10*time.Second); got != 0 {
+				if got := p.Wait(t, 10*time.Second); got != 0 {
 					t.Fatalf("host %d exited %d", i, got)
 				}
 			}
@@ -47,18 +47,18 @@ func TestStatusShowsTheLastRun(t *testing.T) {
 	d := newDB(t)
 	storeArgs := []string{"--database-url", pgtest.URL(), "--table", d.table}
 	p := lw(t, []string{child("exit:4")}, d.args("--job", "done", "--id", "host-a", "--", self())...)
-	if got := p.wait(t, 10*time.Second); got != 4 {
+	if got := p.Wait(t, 10*time.Second); got != 4 {
 		t.Fatalf("exit %d", got)
 	}
 	running := lw(t, []string{child("ready block")}, d.args("--job", "running", "--id", "host-b", "--", self())...)
-	running.expect(t, "ready")
+	running.Expect(t, "ready")
 
 	st := lw(t, nil, append([]string{"status"}, storeArgs...)...)
 	var table []string
-	for line := range st.lines {
+	for line := range st.Lines {
 		table = append(table, line)
 	}
-	if got := st.wait(t, 10*time.Second); got != 0 {
+	if got := st.Wait(t, 10*time.Second); got != 0 {
 		t.Errorf("status exited %d", got)
 	}
 	if len(table) != 3 || !strings.HasPrefix(table[0], "JOB ") {
@@ -75,7 +75,7 @@ func TestStatusShowsTheLastRun(t *testing.T) {
 
 	js := lw(t, nil, append([]string{"status", "--json", "--job", "done"}, storeArgs...)...)
 	var out strings.Builder
-	for line := range js.lines {
+	for line := range js.Lines {
 		out.WriteString(line)
 	}
 	var jobs []map[string]any
@@ -88,7 +88,7 @@ func TestStatusShowsTheLastRun(t *testing.T) {
 	}
 
 	missing := lw(t, nil, append([]string{"status", "--job", "nope"}, storeArgs...)...)
-	if got := missing.wait(t, 10*time.Second); got != 1 {
+	if got := missing.Wait(t, 10*time.Second); got != 1 {
 		t.Errorf("status of a missing job exited %d, want 1", got)
 	}
 }
@@ -98,7 +98,7 @@ func TestReleaseCommand(t *testing.T) {
 	d := newDB(t)
 	storeArgs := []string{"--database-url", pgtest.URL(), "--table", d.table, "--log-format", "json", "--job", "j"}
 	p := lw(t, []string{child("trap ready block")}, d.args("--job", "j", "--id", "dead-host", "--", self())...)
-	p.expect(t, "ready")
+	p.Expect(t, "ready")
 
 	for _, tc := range []struct {
 		args []string
@@ -110,18 +110,18 @@ func TestReleaseCommand(t *testing.T) {
 		{[]string{"--force"}, 1}, // nothing live left
 	} {
 		r := lw(t, nil, append(append([]string{"release"}, storeArgs...), tc.args...)...)
-		if got := r.wait(t, 10*time.Second); got != tc.want {
+		if got := r.Wait(t, 10*time.Second); got != tc.want {
 			t.Errorf("release %q exited %d, want %d", tc.args, got, tc.want)
 		}
 		if tc.want == 0 {
-			if e := r.waitLog(t, "released"); e["holder"] != "dead-host" || e["fencing_token"] != float64(1) {
+			if e := r.WaitLog(t, "released"); e["holder"] != "dead-host" || e["fencing_token"] != float64(1) {
 				t.Errorf("release logged %v", e)
 			}
 		}
 	}
 	// The holder finds its lease gone at its next renewal and stops.
-	p.expect(t, "signal SIGTERM")
-	if got := p.wait(t, 10*time.Second); got != 75 {
+	p.Expect(t, "signal SIGTERM")
+	if got := p.Wait(t, 10*time.Second); got != 75 {
 		t.Errorf("holder exited %d after a forced release, want 75", got)
 	}
 }
@@ -135,11 +135,11 @@ func TestRunHistoryRecordsAStopForLeaseLoss(t *testing.T) {
 	proxy := tcpproxy.Start(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
 	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=1", cfg.User, proxy.Addr(), cfg.Database)
 	p := lw(t, []string{child("ready block")}, d.args("--database-url", url, "--job", "j", "--", self())...)
-	p.expect(t, "ready")
+	p.Expect(t, "ready")
 	proxy.Blackhole()
-	p.waitLog(t, "child exited")
+	p.WaitLog(t, "child exited")
 	proxy.Restore()
-	if got := p.wait(t, 10*time.Second); got != 75 {
+	if got := p.Wait(t, 10*time.Second); got != 75 {
 		t.Errorf("exit %d, want 75", got)
 	}
 	var code *int

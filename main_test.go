@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/internal/tcpproxy"
 )
@@ -28,10 +29,10 @@ func TestExitStatusOfTheChild(t *testing.T) {
 			t.Parallel()
 			job := "exit-" + tc.script
 			p := lw(t, []string{child(tc.script)}, d.args("--job", job, "--", self())...)
-			if got := p.wait(t, 20*time.Second); got != tc.want {
+			if got := p.Wait(t, 20*time.Second); got != tc.want {
 				t.Errorf("exit status %d, want %d", got, tc.want)
 			}
-			if e := p.waitLog(t, "child exited"); e["status"] != float64(tc.want) {
+			if e := p.WaitLog(t, "child exited"); e["status"] != float64(tc.want) {
 				t.Errorf("logged status %v, want %d", e["status"], tc.want)
 			}
 			if in := d.expiresIn(t, job); in > 0 {
@@ -50,11 +51,11 @@ func TestCommandNotFoundOrNotExecutable(t *testing.T) {
 	}
 	for cmd, want := range map[string]int{"leasewrap-no-such-command": 127, plain: 126} {
 		p := lw(t, nil, d.args("--job", "x", "--", cmd)...)
-		if got := p.wait(t, 10*time.Second); got != want {
+		if got := p.Wait(t, 10*time.Second); got != want {
 			t.Errorf("%s: exit %d, want %d", cmd, got, want)
 		}
-		if !strings.Contains(p.logs.String(), "cannot run") {
-			t.Errorf("%s: no reason given: %q", cmd, p.logs)
+		if !strings.Contains(p.Logs.String(), "cannot run") {
+			t.Errorf("%s: no reason given: %q", cmd, p.Logs)
 		}
 	}
 	if h := d.holder(t, "x"); h != "" {
@@ -68,7 +69,7 @@ func TestOnlyOneOfSeveralWrappersRuns(t *testing.T) {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			t.Parallel()
 			d := newDB(t)
-			procs := make([]*proc, n)
+			procs := make([]*lwtest.Proc, n)
 			for i := range procs {
 				procs[i] = lw(t, []string{child("trap ready block")},
 					d.args("--job", "report", "--id", fmt.Sprint("w", i), "--skip-exit-code", "3", "--", self())...)
@@ -80,18 +81,18 @@ func TestOnlyOneOfSeveralWrappersRuns(t *testing.T) {
 			for skipped := 0; skipped < n-1; {
 				for i, p := range procs {
 					select {
-					case <-p.exited:
+					case <-p.Exited:
 					default:
 						continue
 					}
-					if p.code != 3 {
-						t.Fatalf("wrapper %d exited %d, want the skip status 3", i, p.code)
+					if p.Code() != 3 {
+						t.Fatalf("wrapper %d exited %d, want the skip status 3", i, p.Code())
 					}
 				}
 				skipped = 0
 				for _, p := range procs {
 					select {
-					case <-p.exited:
+					case <-p.Exited:
 						skipped++
 					default:
 					}
@@ -104,8 +105,8 @@ func TestOnlyOneOfSeveralWrappersRuns(t *testing.T) {
 			}
 			for i, p := range procs {
 				select {
-				case <-p.exited:
-					e := p.waitLog(t, "skipped: lease held by another instance")
+				case <-p.Exited:
+					e := p.WaitLog(t, "skipped: lease held by another instance")
 					if e["current_holder"] != d.holder(t, "report") {
 						t.Errorf("wrapper %d logged holder %v, the table says %q", i, e["current_holder"], d.holder(t, "report"))
 					}
@@ -119,10 +120,10 @@ func TestOnlyOneOfSeveralWrappersRuns(t *testing.T) {
 			if leader < 0 {
 				t.Fatal("no wrapper ran the command")
 			}
-			procs[leader].expect(t, "ready")
-			procs[leader].cmd.Process.Signal(syscall.SIGTERM)
-			procs[leader].expect(t, "signal SIGTERM")
-			if got := procs[leader].wait(t, 10*time.Second); got != 143 {
+			procs[leader].Expect(t, "ready")
+			procs[leader].Cmd.Process.Signal(syscall.SIGTERM)
+			procs[leader].Expect(t, "signal SIGTERM")
+			if got := procs[leader].Wait(t, 10*time.Second); got != 143 {
 				t.Errorf("leader exited %d after SIGTERM, want the child's 143", got)
 			}
 		})
@@ -133,18 +134,18 @@ func TestStolenLeaseStopsTheChildAndExits75(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
 	p := lw(t, []string{child("trap ready block")}, d.args("--job", "j", "--", self())...)
-	p.expect(t, "ready")
+	p.Expect(t, "ready")
 	stolen := time.Now()
 	d.exec(t, `UPDATE TABLE SET holder = 'thief', fencing_token = fencing_token + 1`)
-	p.expect(t, "signal SIGTERM")
+	p.Expect(t, "signal SIGTERM")
 	// One renewal interval (300ms) plus slack for a loaded machine.
 	if took := time.Since(stolen); took > 300*time.Millisecond+time.Second {
 		t.Errorf("SIGTERM %s after the lease was taken, want within one renewal", took)
 	}
-	if got := p.wait(t, 10*time.Second); got != 75 {
+	if got := p.Wait(t, 10*time.Second); got != 75 {
 		t.Errorf("exit %d, want 75", got)
 	}
-	p.waitLog(t, "lease lost")
+	p.WaitLog(t, "lease lost")
 	if h := d.holder(t, "j"); h != "thief" {
 		t.Errorf("holder %q after exit, want the thief's row untouched", h)
 	}
@@ -164,8 +165,8 @@ func TestDatabaseLostMidRunStopsTheChildBeforeExpiry(t *testing.T) {
 			// The later --database-url wins over the one args sets.
 			args := d.args("--database-url", url, "--job", "j", "--", self())
 			p := lw(t, []string{child("ignore-term ready block")}, args...)
-			p.expect(t, "ready")
-			pid := int(p.waitLog(t, "child started")["pid"].(float64))
+			p.Expect(t, "ready")
+			pid := int(p.WaitLog(t, "child started")["pid"].(float64))
 			if fault == "cut" {
 				proxy.Cut()
 			} else {
@@ -175,7 +176,7 @@ func TestDatabaseLostMidRunStopsTheChildBeforeExpiry(t *testing.T) {
 			if left := d.expiresIn(t, "j"); left <= 0 {
 				t.Errorf("child outlived the lease: the database saw it expired %s before", -left)
 			}
-			if got := p.wait(t, 10*time.Second); got != 75 {
+			if got := p.Wait(t, 10*time.Second); got != 75 {
 				t.Errorf("exit %d, want 75", got)
 			}
 		})
@@ -189,11 +190,11 @@ func TestChildIgnoringSIGTERMIsKilledWithItsGrandchildren(t *testing.T) {
 	// The shell and its background sleep both ignore SIGTERM.
 	script := `trap "" TERM; sleep 300 & echo $! > ` + pidFile + `; echo ready; wait`
 	p := lw(t, nil, d.args("--job", "j", "--", "sh", "-c", script)...)
-	p.expect(t, "ready")
+	p.Expect(t, "ready")
 	grandchild := readPid(t, pidFile)
 	stolen := time.Now()
 	d.exec(t, `UPDATE TABLE SET holder = 'thief', fencing_token = fencing_token + 1`)
-	if got := p.wait(t, 10*time.Second); got != 75 {
+	if got := p.Wait(t, 10*time.Second); got != 75 {
 		t.Errorf("exit %d, want 75", got)
 	}
 	if took := time.Since(stolen); took < 500*time.Millisecond {
@@ -214,25 +215,25 @@ func TestStandbyTakesOverWithoutOverlap(t *testing.T) {
 				script = "record:" + history + " ready block"
 			}
 			leader := lw(t, []string{child(script)}, d.args("--job", "j", "--id", "leader", "--", self())...)
-			leader.expect(t, "ready")
+			leader.Expect(t, "ready")
 			standby := lw(t, []string{child("record:" + history + " ready exit:0")},
 				d.args("--job", "j", "--id", "standby", "--wait", "--", self())...)
-			standby.waitLog(t, "standing by: lease held by another instance")
+			standby.WaitLog(t, "standing by: lease held by another instance")
 			var killed time.Time
 			if how == "leader SIGKILLed" {
 				killed = time.Now()
-				leader.cmd.Process.Kill()
+				leader.Cmd.Process.Kill()
 				runs := readHistory(t, history)
-				waitGone(t, runs[0].pid, time.Second) // the child dies with its wrapper
+				waitGone(t, runs[0].Pid, time.Second) // the child dies with its wrapper
 			}
-			standby.expect(t, "ready")
+			standby.Expect(t, "ready")
 			if !killed.IsZero() {
 				// TTL 2s + retry 100ms, and slack for a loaded machine.
 				if took := time.Since(killed); took > 2100*time.Millisecond+time.Second {
 					t.Errorf("standby took over %s after the leader died", took)
 				}
 			}
-			if got := standby.wait(t, 10*time.Second); got != 0 {
+			if got := standby.Wait(t, 10*time.Second); got != 0 {
 				t.Errorf("standby exited %d", got)
 			}
 			runs := readHistory(t, history)
@@ -240,11 +241,11 @@ func TestStandbyTakesOverWithoutOverlap(t *testing.T) {
 				t.Fatalf("history has %d runs, want 2: %+v", len(runs), runs)
 			}
 			first, second := runs[0], runs[1]
-			if first.holder != "leader" || second.holder != "standby" || second.token != first.token+1 {
+			if first.Holder != "leader" || second.Holder != "standby" || second.Token != first.Token+1 {
 				t.Errorf("runs %+v, want the leader's then the standby's with the next token", runs)
 			}
-			if first.end != 0 && first.end > second.start {
-				t.Errorf("runs overlap by %s", time.Duration(first.end-second.start))
+			if first.End != 0 && first.End > second.Start {
+				t.Errorf("runs overlap by %s", time.Duration(first.End-second.Start))
 			}
 		})
 	}
@@ -254,11 +255,11 @@ func TestSignalWhileStandingByEndsWithoutTheLease(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
 	leader := lw(t, []string{child("ready block")}, d.args("--job", "j", "--id", "leader", "--", self())...)
-	leader.expect(t, "ready")
+	leader.Expect(t, "ready")
 	standby := lw(t, []string{child("ready")}, d.args("--job", "j", "--wait", "--", self())...)
-	standby.waitLog(t, "standing by: lease held by another instance")
-	standby.cmd.Process.Signal(syscall.SIGTERM)
-	if got := standby.wait(t, 5*time.Second); got != 143 {
+	standby.WaitLog(t, "standing by: lease held by another instance")
+	standby.Cmd.Process.Signal(syscall.SIGTERM)
+	if got := standby.Wait(t, 5*time.Second); got != 143 {
 		t.Errorf("standby exited %d on SIGTERM, want 143", got)
 	}
 	if h := d.holder(t, "j"); h != "leader" {
@@ -270,9 +271,9 @@ func TestWaitTimeoutExits124(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
 	leader := lw(t, []string{child("ready block")}, d.args("--job", "j", "--", self())...)
-	leader.expect(t, "ready")
+	leader.Expect(t, "ready")
 	standby := lw(t, []string{child("ready")}, d.args("--job", "j", "--wait", "--wait-timeout", "500ms", "--", self())...)
-	if got := standby.wait(t, 10*time.Second); got != 124 {
+	if got := standby.Wait(t, 10*time.Second); got != 124 {
 		t.Errorf("exit %d, want 124", got)
 	}
 }
@@ -282,9 +283,9 @@ func TestChildEnvironment(t *testing.T) {
 	d := newDB(t)
 	p := lw(t, []string{child("env")}, d.args("--job", "env-job", "--id", "me", "--", self())...)
 	for _, want := range []string{"LEASEWRAP_FENCING_TOKEN=1", "LEASEWRAP_HOLDER=me", "LEASEWRAP_JOB=env-job", "LEASEWRAP_TABLE=" + d.table} {
-		p.expect(t, want)
+		p.Expect(t, want)
 	}
-	if got := p.wait(t, 10*time.Second); got != 0 {
+	if got := p.Wait(t, 10*time.Second); got != 0 {
 		t.Errorf("exit %d", got)
 	}
 }
@@ -299,8 +300,8 @@ func TestEverythingAfterDashDashIsTheChild(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := lw(t, []string{"PATH=" + bin + ":" + os.Getenv("PATH")}, d.args("--job", name, "--", name, "--job", "x")...)
-		p.expect(t, "i am "+name+" --job x")
-		if got := p.wait(t, 10*time.Second); got != 0 {
+		p.Expect(t, "i am "+name+" --job x")
+		if got := p.Wait(t, 10*time.Second); got != 0 {
 			t.Errorf("%s: exit %d", name, got)
 		}
 	}
@@ -319,18 +320,18 @@ func TestUnreachableDatabaseExits69WithoutThePassword(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			start := time.Now()
 			p := lw(t, nil, "--database-url", url, "--job", "j", "--log-format", "json", "--", "true")
-			if got := p.wait(t, 15*time.Second); got != 69 {
+			if got := p.Wait(t, 15*time.Second); got != 69 {
 				t.Errorf("exit %d, want 69", got)
 			}
 			if took := time.Since(start); took > 10*time.Second {
 				t.Errorf("took %s to give up", took)
 			}
-			logs := p.logs.String()
+			logs := p.Logs.String()
 			if strings.Contains(logs, "s3cr3t-pw") {
 				t.Errorf("password in output: %s", logs)
 			}
 			host := strings.Split(strings.Split(url, "@")[1], "/")[0]
-			if e := p.waitLog(t, "lease store unavailable"); e["database"] != host {
+			if e := p.WaitLog(t, "lease store unavailable"); e["database"] != host {
 				t.Errorf("logged database %v, want %s", e["database"], host)
 			}
 		})
@@ -364,10 +365,10 @@ func TestBadInputExits64WithOneLine(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p := lw(t, tc.env, tc.args...)
-			if got := p.wait(t, 10*time.Second); got != 64 {
+			if got := p.Wait(t, 10*time.Second); got != 64 {
 				t.Errorf("exit %d, want 64", got)
 			}
-			out := p.logs.String()
+			out := p.Logs.String()
 			if lines := strings.Count(out, "\n"); lines != 1 || !strings.HasPrefix(out, "leasewrap: ") {
 				t.Errorf("want one line starting with \"leasewrap: \", got %q", out)
 			}
@@ -383,30 +384,14 @@ func TestMigrateAndVersion(t *testing.T) {
 	d := newDB(t)
 	for i, want := range []string{`created table "` + d.table + `"`, `lease table ` + d.table + ` is up to date`} {
 		p := lw(t, nil, "migrate", "--database-url", pgtest.URL(), "--table", d.table)
-		p.expect(t, want)
-		if got := p.wait(t, 10*time.Second); got != 0 {
+		p.Expect(t, want)
+		if got := p.Wait(t, 10*time.Second); got != 0 {
 			t.Errorf("migrate run %d exited %d", i+1, got)
 		}
 	}
 	p := lw(t, nil, "version")
-	line := <-p.lines
+	line := <-p.Lines
 	if !strings.HasPrefix(line, "leasewrap ") {
 		t.Errorf("version printed %q", line)
-	}
-}
-
-func readPid(t *testing.T, path string) int {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if b, err := os.ReadFile(path); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				return pid
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no pid in %s", path)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -10,13 +10,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/testchild"
 	"github.com/redbite/leasewrap/runner"
 )
@@ -233,7 +233,7 @@ func TestChildIgnoringSIGTERMIsKilledAfterGraceWithItsGrandchildren(t *testing.T
 	const grace = 400 * time.Millisecond
 	r := start(t, c, l, grace, 0)
 	c.expect(t, "ready")
-	grandchild := readPid(t, pidFile)
+	grandchild := lwtest.ReadPid(t, pidFile)
 	lost := time.Now()
 	l.lose(errStolen)
 	c.expect(t, "signal SIGTERM")
@@ -245,7 +245,7 @@ func TestChildIgnoringSIGTERMIsKilledAfterGraceWithItsGrandchildren(t *testing.T
 	if took < grace {
 		t.Errorf("SIGKILL came %s after SIGTERM, before the %s grace", took, grace)
 	}
-	if !gone(grandchild) {
+	if !lwtest.ProcessGone(grandchild) {
 		t.Errorf("grandchild %d still runs after Run returned", grandchild)
 	}
 }
@@ -275,40 +275,7 @@ func TestProcessesLeftBehindAreStoppedBeforeRunReturns(t *testing.T) {
 	if res.Code() != 0 {
 		t.Errorf("code %d, want the child's 0", res.Code())
 	}
-	if pid := readPid(t, pidFile); !gone(pid) {
+	if pid := lwtest.ReadPid(t, pidFile); !lwtest.ProcessGone(pid) {
 		t.Errorf("grandchild %d outlived Run", pid)
 	}
-}
-
-func readPid(t *testing.T, path string) int {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, err := os.ReadFile(path)
-		if err == nil && len(b) > 0 {
-			pid, err := strconv.Atoi(string(b))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no pid in %s", path)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// gone reports whether pid has exited: no such process, or a zombie that
-// only waits for its new parent to reap it.
-func gone(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return true
-	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	return len(fields) > 0 && fields[0] == "Z"
 }

@@ -1,0 +1,267 @@
+// Package lwtest runs the real leasewrap binary in tests: it builds it once,
+// starts it with a scripted child, reads the child's output and leasewrap's
+// JSON logs, and parses the run history the child records.
+package lwtest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redbite/leasewrap/internal/testchild"
+)
+
+// Build compiles leasewrap into dir (with -race when the tests themselves
+// run with it) and returns the binary's path.
+func Build(dir string) (string, error) {
+	binary := filepath.Join(dir, "leasewrap")
+	args := []string{"build", "-o", binary}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "github.com/redbite/leasewrap")...)
+	build.Stderr = os.Stderr
+	return binary, build.Run()
+}
+
+// Child returns the environment entry that makes the test binary a scripted
+// child (see package testchild).
+func Child(script string) string { return testchild.Env + "=" + script }
+
+// Self is the test binary, to run as the scripted child.
+func Self() string { return os.Args[0] }
+
+// Proc is one running leasewrap with its child's stdout read line by line
+// and its logs kept.
+type Proc struct {
+	Cmd    *exec.Cmd
+	Lines  chan string   // the child's stdout, closed at its end
+	Logs   *SyncBuffer   // leasewrap's stderr
+	Exited chan struct{} // closed once leasewrap has exited
+	code   int
+}
+
+// SyncBuffer is a bytes.Buffer safe for one writer and many readers.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Start runs binary with args; env entries are added to the test's own (the
+// child's script goes there, see Child). It is killed when the test ends.
+func Start(t testing.TB, binary string, env []string, args ...string) *Proc {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(append(os.Environ(), testchild.NoRaceExitDelay), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proc{Cmd: cmd, Lines: make(chan string, 64), Logs: &SyncBuffer{}, Exited: make(chan struct{})}
+	cmd.Stderr = p.Logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.Lines <- sc.Text()
+		}
+		close(p.Lines)
+		err := cmd.Wait()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			p.code = exit.ExitCode()
+			if ws := exit.Sys().(syscall.WaitStatus); ws.Signaled() {
+				p.code = 128 + int(ws.Signal())
+			}
+		}
+		close(p.Exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.Exited
+		if t.Failed() {
+			t.Logf("leasewrap %q logs:\n%s", args, p.Logs)
+		}
+	})
+	return p
+}
+
+// Wait returns leasewrap's exit status, failing the test after timeout.
+func (p *Proc) Wait(t testing.TB, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.Exited:
+		return p.code
+	case <-time.After(timeout):
+		t.Fatalf("leasewrap still running after %s", timeout)
+		return -1
+	}
+}
+
+// Expect waits for the child to print want.
+func (p *Proc) Expect(t testing.TB, want string) {
+	t.Helper()
+	deadline := time.After(15 * time.Second)
+	for {
+		select {
+		case line, ok := <-p.Lines:
+			if !ok {
+				t.Fatalf("output ended before %q", want)
+			}
+			if line == want {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %q in time", want)
+		}
+	}
+}
+
+// LogEntries parses leasewrap's JSON log lines.
+func (p *Proc) LogEntries(t testing.TB) []map[string]any {
+	t.Helper()
+	var entries []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(p.Logs.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var e map[string]any
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("log line is not JSON: %q", line)
+		}
+		entries = append(entries, e)
+	}
+	return entries
+}
+
+// WaitLog waits for a log entry with the given message and returns it.
+func (p *Proc) WaitLog(t testing.TB, message string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		for _, e := range p.LogEntries(t) {
+			if e["message"] == message {
+				return e
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q log line in time", message)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Interval is one child's run as recorded by testchild's record step.
+type Interval struct {
+	Start, End int64 // CLOCK_MONOTONIC ns; End is 0 when the child was killed
+	Token      int64
+	Holder     string
+	Pid        int
+}
+
+// ReadHistory parses a record file, in order of starts; a missing file is
+// an empty history.
+func ReadHistory(t testing.TB, path string) []Interval {
+	t.Helper()
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var runs []Interval
+	open := map[int]int{} // pid -> index in runs
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		switch {
+		case len(fields) == 5 && fields[0] == "start":
+			ns, _ := strconv.ParseInt(fields[1], 10, 64)
+			token, _ := strconv.ParseInt(fields[2], 10, 64)
+			pid, _ := strconv.Atoi(fields[4])
+			open[pid] = len(runs)
+			runs = append(runs, Interval{Start: ns, Token: token, Holder: fields[3], Pid: pid})
+		case len(fields) == 3 && fields[0] == "end":
+			ns, _ := strconv.ParseInt(fields[1], 10, 64)
+			pid, _ := strconv.Atoi(fields[2])
+			if i, ok := open[pid]; ok {
+				runs[i].End = ns
+			}
+		default:
+			t.Fatalf("bad history line %q", sc.Text())
+		}
+	}
+	return runs
+}
+
+// ProcessGone reports whether pid has exited (or is a zombie waiting for
+// its parent to reap it).
+func ProcessGone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(fields) > 0 && fields[0] == "Z"
+}
+
+// WaitGone polls until pid has exited, failing after timeout.
+func WaitGone(t testing.TB, pid int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !ProcessGone(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still running after %s", pid, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// ReadPid waits for a file to hold a process id and returns it.
+func ReadPid(t testing.TB, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b, err := os.ReadFile(path); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				return pid
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pid in %s", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Code is leasewrap's exit status once Exited is closed.
+func (p *Proc) Code() int { return p.code }

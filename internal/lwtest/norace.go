@@ -1,0 +1,5 @@
+//go:build !race
+
+package lwtest
+
+const raceEnabled = false
