@@ -1,6 +1,6 @@
 // Package tcpproxy is a TCP proxy for tests that puts real network faults
-// between a client and a server: connections cut, or bytes silently dropped
-// (a blackhole, like a partition or a dead peer without RST).
+// between a client and a server: connections cut, bytes silently dropped
+// (a blackhole, like a partition or a dead peer without RST), or delayed.
 package tcpproxy
 
 import (
@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 type mode int
@@ -23,9 +24,10 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	mode  mode
-	conns map[net.Conn]struct{}
+	mu      sync.Mutex
+	mode    mode
+	latency time.Duration
+	conns   map[net.Conn]struct{}
 	wg    sync.WaitGroup
 }
 
@@ -54,7 +56,15 @@ func (p *Proxy) Cut() { p.set(cut) }
 // accepts new connections without ever answering, until Restore.
 func (p *Proxy) Blackhole() { p.set(blackhole) }
 
-// Restore forwards new connections again. Connections that lived through a
+// SetLatency delays every chunk of bytes by d in both directions, like a
+// slow or overloaded network; 0 turns the delay off.
+func (p *Proxy) SetLatency(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.latency = d
+}
+
+// Restore forwards new connections again, without latency. Connections that lived through a
 // fault are closed, since bytes were lost on them.
 func (p *Proxy) Restore() { p.set(open) }
 
@@ -62,6 +72,9 @@ func (p *Proxy) set(m mode) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.mode = m
+	if m == open {
+		p.latency = 0
+	}
 	if m != blackhole {
 		for c := range p.conns {
 			c.Close()
@@ -76,10 +89,10 @@ func (p *Proxy) Close() {
 	p.wg.Wait()
 }
 
-func (p *Proxy) current() mode {
+func (p *Proxy) current() (mode, time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.mode
+	return p.mode, p.latency
 }
 
 // track registers c; it reports false (and closes c) when the proxy is
@@ -120,7 +133,7 @@ func (p *Proxy) serve() {
 func (p *Proxy) handle(client net.Conn) {
 	defer p.wg.Done()
 	defer p.untrack(client)
-	if p.current() == blackhole {
+	if m, _ := p.current(); m == blackhole {
 		_, _ = io.Copy(io.Discard, client)
 		return
 	}
@@ -138,14 +151,18 @@ func (p *Proxy) handle(client net.Conn) {
 	<-done
 }
 
-// pipe copies src to dst, dropping what it reads while blackholed.
+// pipe copies src to dst, late by the latency, dropping what it reads
+// while blackholed.
 func (p *Proxy) pipe(dst, src net.Conn) {
 	defer dst.Close()
 	defer src.Close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && p.current() != blackhole {
+		read := time.Now()
+		m, latency := p.current()
+		if n > 0 && m != blackhole {
+			time.Sleep(time.Until(read.Add(latency)))
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}

@@ -1,0 +1,255 @@
+package faulttest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/redbite/leasewrap/internal/lwtest"
+	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/internal/testchild"
+)
+
+// scenario is one kind of fault, injected into the leader's wrapper once per
+// trial.
+type scenario struct {
+	name string
+	// bound is how soon after the fault a new child must start.
+	bound time.Duration
+	// allowOverlap marks the documented exception: a frozen wrapper.
+	allowOverlap bool
+	inject       func(c *cluster, leader *member)
+	// after checks the trial once the next child started, and restarts the
+	// faulted wrapper.
+	after func(c *cluster, leader *member, old, next lwtest.Interval, faultAt int64)
+}
+
+func (sc scenario) run(t *testing.T) {
+	t.Parallel()
+	addr, user, db, table := sharedDB(t)
+	c := newCluster(t, addr, user, db, table, 3)
+	rep := &report{}
+	c.waitRun(0, 15*time.Second)
+	for range trials(t) {
+		runs := c.runs()
+		old := runs[len(runs)-1]
+		leader := c.holderOf(old)
+		faultAt := testchild.Monotonic()
+		sc.inject(c, leader)
+		next := c.waitRun(len(runs), sc.bound+slack)
+		rep.failovers = append(rep.failovers, time.Duration(next.Start-faultAt))
+		sc.after(c, leader, old, next, faultAt)
+		rep.trials++
+	}
+	c.stop()
+	c.check(sc.name, rep, sc.allowOverlap)
+}
+
+// A crashed leader: its child dies with it (parent-death signal), and a
+// standby takes over once the lease expires.
+func TestLeaderKilled(t *testing.T) {
+	scenario{
+		name:   "sigkill",
+		bound:  ttl + retry,
+		inject: func(c *cluster, m *member) { _ = m.proc.Cmd.Process.Kill() },
+		after: func(c *cluster, m *member, old, next lwtest.Interval, faultAt int64) {
+			if died := time.Duration(c.waitEnd(old, time.Second) - faultAt); died > time.Second {
+				t.Errorf("child outlived its SIGKILLed wrapper by %s", died)
+			}
+			c.expectExit(m, 128+int(syscall.SIGKILL))
+		},
+	}.run(t)
+}
+
+// A frozen leader (the documented exception): its child runs on while the
+// lease expires and a standby takes over. Once thawed, the wrapper must kill
+// its child at once, and the child's token must be older than the new one.
+func TestLeaderFrozen(t *testing.T) {
+	scenario{
+		name:         "sigstop",
+		bound:        ttl + retry,
+		allowOverlap: true,
+		inject:       func(c *cluster, m *member) { _ = m.proc.Cmd.Process.Signal(syscall.SIGSTOP) },
+		after: func(c *cluster, m *member, old, next lwtest.Interval, faultAt int64) {
+			if wait := ttl + time.Second - since(faultAt); wait > 0 {
+				time.Sleep(wait) // stay frozen for longer than the TTL
+			}
+			thawed := testchild.Monotonic()
+			_ = m.proc.Cmd.Process.Signal(syscall.SIGCONT)
+			if took := time.Duration(c.waitEnd(old, 2*time.Second) - thawed); took > 500*time.Millisecond {
+				t.Errorf("thawed wrapper took %s to kill its child", took)
+			}
+			if old.Token >= next.Token {
+				t.Errorf("frozen child's token %d is not older than the new leader's %d", old.Token, next.Token)
+			}
+			c.expectExit(m, 75)
+		},
+	}.run(t)
+}
+
+// The leader alone loses the database: its child must be dead before any
+// other child starts.
+func TestLeaderCutOff(t *testing.T) {
+	for _, fault := range []string{"cut", "blackhole", "slow"} {
+		t.Run(fault, func(t *testing.T) {
+			scenario{
+				name:  "db-" + fault,
+				bound: ttl + retry,
+				inject: func(c *cluster, m *member) {
+					switch fault {
+					case "cut":
+						m.proxy.Cut()
+					case "blackhole":
+						m.proxy.Blackhole()
+					case "slow":
+						m.proxy.SetLatency(ttl + time.Second)
+					}
+				},
+				after: func(c *cluster, m *member, old, next lwtest.Interval, faultAt int64) {
+					if end := c.end(old); end == 0 || end >= next.Start {
+						t.Errorf("cut-off leader's child was not dead before the next child started")
+					}
+					m.proxy.Restore()
+					c.expectExit(m, 75)
+				},
+			}.run(t)
+		})
+	}
+}
+
+// SIGTERM to the leader's wrapper (a deploy, a scale-down): the child gets
+// it, the wrapper exits with the child's status, and a standby takes over
+// within the retry interval.
+func TestLeaderTerminated(t *testing.T) {
+	scenario{
+		name:   "sigterm",
+		bound:  retry,
+		inject: func(c *cluster, m *member) { _ = m.proc.Cmd.Process.Signal(syscall.SIGTERM) },
+		after: func(c *cluster, m *member, old, next lwtest.Interval, faultAt int64) {
+			if c.find(old.Pid).End == 0 {
+				t.Error("child did not record its own exit after SIGTERM")
+			}
+			c.expectExit(m, 128+int(syscall.SIGTERM))
+		},
+	}.run(t)
+}
+
+// PostgreSQL itself restarts under the wrappers (a throwaway cluster, never
+// the shared one). Leadership must be re-established within TTL + retry after
+// the server is back, with no overlap either way.
+func TestDatabaseRestarted(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.StartCluster(t)
+	c := newCluster(t, pg.Addr(), "postgres", "postgres", "lease_restart", 3)
+	conn, err := pgx.Connect(context.Background(), pg.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { conn.Close(context.Background()) }()
+	rep := &report{}
+	c.waitRun(0, 15*time.Second)
+	for range trials(t) {
+		before := len(c.runs())
+		faultAt := testchild.Monotonic()
+		pg.Restart(t)
+		conn.Close(context.Background())
+		if conn, err = pgx.Connect(context.Background(), pg.URL()); err != nil {
+			t.Fatal(err)
+		}
+		holder := waitRenewedAfterRestart(t, conn)
+		rep.failovers = append(rep.failovers, since(faultAt))
+		runs := c.runs()
+		last := runs[len(runs)-1]
+		if last.Holder != holder || c.end(last) != 0 {
+			t.Errorf("lease renewed by %s, but the running child is %s's (ended: %v)", holder, last.Holder, c.end(last) != 0)
+		}
+		// The old leader, if it lost the lease, exited 75: replace it.
+		for _, m := range c.members {
+			select {
+			case <-m.proc.Exited:
+				c.expectExit(m, 75)
+			default:
+			}
+		}
+		rep.trials++
+		t.Logf("restart %d: %d new children", rep.trials, len(runs)-before)
+	}
+	c.stop()
+	c.check("pg-restart", rep, false)
+}
+
+// waitRenewedAfterRestart waits until a holder renews or takes the lease on
+// the restarted server, and returns it.
+func waitRenewedAfterRestart(t *testing.T, conn *pgx.Conn) string {
+	t.Helper()
+	var back time.Time
+	if err := conn.QueryRow(context.Background(), `SELECT now()`).Scan(&back); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(ttl + retry + slack)
+	for {
+		var holder string
+		err := conn.QueryRow(context.Background(), `SELECT holder FROM lease_restart
+WHERE job_name = 'work' AND expires_at > now() AND renewed_at > $1`, back).Scan(&holder)
+		if err == nil {
+			return holder
+		}
+		if err != pgx.ErrNoRows {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no holder renewed the lease within %s of the restart", ttl+retry+slack)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Fifty wrappers start at the same moment against a database without the
+// lease table: all exit cleanly, the table is created once, one child runs.
+func TestColdStart(t *testing.T) {
+	t.Parallel()
+	addr, user, db, table := sharedDB(t)
+	const n = 50
+	history := t.TempDir() + "/history"
+	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", user, addr, db)
+	procs := make([]*lwtest.Proc, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			// --hold-for keeps the lease past the child's end, so a wrapper that
+			// starts late on a busy machine sits out too.
+			procs[i] = lwtest.Start(t, binary, []string{lwtest.Child("record:" + history + " sleep:1s")},
+				"--database-url", url, "--table", table, "--job", "cold", "--hold-for", "1m", "--log-format", "json", "--", lwtest.Self())
+		}()
+	}
+	close(start)
+	wg.Wait()
+	created := 0
+	for i, p := range procs {
+		if got := p.Wait(t, 60*time.Second); got != 0 {
+			t.Errorf("wrapper %d exited %d, want 0", i, got)
+		}
+		for _, e := range p.LogEntries(t) {
+			if e["message"] == fmt.Sprintf("created table %q", table) {
+				created++
+			}
+		}
+	}
+	if created != 1 {
+		t.Errorf("%d wrappers created the table, want 1", created)
+	}
+	runs := lwtest.ReadHistory(t, history)
+	if len(runs) != 1 {
+		t.Errorf("%d children ran, want exactly 1", len(runs))
+	}
+	fmt.Printf("scenario %-14s wrappers=%d runs=%d tables created=%d\n", "cold-start", n, len(runs), created)
+}

@@ -1,0 +1,285 @@
+package faulttest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redbite/leasewrap/internal/lwtest"
+	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/internal/tcpproxy"
+	"github.com/redbite/leasewrap/internal/testchild"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	testchild.Main()
+	dir, err := os.MkdirTemp("", "leasewrap-fault")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary, err = lwtest.Build(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "build leasewrap:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// The timings every scenario runs with: short, so that a trial takes seconds.
+const (
+	ttl   = 3 * time.Second
+	renew = 500 * time.Millisecond
+	grace = time.Second
+	retry = 200 * time.Millisecond
+	// slack absorbs scheduling delays on a loaded two-core machine in the
+	// failover bounds; it never enters an overlap check.
+	slack = 1500 * time.Millisecond
+)
+
+// trials is how many faults each scenario injects.
+func trials(t *testing.T) int {
+	if s := os.Getenv("LEASEWRAP_FAULT_TRIALS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("LEASEWRAP_FAULT_TRIALS=%q: want a positive number", s)
+		}
+		return n
+	}
+	return 3
+}
+
+// member is one of the wrappers, with its own proxy to the database.
+type member struct {
+	index int
+	id    string
+	proxy *tcpproxy.Proxy
+	proc  *lwtest.Proc
+}
+
+// cluster is N wrappers standing by for one job, and the history their
+// children write.
+type cluster struct {
+	t       *testing.T
+	dbAddr  string // host:port the proxies forward to
+	dbUser  string
+	dbName  string
+	table   string
+	history string
+	members []*member
+	starts  int
+
+	mu   sync.Mutex
+	dead map[int]int64 // child pid -> CLOCK_MONOTONIC ns when first seen gone
+}
+
+// newCluster starts n wrappers with --wait on a fresh table of the database
+// at addr (user, database name), each through its own proxy.
+func newCluster(t *testing.T, addr, user, dbName, table string, n int) *cluster {
+	c := &cluster{t: t, dbAddr: addr, dbUser: user, dbName: dbName, table: table,
+		history: filepath.Join(t.TempDir(), "history"), dead: map[int]int64{}}
+	for i := range n {
+		m := &member{index: i, proxy: tcpproxy.Start(t, addr)}
+		c.members = append(c.members, m)
+		c.start(m)
+	}
+	return c
+}
+
+// start (re)starts m's wrapper under a new holder id.
+func (c *cluster) start(m *member) {
+	c.starts++
+	m.id = fmt.Sprintf("m%d-%d", m.index, c.starts)
+	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=1", c.dbUser, m.proxy.Addr(), c.dbName)
+	m.proc = lwtest.Start(c.t, binary, []string{lwtest.Child("record:" + c.history + " trap block")},
+		"--database-url", url, "--table", c.table, "--job", "work", "--id", m.id, "--wait", "--log-format", "json",
+		"--ttl", ttl.String(), "--renew-interval", renew.String(), "--grace", grace.String(), "--retry-interval", retry.String(),
+		"--", lwtest.Self())
+}
+
+// runs reads the history, watching each new child so that a killed one's
+// death time is known.
+func (c *cluster) runs() []lwtest.Interval {
+	runs := lwtest.ReadHistory(c.t, c.history)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range runs {
+		if _, watched := c.dead[r.Pid]; !watched {
+			c.dead[r.Pid] = 0
+			go c.watch(r.Pid)
+		}
+	}
+	return runs
+}
+
+// watch records when pid is first seen gone, polling every few ms: an upper
+// bound of its death time for a child killed before it could write "end".
+func (c *cluster) watch(pid int) {
+	for !lwtest.ProcessGone(pid) {
+		time.Sleep(2 * time.Millisecond)
+	}
+	c.mu.Lock()
+	c.dead[pid] = testchild.Monotonic()
+	c.mu.Unlock()
+}
+
+// end is when run ended: its own record, else when it was seen gone, else 0.
+func (c *cluster) end(r lwtest.Interval) int64 {
+	if r.End != 0 {
+		return r.End
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dead[r.Pid]
+}
+
+// waitRun waits until the history has more than n runs and returns run n.
+func (c *cluster) waitRun(n int, within time.Duration) lwtest.Interval {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if runs := c.runs(); len(runs) > n {
+			return runs[n]
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("no child started within %s (run %d)", within, n+1)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// waitEnd waits until run has ended and returns when.
+func (c *cluster) waitEnd(r lwtest.Interval, within time.Duration) int64 {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if end := c.end(c.find(r.Pid)); end != 0 {
+			return end
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("child of %s (pid %d) still runs after %s", r.Holder, r.Pid, within)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// find returns the latest record of the child with pid.
+func (c *cluster) find(pid int) lwtest.Interval {
+	c.t.Helper()
+	for _, r := range c.runs() {
+		if r.Pid == pid {
+			return r
+		}
+	}
+	c.t.Fatalf("no child with pid %d in the history", pid)
+	return lwtest.Interval{}
+}
+
+// holderOf returns the member whose wrapper runs r.
+func (c *cluster) holderOf(r lwtest.Interval) *member {
+	c.t.Helper()
+	for _, m := range c.members {
+		if m.id == r.Holder {
+			return m
+		}
+	}
+	c.t.Fatalf("no member holds %q", r.Holder)
+	return nil
+}
+
+// expectExit waits for m's wrapper to exit with want, then starts it again.
+func (c *cluster) expectExit(m *member, want int) {
+	c.t.Helper()
+	if got := m.proc.Wait(c.t, 15*time.Second); got != want {
+		c.t.Errorf("wrapper %s exited %d, want %d", m.id, got, want)
+	}
+	c.start(m)
+}
+
+// stop ends every wrapper and waits until every child is gone.
+func (c *cluster) stop() {
+	c.t.Helper()
+	for _, m := range c.members {
+		_ = m.proc.Cmd.Process.Signal(os.Interrupt)
+	}
+	for _, m := range c.members {
+		m.proc.Wait(c.t, 15*time.Second)
+	}
+	for _, r := range c.runs() {
+		c.waitEnd(r, 5*time.Second)
+	}
+}
+
+// report is what a scenario measured.
+type report struct {
+	trials    int
+	failovers []time.Duration
+	overlaps  []time.Duration
+}
+
+// check verifies the whole history: fencing tokens rise strictly in start
+// order, every child ended, and no two children overlap unless allowOverlap
+// (the frozen-wrapper scenario, where overlaps are measured instead). It
+// prints the scenario's summary line.
+func (c *cluster) check(name string, rep *report, allowOverlap bool) {
+	c.t.Helper()
+	runs := c.runs()
+	sort.Slice(runs, func(i, j int) bool { return runs[i].Start < runs[j].Start })
+	for i := 1; i < len(runs); i++ {
+		prev, cur := runs[i-1], runs[i]
+		if cur.Token <= prev.Token {
+			c.t.Errorf("fencing token went from %d (%s) to %d (%s)", prev.Token, prev.Holder, cur.Token, cur.Holder)
+		}
+		end := c.end(prev)
+		if end == 0 {
+			c.t.Errorf("child of %s (pid %d) never ended", prev.Holder, prev.Pid)
+			continue
+		}
+		if end > cur.Start {
+			overlap := time.Duration(end - cur.Start)
+			rep.overlaps = append(rep.overlaps, overlap)
+			if !allowOverlap {
+				c.t.Errorf("children of %s and %s overlapped by %s", prev.Holder, cur.Holder, overlap)
+			}
+		}
+	}
+	var total time.Duration
+	for _, o := range rep.overlaps {
+		total += o
+	}
+	worst, median := spread(rep.failovers)
+	line := fmt.Sprintf("scenario %-14s trials=%d runs=%d overlaps=%d (%s total) failover worst=%s median=%s",
+		name, rep.trials, len(runs), len(rep.overlaps), total.Round(time.Millisecond), worst, median)
+	c.t.Log(line)
+	fmt.Println(line)
+}
+
+// spread returns the worst and the median of ds.
+func spread(ds []time.Duration) (worst, median time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)-1].Round(time.Millisecond), s[len(s)/2].Round(time.Millisecond)
+}
+
+// sharedDB returns the shared test database's address, user and name, and
+// a fresh table on it.
+func sharedDB(t *testing.T) (addr, user, name, table string) {
+	pool := pgtest.Pool(t)
+	cfg := pool.Config().ConnConfig
+	return fmt.Sprintf("%s:%d", cfg.Host, cfg.Port), cfg.User, cfg.Database, pgtest.Table(t, pool)
+}
+
+func since(ns int64) time.Duration { return time.Duration(testchild.Monotonic() - ns) }

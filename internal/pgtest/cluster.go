@@ -1,0 +1,122 @@
+package pgtest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"syscall"
+	"testing"
+)
+
+// Cluster is a throwaway PostgreSQL server a test starts from the machine's
+// installed binaries, so that it can restart it without touching the shared
+// one. When the test runs as root the server runs as the postgres user.
+type Cluster struct {
+	Port int
+	dir  string
+	bin  string
+	cred *syscall.Credential
+}
+
+// StartCluster initialises and starts a cluster on a free loopback port with
+// trust authentication; it is stopped and removed when the test ends. Without
+// PostgreSQL's server binaries the test fails under CI=true and skips
+// elsewhere.
+func StartCluster(t testing.TB) *Cluster {
+	t.Helper()
+	bin := serverBinDir()
+	if bin == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("PostgreSQL server binaries (initdb, pg_ctl) not found under /usr/lib/postgresql")
+		}
+		t.Skip("PostgreSQL server binaries (initdb, pg_ctl) not found under /usr/lib/postgresql")
+	}
+	c := &Cluster{bin: bin, Port: freePort(t)}
+	dir, err := os.MkdirTemp("", "leasewrap-pg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.dir = dir
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			t.Fatalf("running as root needs a postgres user for the test cluster: %v", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		if err := os.Chown(dir, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.run(t, "initdb", "-D", c.data(), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
+	c.pgctl(t, "start")
+	t.Cleanup(func() { c.run(t, "pg_ctl", "-D", c.data(), "-m", "immediate", "-w", "stop") })
+	return c
+}
+
+// URL is the cluster's connection string (database postgres).
+func (c *Cluster) URL() string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.Port)
+}
+
+// Addr is the cluster's host:port.
+func (c *Cluster) Addr() string { return fmt.Sprintf("127.0.0.1:%d", c.Port) }
+
+// Restart stops the server (fast shutdown: sessions are cut) and starts it
+// again, waiting until it accepts connections.
+func (c *Cluster) Restart(t testing.TB) {
+	t.Helper()
+	c.pgctl(t, "restart", "-m", "fast")
+}
+
+func (c *Cluster) data() string { return filepath.Join(c.dir, "data") }
+
+func (c *Cluster) pgctl(t testing.TB, action string, extra ...string) {
+	t.Helper()
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=150", c.Port, c.dir)
+	c.run(t, "pg_ctl", append([]string{"-D", c.data(), "-l", filepath.Join(c.dir, "log"), "-w", "-o", opts, action}, extra...)...)
+}
+
+func (c *Cluster) run(t testing.TB, name string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(c.bin, name), args...)
+	cmd.Dir = c.dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		log, _ := os.ReadFile(filepath.Join(c.dir, "log"))
+		t.Fatalf("%s %v: %v\n%s\n%s", name, args, err, out, log)
+	}
+}
+
+// serverBinDir finds the newest installed PostgreSQL's server binaries.
+func serverBinDir() string {
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool {
+		vi, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[i])))
+		vj, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[j])))
+		return vi > vj
+	})
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "pg_ctl")); err == nil {
+			return d
+		}
+	}
+	return ""
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
