@@ -104,13 +104,21 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 		"LEASEWRAP_FENCING_TOKEN="+strconv.FormatInt(l.Token(), 10),
 		"LEASEWRAP_TABLE="+store.Table(),
 	)
-	res := runner.Run(cmd, l, runner.Config{
+	cfg := runner.Config{
 		Grace:   c.Duration("grace"),
 		Margin:  lease.SafetyMargin(store.TTL()),
 		Signals: sigs,
 		Log:     log,
-	})
-	release(l, &res.Status, log)
+	}
+	if signals.NeedReaper() {
+		cfg.Reaper = signals.NewReaper()
+	}
+	res := runner.Run(cmd, l, cfg)
+	if res.Started {
+		release(l.Release(context.Background(), &res.Status), log)
+	} else {
+		release(l.Abandon(context.Background()), log)
+	}
 	if res.Code() == 0 {
 		return nil
 	}
@@ -197,7 +205,7 @@ func acquire(c *cli.Context, store *lease.Store, pool *pgxpool.Pool, job string,
 	// A signal that came while the statement was already on its way: hand the
 	// lease straight back.
 	if err == nil && received != nil {
-		release(l, nil, log)
+		release(l.Abandon(context.Background()), log)
 		err = errSignal
 	}
 	var held *lease.HeldError
@@ -224,10 +232,9 @@ var (
 	errWaitTimeout = errors.New("wait timeout")
 )
 
-// release hands the lease back after the child ended; a failure only means
-// the lease runs out by itself.
-func release(l *lease.Lease, status *int, log zerolog.Logger) {
-	err := l.Release(context.Background(), status)
+// release logs how handing the lease back went; a failure only means the
+// lease runs out by itself.
+func release(err error, log zerolog.Logger) {
 	switch {
 	case err == nil:
 		log.Info().Msg("released")

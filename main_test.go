@@ -164,7 +164,7 @@ func TestDatabaseLostMidRunStopsTheChildBeforeExpiry(t *testing.T) {
 			url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=1", cfg.User, proxy.Addr(), cfg.Database)
 			// The later --database-url wins over the one args sets.
 			args := d.args("--database-url", url, "--job", "j", "--", self())
-			p := lw(t, []string{child("ignore-term ready block")}, args...)
+			p := lw(t, []string{child("trap ready block")}, args...)
 			p.Expect(t, "ready")
 			pid := int(p.WaitLog(t, "child started")["pid"].(float64))
 			if fault == "cut" {

@@ -41,6 +41,9 @@ type Lease struct {
 	done       chan struct{}
 	stopKeeper context.CancelFunc
 	keeperDone chan struct{}
+
+	releaseOnce sync.Once
+	releaseErr  error
 }
 
 func newLease(s *Store, job string, token int64, deadline time.Duration) *Lease {
@@ -104,13 +107,17 @@ func (l *Lease) keep(ctx context.Context) {
 	cfg := l.store.cfg
 	log := l.store.log.With().Str("job", l.job).Int64("fencing_token", l.token).Logger()
 	stopBefore := cfg.grace + SafetyMargin(cfg.ttl)
-	nextRenew := now() + cfg.renewInterval
+	// The first renewal is due a renew interval after the acquiring
+	// statement was sent, not after this goroutine started.
+	l.mu.Lock()
+	nextRenew := l.deadline - cfg.ttl + cfg.renewInterval
+	l.mu.Unlock()
 	for {
 		stopIn := l.Remaining() - stopBefore
 		if stopIn <= 0 {
 			err := fmt.Errorf("lease %q: no renewal succeeded in time: %w", l.job, ErrLost)
+			l.end(err) // before logging: a log write may block or fail
 			log.Error().Err(err).Stringer("remaining", l.Remaining().Round(time.Millisecond)).Msg("lease lost")
-			l.end(err)
 			return
 		}
 		if renewIn := nextRenew - now(); renewIn > 0 {
@@ -134,8 +141,8 @@ func (l *Lease) keep(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, ErrLost):
-			log.Error().Err(err).Msg("lease lost")
 			l.end(err)
+			log.Error().Err(err).Msg("lease lost")
 			return
 		default:
 			nextRenew = now() + cfg.retryInterval
@@ -173,20 +180,40 @@ func (l *Lease) renew(ctx context.Context) error {
 // token is kept) and expires now, or at acquisition + hold-for if that is
 // later. exitCode, when not nil, is recorded as the run's status. Releasing a
 // lease that was already lost changes nothing in the table and returns an
-// error wrapping ErrLost.
+// error wrapping ErrLost. Only the first call acts; later ones return its
+// result.
 func (l *Lease) Release(ctx context.Context, exitCode *int) error {
-	l.stopKeeper()
-	<-l.keeperDone
-	l.end(ErrReleased)
-	l.mu.Lock()
-	l.deadline = min(l.deadline, now())
-	l.mu.Unlock()
+	return l.release(ctx, l.store.cfg.holdFor, exitCode)
+}
 
+// Abandon hands the lease back at once, without hold-for: for a lease taken
+// for work that then never started (a signal came, or the lease came too
+// late to be safe). Like Release, only the first of the two calls acts.
+func (l *Lease) Abandon(ctx context.Context) error {
+	return l.release(ctx, 0, nil)
+}
+
+func (l *Lease) release(ctx context.Context, holdFor time.Duration, exitCode *int) error {
+	l.releaseOnce.Do(func() {
+		l.stopKeeper()
+		<-l.keeperDone
+		l.end(ErrReleased)
+		l.mu.Lock()
+		l.deadline = min(l.deadline, now())
+		l.mu.Unlock()
+		l.releaseErr = l.releaseRow(ctx, holdFor, exitCode)
+	})
+	return l.releaseErr
+}
+
+// releaseRow runs the release statement, retrying failures that may pass
+// until ReleaseTimeout.
+func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, exitCode *int) error {
 	s := l.store
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
 	for {
-		tag, err := s.db.Exec(ctx, s.sql.release, l.job, s.cfg.holder, l.token, s.cfg.holdFor.Microseconds(), exitCode)
+		tag, err := s.db.Exec(ctx, s.sql.release, l.job, s.cfg.holder, l.token, holdFor.Microseconds(), exitCode)
 		switch {
 		case err == nil && tag.RowsAffected() == 0:
 			return fmt.Errorf("cannot release lease %q: %w", l.job, ErrLost)

@@ -117,6 +117,12 @@ func CheckTimings(ttl, renewInterval, retryInterval, grace time.Duration) error 
 			"must be longer than renew interval (%s) + grace (%s) + 5%% of itself; for example %s",
 			renewInterval, grace, SuggestTTL(renewInterval, grace))}
 	}
+	// A failed renewal must be retried at least once before work has to stop.
+	if room := ttl - renewInterval - grace - SafetyMargin(ttl); retryInterval >= room {
+		return &TimingError{Field: "RetryInterval", Value: retryInterval, Msg: fmt.Sprintf(
+			"must be shorter than %s (TTL less renew interval, grace and 5%% of the TTL), so that a failed renewal is retried before work must stop; for example %s",
+			room, (room / 4).Round(time.Millisecond))}
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -58,6 +59,9 @@ BEGIN
 END
 $fn$`
 
+// schemaTimeout bounds the look-up and any DDL before a first acquisition.
+const schemaTimeout = 15 * time.Second
+
 // schemaLockKey serialises leasewrap's DDL across all instances: concurrent
 // CREATE TABLE IF NOT EXISTS can fail on the catalog's unique indexes.
 const schemaLockKey int64 = 0x6c656173657772 // "leaswr"
@@ -105,6 +109,8 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 	if s.schemaReady {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, schemaTimeout)
+	defer cancel()
 	changes, err := s.Migrate(ctx)
 	if err != nil {
 		return err
@@ -125,6 +131,11 @@ func (s *Store) migrateLocked(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	// A long reader of the table must not make an ALTER queue for ever: it
+	// would block every renewal behind it. Give up and let the caller retry.
+	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
+		return nil, err
+	}
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, schemaLockKey); err != nil {
 		return nil, err
 	}

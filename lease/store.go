@@ -152,8 +152,9 @@ func (s *Store) TryAcquire(ctx context.Context, job string) (*Lease, error) {
 		return nil, err
 	}
 	t0 := now()
-	// The statement may not outlive the deadline it would grant.
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.ttl)
+	// A lease that takes longer than this to come back would be in doubt
+	// (Done closed) before work could start.
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ttl-s.cfg.grace-SafetyMargin(s.cfg.ttl))
 	defer cancel()
 	var token int64
 	err := s.db.QueryRow(ctx, s.sql.acquire, job, s.cfg.holder, s.cfg.ttl.Microseconds()).Scan(&token)

@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"os/exec"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Exit statuses of leasewrap besides the child's own, after the shell's and
@@ -66,12 +68,9 @@ func startStatus(err error) int {
 
 // waitStatus returns the shell's status for an ended child: its exit code,
 // or 128+N after a death by signal N.
-func waitStatus(state interface {
-	Sys() any
-	ExitCode() int
-}) int {
-	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+func waitStatus(ws unix.WaitStatus) int {
+	if ws.Signaled() {
 		return ExitSignalBase + int(ws.Signal())
 	}
-	return state.ExitCode()
+	return ws.ExitStatus()
 }

@@ -3,6 +3,7 @@ package runner
 import (
 	"os"
 	"os/exec"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -32,10 +33,15 @@ type Config struct {
 	Signals <-chan os.Signal
 	// Log receives the child's start, stop and exit.
 	Log zerolog.Logger
+	// Reaper, when set, owns waiting for children (leasewrap as PID 1).
+	Reaper *signals.Reaper
 }
 
 // Result is how a child run ended.
 type Result struct {
+	// Started is false when the child was not started because the lease was
+	// already in doubt.
+	Started bool
 	// Status is the child's own exit status, 128+N for a death by signal N,
 	// or 126/127 when it could not be started.
 	Status int
@@ -62,21 +68,29 @@ const pollInterval = 20 * time.Millisecond
 // SIGKILL after the grace or at the lease's deadline less the margin,
 // whichever comes first. Processes the child leaves behind in its group are
 // stopped too before Run returns, so nothing of the run outlives the lease.
+// A lease already in doubt is not used: the child does not start. cmd's
+// stdin, stdout and stderr must be files (or nil).
 func Run(cmd *exec.Cmd, l Lease, cfg Config) Result {
 	log := cfg.Log
-	cmd.SysProcAttr = signals.ChildAttr()
-	if err := cmd.Start(); err != nil {
+	select {
+	case <-l.Done():
+		log.Error().Err(l.Err()).Msg("not starting child: lease can no longer be guaranteed")
+		return Result{Lost: l.Err()}
+	default:
+	}
+	attr, foreground := signals.ChildAttr()
+	cmd.SysProcAttr = attr
+	waited, err := start(cmd, cfg.Reaper)
+	if err != nil {
 		log.Error().Err(err).Msg("cannot start child")
-		return Result{Status: startStatus(err)}
+		return Result{Started: true, Status: startStatus(err)}
+	}
+	if foreground {
+		defer signals.ReclaimTerminal()
 	}
 	started := time.Now()
 	pgid := cmd.Process.Pid
 	log.Info().Int("pid", pgid).Msg("child started")
-	waited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // the status is read from cmd.ProcessState
-		close(waited)
-	}()
 
 	leaseDone := l.Done()
 	var (
@@ -92,8 +106,8 @@ func Run(cmd *exec.Cmd, l Lease, cfg Config) Result {
 	}()
 	for {
 		select {
-		case <-waited:
-			res := Result{Status: waitStatus(cmd.ProcessState), Lost: lost, Duration: time.Since(started)}
+		case ws := <-waited:
+			res := Result{Started: true, Status: waitStatus(ws), Lost: lost, Duration: time.Since(started)}
 			log.Info().Int("status", res.Status).Stringer("duration", res.Duration.Round(time.Millisecond)).Msg("child exited")
 			if signals.GroupAlive(pgid) {
 				log.Warn().Int("pgid", pgid).Msg("child left processes in its group; stopping them")
@@ -104,21 +118,39 @@ func Run(cmd *exec.Cmd, l Lease, cfg Config) Result {
 			}
 			return res
 		case sig := <-cfg.Signals:
-			log.Debug().Str("signal", sig.String()).Msg("forwarding signal")
 			if s, ok := sig.(unix.Signal); ok {
 				_ = signals.Group(pgid, s)
 			}
+			log.Debug().Str("signal", sig.String()).Msg("forwarded signal")
 		case <-leaseDone:
 			leaseDone = nil
 			lost = l.Err()
+			stop = newStopper(pgid, l, cfg) // signal first, then log
 			log.Error().Err(lost).Stringer("grace", cfg.Grace).Msg("stopping child: lease can no longer be guaranteed")
-			stop = newStopper(pgid, l, cfg)
 			stopTick = time.NewTicker(pollInterval)
 			tick = stopTick.C
 		case <-tick:
 			stop.check(log)
 		}
 	}
+}
+
+// start starts cmd and returns the channel its wait status arrives on:
+// from the reaper if there is one, else from cmd.Wait.
+func start(cmd *exec.Cmd, reaper *signals.Reaper) (<-chan unix.WaitStatus, error) {
+	if reaper != nil {
+		return reaper.Start(cmd)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	waited := make(chan unix.WaitStatus, 1)
+	go func() {
+		_ = cmd.Wait() // the status is in cmd.ProcessState
+		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		waited <- unix.WaitStatus(ws)
+	}()
+	return waited, nil
 }
 
 // stopper ends a process group: SIGTERM at once, SIGKILL after the grace or

@@ -22,11 +22,15 @@ var Forwarded = []os.Signal{
 
 // Notify starts catching the Forwarded signals, so that none of them takes
 // its default action on the wrapper (most would kill it and orphan the
-// child). Call stop to restore the defaults.
+// child). It also catches SIGPIPE, which would otherwise kill the wrapper
+// when its stderr reader goes away; catching (unlike ignoring) is not passed
+// on to the child. Call stop to restore the defaults.
 func Notify() (ch <-chan os.Signal, stop func()) {
 	c := make(chan os.Signal, 16)
 	signal.Notify(c, Forwarded...)
-	return c, func() { signal.Stop(c) }
+	pipe := make(chan os.Signal, 1) // never read: a full channel drops the signal
+	signal.Notify(pipe, unix.SIGPIPE)
+	return c, func() { signal.Stop(c); signal.Stop(pipe) }
 }
 
 // Ends reports whether sig asks a process to end (HUP, INT, QUIT, TERM),
@@ -49,11 +53,27 @@ func Number(sig os.Signal) int {
 
 // ChildAttr returns the process attributes for a child: its own process
 // group (so signals can reach its whole tree) and, where the platform has
-// it, death with its parent.
-func ChildAttr() *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{Setpgid: true}
+// it, death with its parent. When the wrapper runs in the foreground of the
+// terminal on stdin, the child's group is made the foreground one instead:
+// it can read the terminal, and Ctrl-C or Ctrl-Z reach it once, from the
+// terminal, while the wrapper stays out of the way. foreground reports that.
+func ChildAttr() (attr *syscall.SysProcAttr, foreground bool) {
+	attr = &syscall.SysProcAttr{Setpgid: true}
+	if pgrp, err := unix.IoctlGetInt(0, unix.TIOCGPGRP); err == nil && pgrp == unix.Getpgrp() {
+		attr.Foreground = true
+		attr.Ctty = 0 // stdin, in the child
+	}
 	setParentDeathSignal(attr)
-	return attr
+	return attr, attr.Foreground
+}
+
+// ReclaimTerminal makes the wrapper's process group the terminal's
+// foreground group again, after a child that had it ended.
+func ReclaimTerminal() {
+	// A background group that sets the foreground group gets SIGTTOU.
+	signal.Ignore(unix.SIGTTOU)
+	defer signal.Reset(unix.SIGTTOU)
+	_ = unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, unix.Getpgrp())
 }
 
 // Group sends sig to every process in process group pgid. A group that is

@@ -28,7 +28,7 @@ type Proxy struct {
 	mode    mode
 	latency time.Duration
 	conns   map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	wg      sync.WaitGroup
 }
 
 // Start listens on a free loopback port and forwards to target until the
