@@ -395,3 +395,37 @@ func TestMigrateAndVersion(t *testing.T) {
 		t.Errorf("version printed %q", line)
 	}
 }
+
+func TestReadOnlyDatabaseExits69(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	for name, url := range map[string]string{
+		"read-only session": pgtest.URL() + "&options=-c%20default_transaction_read_only%3Don",
+		"no primary":        pgtest.URL() + "&options=-c%20default_transaction_read_only%3Don&target_session_attrs=read-write",
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := lw(t, nil, d.args("--database-url", url, "--job", "j", "--", "true")...)
+			if got := p.Wait(t, 15*time.Second); got != 69 {
+				t.Errorf("exit %d, want 69", got)
+			}
+			e := p.WaitLog(t, "lease store unavailable")
+			if msg, _ := e["error"].(string); !strings.Contains(msg, "read-only") && !strings.Contains(msg, "read-write") {
+				t.Errorf("error %q does not say the server is read-only", msg)
+			}
+		})
+	}
+}
+
+// Several hosts in one connection string: leasewrap uses the first that
+// answers as a writable primary.
+func TestMultiHostConnectionString(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	cfg := d.pool.Config().ConnConfig
+	dsn := fmt.Sprintf("host=127.0.0.1,%s port=1,%d user=%s dbname=%s sslmode=disable target_session_attrs=read-write connect_timeout=2",
+		cfg.Host, cfg.Port, cfg.User, cfg.Database)
+	p := lw(t, []string{child("exit:0")}, d.args("--database-url", dsn, "--job", "j", "--", self())...)
+	if got := p.Wait(t, 15*time.Second); got != 0 {
+		t.Errorf("exit %d, want 0", got)
+	}
+}

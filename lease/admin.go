@@ -100,7 +100,7 @@ func (s *Store) ReleaseHeld(ctx context.Context, job, holder string) (string, in
 		was   string
 		token int64
 	)
-	err := s.db.QueryRow(ctx, s.sql.releaseAny, job, holderArg).Scan(&was, &token)
+	err := s.db.QueryRow(ctx, s.sql.releaseAny, job, holderArg, s.channel).Scan(&was, &token, nil)
 	var pgErr interface{ SQLState() string }
 	switch {
 	case errors.Is(err, pgx.ErrNoRows), errors.As(err, &pgErr) && pgErr.SQLState() == "42P01":

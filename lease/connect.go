@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -33,6 +34,12 @@ func Connect(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	// Named prepared statements are session state that a pooler in
+	// transaction mode (PgBouncer) cannot keep; every statement here casts
+	// its parameters, so the one-round-trip exec mode loses nothing.
+	if !strings.Contains(dsn, "default_query_exec_mode") {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
 	cfg.MaxConns = 2
 	cfg.MinConns = 0
@@ -60,4 +67,19 @@ func Redact(msg string, cfg *pgconn.Config) string {
 		return msg
 	}
 	return strings.ReplaceAll(msg, cfg.Password, "xxxxx")
+}
+
+// ErrReadOnly is returned (wrapped) when the server refuses writes: a hot
+// standby, or a session that is read-only by default.
+var ErrReadOnly = errors.New("the database is read-only (a standby, or default_transaction_read_only is on): point the connection string at the primary, for example with target_session_attrs=read-write")
+
+// classify turns the server's read-only refusal (SQLSTATE 25006), and pgx's
+// when target_session_attrs=read-write found no primary, into ErrReadOnly, so
+// that neither is reported as a raw SQL error.
+func classify(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "25006" || errors.Is(err, pgconn.ErrReadOnlyConnection) {
+		return ErrReadOnly
+	}
+	return err
 }

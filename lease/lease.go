@@ -213,7 +213,7 @@ func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, exitCode 
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
 	for {
-		tag, err := s.db.Exec(ctx, s.sql.release, l.job, s.cfg.holder, l.token, holdFor.Microseconds(), exitCode)
+		tag, err := s.db.Exec(ctx, s.sql.release, l.job, s.cfg.holder, l.token, holdFor.Microseconds(), exitCode, s.channel)
 		switch {
 		case err == nil && tag.RowsAffected() == 0:
 			return fmt.Errorf("cannot release lease %q: %w", l.job, ErrLost)

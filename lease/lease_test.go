@@ -670,3 +670,60 @@ func TestRedactHidesThePassword(t *testing.T) {
 		t.Errorf("Hosts = %q", hosts)
 	}
 }
+
+// A standby is told of a release at once (LISTEN/NOTIFY): it takes the lease
+// long before its 10s poll or the 20s expiry would let it.
+func TestStandbyIsNotifiedOfARelease(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	slow := []lease.Option{lease.WithTTL(20 * time.Second), lease.WithRenewInterval(time.Second),
+		lease.WithGrace(time.Second), lease.WithRetryInterval(10 * time.Second)}
+	first, err := newStore(t, pool, table, "a", slow...).TryAcquire(ctx(t), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *lease.Lease, 1)
+	standby := newStore(t, pool, table, "b", slow...)
+	go func() {
+		l, err := standby.Acquire(ctx(t), "job")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	// Release only once the standby listens: its backend shows LISTEN.
+	waitForListener(t, pool, table)
+	released := time.Now()
+	if err := first.Release(ctx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-got:
+		if took := time.Since(released); took > 2*time.Second {
+			t.Errorf("standby took %s to take a released lease", took)
+		}
+		l.Release(ctx(t), nil)
+	case <-time.After(8 * time.Second):
+		t.Fatal("standby was not woken by the release")
+	}
+}
+
+// waitForListener polls until a backend listens on table's channel.
+func waitForListener(t *testing.T, pool *pgxpool.Pool, table string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		if err := pool.QueryRow(ctx(t), `SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' AND position($1 in query) > 0`, table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("standby never listened")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -95,7 +95,7 @@ func (s *Store) Migrate(ctx context.Context) ([]string, error) {
 	}
 	changes, err := s.migrateLocked(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("cannot create or upgrade lease table %s: %w", s.table.Sanitize(), err)
+		return nil, fmt.Errorf("cannot create or upgrade lease table %s: %w", s.table.Sanitize(), classify(err))
 	}
 	return changes, nil
 }
@@ -200,7 +200,7 @@ func (s *Store) readSchema(ctx context.Context, q queryer) (schemaState, error) 
             WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped), '{}')`,
 		s.table.Sanitize(), s.checkFunction().Sanitize()+"(text,bigint,text)").Scan(&st.tableExists, &st.hasCheck, &have)
 	if err != nil {
-		return schemaState{}, fmt.Errorf("cannot look up lease table %s: %w", s.table.Sanitize(), err)
+		return schemaState{}, fmt.Errorf("cannot look up lease table %s: %w", s.table.Sanitize(), classify(err))
 	}
 	present := make(map[string]bool, len(have))
 	for _, name := range have {

@@ -46,20 +46,26 @@ WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint
   AND released_at IS NULL`,
 
 		// A lease that already expired keeps its expiry: hold-for must not
-		// bring it back after an operator released it.
-		release: `UPDATE ` + table + ` SET
-  expires_at = CASE WHEN expires_at <= now() THEN expires_at
-    ELSE greatest(now(), acquired_at + $4::bigint * interval '1 microsecond') END,
-  released_at = now(),
-  last_finished_at = now(),
-  last_exit_code = $5::integer
-WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint`,
+		// bring it back after an operator released it. The notification goes
+		// out with the commit, to standbys listening on the table's channel.
+		release: `WITH released AS (
+  UPDATE ` + table + ` SET
+    expires_at = CASE WHEN expires_at <= now() THEN expires_at
+      ELSE greatest(now(), acquired_at + $4::bigint * interval '1 microsecond') END,
+    released_at = now(),
+    last_finished_at = now(),
+    last_exit_code = $5::integer
+  WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint
+  RETURNING job_name, expires_at <= now() AS free)
+SELECT CASE WHEN free THEN pg_notify($6::text, job_name)::text END FROM released`,
 
 		// An operator's release of a live lease: the holder's if $2 is set,
 		// anyone's if not.
-		releaseAny: `UPDATE ` + table + ` SET expires_at = now(), released_at = now()
-WHERE job_name = $1::text AND ($2::text IS NULL OR holder = $2::text) AND expires_at > now()
-RETURNING holder, fencing_token`,
+		releaseAny: `WITH released AS (
+  UPDATE ` + table + ` SET expires_at = now(), released_at = now()
+  WHERE job_name = $1::text AND ($2::text IS NULL OR holder = $2::text) AND expires_at > now()
+  RETURNING job_name, holder, fencing_token)
+SELECT holder, fencing_token, pg_notify($3::text, job_name)::text FROM released`,
 
 		status: `SELECT job_name, holder, fencing_token,
   (extract(epoch FROM expires_at - now()) * 1000000)::bigint,

@@ -37,6 +37,8 @@ type Store struct {
 	table pgx.Identifier
 	log   zerolog.Logger
 	sql   statements
+	// channel is where releases are announced (NOTIFY) to standbys.
+	channel string
 
 	schemaMu    sync.Mutex
 	schemaReady bool
@@ -64,11 +66,12 @@ func New(db DB, opts ...Option) (*Store, error) {
 		cfg.holder = DefaultHolder()
 	}
 	return &Store{
-		db:    db,
-		cfg:   cfg,
-		table: table,
-		log:   cfg.log,
-		sql:   newStatements(table.Sanitize()),
+		db:      db,
+		cfg:     cfg,
+		table:   table,
+		log:     cfg.log,
+		sql:     newStatements(table.Sanitize()),
+		channel: channelFor(table),
 	}, nil
 }
 
@@ -162,7 +165,7 @@ func (s *Store) TryAcquire(ctx context.Context, job string) (*Lease, error) {
 		return nil, s.held(ctx, job)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot acquire lease %q: %w", job, err)
+		return nil, fmt.Errorf("cannot acquire lease %q: %w", job, classify(err))
 	}
 	return newLease(s, job, token, t0+s.cfg.ttl), nil
 }
@@ -184,13 +187,18 @@ func (s *Store) held(ctx context.Context, job string) error {
 	return e
 }
 
-// Acquire waits until it holds the lease on job, or ctx ends. It polls every
-// retry interval and tries early when the lease it saw is due to expire.
+// Acquire waits until it holds the lease on job, or ctx ends. It listens
+// for releases (LISTEN/NOTIFY) and tries at once when one comes; it also
+// polls every retry interval and tries early when the lease it saw is due to
+// expire, so nothing depends on a notification arriving.
 // An error on the first attempt is returned at once (a wrong address or
 // missing privilege should not look like a long wait); later database errors
 // are logged and retried.
 func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
-	var lastHolder string
+	var (
+		lastHolder string
+		wake       chan struct{}
+	)
 	for attempt := 0; ; attempt++ {
 		l, err := s.TryAcquire(ctx, job)
 		if err == nil {
@@ -207,6 +215,13 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 			}
 			// Wake just after the expiry it observed, if that comes first.
 			wait = min(wait, held.ExpiresIn+time.Millisecond)
+			if wake == nil {
+				// Be told of releases from now on, rather than poll for them.
+				wake = make(chan struct{}, 1)
+				lctx, stop := context.WithCancel(ctx)
+				defer stop()
+				go s.listen(lctx, job, wake)
+			}
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		case attempt == 0 || !retryable(err):
@@ -220,6 +235,8 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 			t.Stop()
 			return nil, ctx.Err()
 		case <-t.C:
+		case <-wake:
+			t.Stop()
 		}
 	}
 }
