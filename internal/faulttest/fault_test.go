@@ -139,36 +139,43 @@ func TestLeaderTerminated(t *testing.T) {
 	}.run(t)
 }
 
-// PostgreSQL itself restarts under the wrappers (a throwaway cluster, never
-// the shared one). Leadership must be re-established within TTL + retry after
-// the server is back, with no overlap either way.
+// PostgreSQL itself goes away under the wrappers (a throwaway cluster, never
+// the shared one): trials alternate between a quick restart, which the
+// leader should ride out, and an outage longer than the TTL, which it must
+// not: its child has to be dead before the lease expires. Either way a
+// holder must renew within TTL + retry of the server being back, with no
+// overlap.
 func TestDatabaseRestarted(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.StartCluster(t)
 	c := newCluster(t, pg.Addr(), "postgres", "postgres", "lease_restart", 3)
-	conn, err := pgx.Connect(context.Background(), pg.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { conn.Close(context.Background()) }()
 	rep := &report{}
 	c.waitRun(0, 15*time.Second)
-	for range trials(t) {
+	for trial := range trials(t) {
 		before := len(c.runs())
 		faultAt := testchild.Monotonic()
-		pg.Restart(t)
-		conn.Close(context.Background())
-		if conn, err = pgx.Connect(context.Background(), pg.URL()); err != nil {
-			t.Fatal(err)
+		if trial%2 == 0 {
+			pg.Restart(t)
+		} else {
+			pg.Stop(t)
+			time.Sleep(ttl + time.Second) // the outage itself
+			pg.Start(t)
 		}
-		holder := waitRenewedAfterRestart(t, conn)
+		holder := waitRenewedAfterRestart(t, pg.URL())
 		rep.failovers = append(rep.failovers, since(faultAt))
-		runs := c.runs()
-		last := runs[len(runs)-1]
-		if last.Holder != holder || c.end(last) != 0 {
-			t.Errorf("lease renewed by %s, but the running child is %s's (ended: %v)", holder, last.Holder, c.end(last) != 0)
+		// The holder's child runs (a new holder's may take a moment to start).
+		var runs []lwtest.Interval
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			runs = c.runs()
+			last := runs[len(runs)-1]
+			if last.Holder == holder && c.end(last) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("lease renewed by %s, but the last child is %s's (ended: %v)", holder, last.Holder, c.end(last) != 0)
+			}
 		}
-		// The old leader, if it lost the lease, exited 75: replace it.
+		// A leader that lost the lease exited 75: replace it.
 		for _, m := range c.members {
 			select {
 			case <-m.proc.Exited:
@@ -177,7 +184,7 @@ func TestDatabaseRestarted(t *testing.T) {
 			}
 		}
 		rep.trials++
-		t.Logf("restart %d: %d new children", rep.trials, len(runs)-before)
+		t.Logf("trial %d (%s): %d new children", trial+1, map[bool]string{true: "restart", false: "outage"}[trial%2 == 0], len(runs)-before)
 	}
 	c.stop()
 	c.check("pg-restart", rep, false)
@@ -185,8 +192,13 @@ func TestDatabaseRestarted(t *testing.T) {
 
 // waitRenewedAfterRestart waits until a holder renews or takes the lease on
 // the restarted server, and returns it.
-func waitRenewedAfterRestart(t *testing.T, conn *pgx.Conn) string {
+func waitRenewedAfterRestart(t *testing.T, url string) string {
 	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
 	var back time.Time
 	if err := conn.QueryRow(context.Background(), `SELECT now()`).Scan(&back); err != nil {
 		t.Fatal(err)

@@ -101,7 +101,7 @@ func (c *cluster) start(m *member) {
 	c.starts++
 	m.id = fmt.Sprintf("m%d-%d", m.index, c.starts)
 	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=1", c.dbUser, m.proxy.Addr(), c.dbName)
-	m.proc = lwtest.Start(c.t, binary, []string{lwtest.Child("record:" + c.history + " trap block")},
+	m.proc = lwtest.Start(c.t, binary, []string{lwtest.Child("trap record:" + c.history + " block")},
 		"--database-url", url, "--table", c.table, "--job", "work", "--id", m.id, "--wait", "--log-format", "json",
 		"--ttl", ttl.String(), "--renew-interval", renew.String(), "--grace", grace.String(), "--retry-interval", retry.String(),
 		"--", lwtest.Self())
@@ -204,6 +204,20 @@ func (c *cluster) expectExit(m *member, want int) {
 		c.t.Errorf("wrapper %s exited %d, want %d", m.id, got, want)
 	}
 	c.start(m)
+	// Wait until it has been in touch with the database: a new wrapper
+	// whose very first attempt fails exits 69 by design.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		for _, e := range m.proc.LogEntries(c.t) {
+			if e["message"] == "standing by: lease held by another instance" || e["message"] == "acquired" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("restarted wrapper %s neither stood by nor acquired", m.id)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // stop ends every wrapper and waits until every child is gone.

@@ -76,6 +76,18 @@ func (c *Cluster) Restart(t testing.TB) {
 	c.pgctl(t, "restart", "-m", "fast")
 }
 
+// Stop shuts the server down (fast: sessions are cut).
+func (c *Cluster) Stop(t testing.TB) {
+	t.Helper()
+	c.run(t, "pg_ctl", "-D", c.data(), "-m", "fast", "-w", "stop")
+}
+
+// Start starts a stopped server and waits until it accepts connections.
+func (c *Cluster) Start(t testing.TB) {
+	t.Helper()
+	c.pgctl(t, "start")
+}
+
 func (c *Cluster) data() string { return filepath.Join(c.dir, "data") }
 
 func (c *Cluster) pgctl(t testing.TB, action string, extra ...string) {
