@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/monitor"
 	"github.com/redbite/leasewrap/runner"
 	"github.com/redbite/leasewrap/signals"
 )
@@ -74,6 +75,15 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 	log = log.With().Str("holder", holder).Logger()
 	storeLog := log
 	log = log.With().Str("job", job).Logger()
+	mon := monitor.New(job, holder, c.Duration("ttl"))
+	if addr := c.String("http-addr"); addr != "" {
+		stop, bound, err := monitor.Serve(addr, mon.Handler())
+		if err != nil {
+			return usagef("cannot serve --http-addr %q: %v", addr, err)
+		}
+		defer stop()
+		log.Info().Str("http_addr", bound.String()).Msg("serving /healthz, /leader and /metrics")
+	}
 	store, err := lease.New(pool,
 		lease.WithTable(c.String("table")),
 		lease.WithHolder(holder),
@@ -83,6 +93,7 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 		lease.WithGrace(c.Duration("grace")),
 		lease.WithHoldFor(c.Duration("hold-for")),
 		lease.WithLogger(storeLog),
+		lease.WithObserver(mon),
 	)
 	if err != nil {
 		return usagef("%v", err)
@@ -94,6 +105,8 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 	}
 	log = log.With().Int64("fencing_token", l.Token()).Logger()
 	log.Info().Stringer("ttl", store.TTL()).Msg("acquired")
+	mon.Leading(l)
+	defer mon.NotLeading()
 
 	cmd := exec.Command(path, child[1:]...)
 	cmd.Args[0] = child[0]
@@ -109,12 +122,14 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 		Margin:  lease.SafetyMargin(store.TTL()),
 		Signals: sigs,
 		Log:     log,
+		Started: mon.ChildStarted,
 	}
 	if signals.NeedReaper() {
 		cfg.Reaper = signals.NewReaper()
 	}
 	res := runner.Run(cmd, l, cfg)
 	if res.Started {
+		mon.ChildExited(res.Status)
 		release(l.Release(context.Background(), &res.Status), log)
 	} else {
 		release(l.Abandon(context.Background()), log)

@@ -48,6 +48,8 @@ func runFlags() []cli.Flag {
 			Usage: "keep the lease at least this long after acquiring, even once the command has exited"},
 		&cli.IntFlag{Name: "skip-exit-code", EnvVars: []string{"LEASEWRAP_SKIP_EXIT_CODE"},
 			Usage: "exit status when another instance holds the lease"},
+		&cli.StringFlag{Name: "http-addr", EnvVars: []string{"LEASEWRAP_HTTP_ADDR"},
+			Usage: "serve /healthz, /leader and /metrics on this address, as in :8080 (default: off)"},
 	}, storeFlags()...)
 }
 

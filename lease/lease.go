@@ -117,6 +117,7 @@ func (l *Lease) keep(ctx context.Context) {
 		if stopIn <= 0 {
 			err := fmt.Errorf("lease %q: no renewal succeeded in time: %w", l.job, ErrLost)
 			l.end(err) // before logging: a log write may block or fail
+			cfg.observer.Lost(err)
 			log.Error().Err(err).Stringer("remaining", l.Remaining().Round(time.Millisecond)).Msg("lease lost")
 			return
 		}
@@ -132,8 +133,12 @@ func (l *Lease) keep(ctx context.Context) {
 		}
 		// A renewal may not run past the moment work has to stop.
 		rctx, cancel := context.WithTimeout(ctx, min(stopIn, cfg.renewInterval))
+		began := now()
 		err := l.renew(rctx)
 		cancel()
+		if ctx.Err() == nil {
+			cfg.observer.Renewed(now()-began, err)
+		}
 		switch {
 		case err == nil:
 			nextRenew = now() + cfg.renewInterval
@@ -142,6 +147,7 @@ func (l *Lease) keep(ctx context.Context) {
 			return
 		case errors.Is(err, ErrLost):
 			l.end(err)
+			cfg.observer.Lost(err)
 			log.Error().Err(err).Msg("lease lost")
 			return
 		default:
@@ -167,6 +173,7 @@ func (l *Lease) renew(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cannot renew lease %q: %w", l.job, err)
 	}
+	s.cfg.observer.Contacted()
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("cannot renew lease %q: %w (taken over or released)", l.job, ErrLost)
 	}

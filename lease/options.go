@@ -29,6 +29,7 @@ const (
 type Option func(*config)
 
 type config struct {
+	observer      Observer
 	table         string
 	holder        string
 	ttl           time.Duration
@@ -47,6 +48,7 @@ func defaultConfig() config {
 		retryInterval: DefaultRetryInterval,
 		grace:         DefaultGrace,
 		log:           zerolog.Nop(),
+		observer:      nopObserver{},
 	}
 }
 
@@ -75,6 +77,29 @@ func WithGrace(d time.Duration) Option { return func(c *config) { c.grace = d } 
 // WithHoldFor keeps a released lease until at least acquisition + d, on the
 // database clock, so that peers whose schedule fires a little late sit out.
 func WithHoldFor(d time.Duration) Option { return func(c *config) { c.holdFor = d } }
+
+// WithObserver has o told of database contact and renewals, for health
+// checks and metrics.
+func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
+
+// Observer is told what a Store's leases go through. Its methods are called
+// from the renewing goroutine and must not block.
+type Observer interface {
+	// Contacted is called whenever the database answered a statement.
+	Contacted()
+	// Renewed is called after each renewal attempt with how long it took and
+	// its error: nil, one wrapping ErrLost, or another failure.
+	Renewed(took time.Duration, err error)
+	// Lost is called when a lease ends because leadership can no longer be
+	// guaranteed (Done closes with an error wrapping ErrLost).
+	Lost(err error)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Contacted()                   {}
+func (nopObserver) Renewed(time.Duration, error) {}
+func (nopObserver) Lost(error)                   {}
 
 // WithLogger sets the logger for acquisitions, standby and renewals.
 func WithLogger(l zerolog.Logger) Option { return func(c *config) { c.log = l } }

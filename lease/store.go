@@ -161,11 +161,12 @@ func (s *Store) TryAcquire(ctx context.Context, job string) (*Lease, error) {
 	defer cancel()
 	var token int64
 	err := s.db.QueryRow(ctx, s.sql.acquire, job, s.cfg.holder, s.cfg.ttl.Microseconds()).Scan(&token)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, s.held(ctx, job)
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("cannot acquire lease %q: %w", job, classify(err))
+	}
+	s.cfg.observer.Contacted()
+	if err != nil {
+		return nil, s.held(ctx, job)
 	}
 	return newLease(s, job, token, t0+s.cfg.ttl), nil
 }

@@ -35,6 +35,8 @@ type Config struct {
 	Log zerolog.Logger
 	// Reaper, when set, owns waiting for children (leasewrap as PID 1).
 	Reaper *signals.Reaper
+	// Started, when set, is called once the child runs.
+	Started func()
 }
 
 // Result is how a child run ended.
@@ -91,6 +93,9 @@ func Run(cmd *exec.Cmd, l Lease, cfg Config) Result {
 	started := time.Now()
 	pgid := cmd.Process.Pid
 	log.Info().Int("pid", pgid).Msg("child started")
+	if cfg.Started != nil {
+		cfg.Started()
+	}
 
 	leaseDone := l.Done()
 	var (

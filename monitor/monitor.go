@@ -1,0 +1,194 @@
+// Package monitor tells the outside world how a wrapper is doing: a health
+// check, whether this instance leads (usable as a readiness probe), and
+// Prometheus metrics, over HTTP.
+package monitor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/redbite/leasewrap/lease"
+)
+
+// Leader is what /leader reports on (*lease.Lease has it).
+type Leader interface {
+	Token() int64
+	Remaining() time.Duration
+	Done() <-chan struct{}
+}
+
+// Monitor collects a wrapper's state and metrics. It is a lease.Observer.
+type Monitor struct {
+	job, holder string
+	// staleAfter is how old the last database contact may be for the
+	// wrapper to count as healthy.
+	staleAfter time.Duration
+
+	mu          sync.Mutex
+	lastContact time.Time
+	leader      Leader
+
+	registry     *prometheus.Registry
+	isLeader     prometheus.Gauge
+	acquisitions prometheus.Counter
+	renewals     *prometheus.CounterVec
+	renewLatency prometheus.Histogram
+	losses       prometheus.Counter
+	childStarts  prometheus.Counter
+	childExits   *prometheus.CounterVec
+}
+
+var _ lease.Observer = (*Monitor)(nil)
+
+// New returns a Monitor for one job and holder. A wrapper counts as healthy
+// while it heard from the database within staleAfter.
+func New(job, holder string, staleAfter time.Duration) *Monitor {
+	reg := prometheus.NewRegistry()
+	f := promauto.With(prometheus.WrapRegistererWith(prometheus.Labels{"lease": job}, reg))
+	return &Monitor{
+		job: job, holder: holder, staleAfter: staleAfter, registry: reg,
+		isLeader: f.NewGauge(prometheus.GaugeOpts{Name: "leasewrap_is_leader",
+			Help: "1 while this instance holds the lease, else 0."}),
+		acquisitions: f.NewCounter(prometheus.CounterOpts{Name: "leasewrap_acquisitions_total",
+			Help: "Leases acquired by this instance."}),
+		renewals: f.NewCounterVec(prometheus.CounterOpts{Name: "leasewrap_renewals_total",
+			Help: "Renewal attempts by result: ok, failed (the database did not answer), lost."}, []string{"result"}),
+		renewLatency: f.NewHistogram(prometheus.HistogramOpts{Name: "leasewrap_renewal_duration_seconds",
+			Help:    "How long renewal statements took, failed ones included.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		losses: f.NewCounter(prometheus.CounterOpts{Name: "leasewrap_lease_losses_total",
+			Help: "Leases lost while held: taken over, released by an operator, or not renewed in time."}),
+		childStarts: f.NewCounter(prometheus.CounterOpts{Name: "leasewrap_child_starts_total",
+			Help: "Commands started."}),
+		childExits: f.NewCounterVec(prometheus.CounterOpts{Name: "leasewrap_child_exits_total",
+			Help: "Commands ended, by exit status (128+N for signal N)."}, []string{"status"}),
+	}
+}
+
+// Contacted records that the database answered.
+func (m *Monitor) Contacted() {
+	m.mu.Lock()
+	m.lastContact = time.Now()
+	m.mu.Unlock()
+}
+
+// Renewed records a renewal attempt.
+func (m *Monitor) Renewed(took time.Duration, err error) {
+	m.renewLatency.Observe(took.Seconds())
+	switch {
+	case err == nil:
+		m.renewals.WithLabelValues("ok").Inc()
+	case errors.Is(err, lease.ErrLost):
+		m.renewals.WithLabelValues("lost").Inc()
+	default:
+		m.renewals.WithLabelValues("failed").Inc()
+	}
+}
+
+// Lost records the loss of a held lease.
+func (m *Monitor) Lost(error) {
+	m.losses.Inc()
+	m.isLeader.Set(0)
+}
+
+// Leading records that this instance acquired l and leads until l is done.
+func (m *Monitor) Leading(l Leader) {
+	m.acquisitions.Inc()
+	m.isLeader.Set(1)
+	m.mu.Lock()
+	m.leader = l
+	m.mu.Unlock()
+}
+
+// NotLeading records that this instance gave its lease back.
+func (m *Monitor) NotLeading() {
+	m.isLeader.Set(0)
+	m.mu.Lock()
+	m.leader = nil
+	m.mu.Unlock()
+}
+
+// ChildStarted counts a started command.
+func (m *Monitor) ChildStarted() { m.childStarts.Inc() }
+
+// ChildExited counts an ended command by its status.
+func (m *Monitor) ChildExited(status int) {
+	m.childExits.WithLabelValues(strconv.Itoa(status)).Inc()
+}
+
+// Handler serves /healthz, /leader and /metrics.
+func (m *Monitor) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", m.healthz)
+	mux.HandleFunc("GET /leader", m.leaderz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// healthz is 200 while the database was heard from recently, else 503.
+func (m *Monitor) healthz(w http.ResponseWriter, _ *http.Request) {
+	m.mu.Lock()
+	last := m.lastContact
+	m.mu.Unlock()
+	if last.IsZero() || time.Since(last) > m.staleAfter {
+		http.Error(w, "no recent contact with the lease database", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// leaderz is 200 with the lease while this instance leads, else 503.
+func (m *Monitor) leaderz(w http.ResponseWriter, _ *http.Request) {
+	m.mu.Lock()
+	l := m.leader
+	m.mu.Unlock()
+	leading := l != nil
+	if leading {
+		select {
+		case <-l.Done():
+			leading = false
+		default:
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if !leading {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = json.NewEncoder(w).Encode(map[string]any{"job": m.job, "holder": m.holder, "leader": false})
+		return
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"job": m.job, "holder": m.holder, "leader": true,
+		"fencing_token": l.Token(), "expires_in": l.Remaining().Seconds(),
+	})
+}
+
+// Serve listens on addr and serves h until the returned stop is called,
+// which closes the listener and waits (briefly) for requests in flight.
+func Serve(addr string, h http.Handler) (stop func(), bound net.Addr, err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		_ = srv.Serve(ln)
+		close(done)
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}, ln.Addr(), nil
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redbite/leasewrap/internal/lwtest"
+	"github.com/redbite/leasewrap/internal/tcpproxy"
+)
+
+// get fetches path from a wrapper's HTTP address and returns status and body.
+func get(t *testing.T, addr, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// httpAddr is the address a wrapper logged it serves on.
+func httpAddr(t *testing.T, p *lwtest.Proc) string {
+	t.Helper()
+	return p.WaitLog(t, "serving /healthz, /leader and /metrics")["http_addr"].(string)
+}
+
+// waitStatus polls path until it answers want.
+func waitStatus(t *testing.T, addr, path string, want int) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body := get(t, addr, path)
+		if code == want {
+			return body
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s answered %d, want %d: %s", path, code, want, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestHealthLeaderAndMetrics(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	cfg := d.pool.Config().ConnConfig
+	proxy := tcpproxy.Start(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
+	viaProxy := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=1", cfg.User, proxy.Addr(), cfg.Database)
+
+	leader := lw(t, []string{child("ignore-term ready block")}, d.args("--job", "j", "--id", "leader", "--http-addr", "127.0.0.1:0", "--", self())...)
+	leader.Expect(t, "ready")
+	standby := lw(t, []string{child("ready")}, d.args("--database-url", viaProxy, "--job", "j", "--wait", "--http-addr", "127.0.0.1:0", "--", self())...)
+	standby.WaitLog(t, "standing by: lease held by another instance")
+	leaderAddr, standbyAddr := httpAddr(t, leader), httpAddr(t, standby)
+
+	if body := waitStatus(t, leaderAddr, "/leader", 200); !strings.Contains(body, `"fencing_token":1`) || !strings.Contains(body, `"holder":"leader"`) {
+		t.Errorf("/leader on the leader: %s", body)
+	}
+	waitStatus(t, standbyAddr, "/leader", 503)
+	waitStatus(t, leaderAddr, "/healthz", 200)
+	waitStatus(t, standbyAddr, "/healthz", 200)
+	waitMetrics(t, leaderAddr, `leasewrap_is_leader{lease="j"} 1`, `leasewrap_child_starts_total{lease="j"} 1`,
+		`leasewrap_acquisitions_total{lease="j"} 1`, `leasewrap_renewals_total{lease="j",result="ok"}`)
+	waitMetrics(t, standbyAddr, `leasewrap_is_leader{lease="j"} 0`)
+
+	// A standby cut off from the database is unhealthy once its last
+	// contact is older than the TTL (2s).
+	proxy.Blackhole()
+	waitStatus(t, standbyAddr, "/healthz", 503)
+	proxy.Restore()
+	waitStatus(t, standbyAddr, "/healthz", 200)
+
+	// Losing the lease shows in the leader's metrics.
+	// The child ignores SIGTERM and so runs on for the grace: the loss must
+	// show in the metrics meanwhile.
+	d.exec(t, `UPDATE TABLE SET holder = 'thief', fencing_token = fencing_token + 1`)
+	waitStatus(t, leaderAddr, "/leader", 503)
+	waitMetrics(t, leaderAddr, `leasewrap_lease_losses_total{lease="j"} 1`, `leasewrap_renewals_total{lease="j",result="lost"} 1`)
+	leader.Expect(t, "signal SIGTERM")
+	if got := leader.Wait(t, 10*time.Second); got != 75 {
+		t.Errorf("leader exited %d, want 75", got)
+	}
+	// The listener closes with the wrapper.
+	if conn, err := net.DialTimeout("tcp", leaderAddr, time.Second); err == nil {
+		conn.Close()
+		t.Error("the HTTP listener outlived the wrapper")
+	}
+}
+
+// waitMetrics polls /metrics until it shows every one of want.
+func waitMetrics(t *testing.T, addr string, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, m := get(t, addr, "/metrics")
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(m, w) {
+				missing = w
+				break
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics never showed %s:\n%s", missing, m)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
