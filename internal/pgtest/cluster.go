@@ -43,15 +43,8 @@ func StartCluster(t testing.TB) *Cluster {
 	}
 	c.dir = dir
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatalf("running as root needs a postgres user for the test cluster: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chown(dir, uid, gid); err != nil {
+	if c.cred = postgresCredential(t); c.cred != nil {
+		if err := os.Chown(dir, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -105,6 +98,22 @@ func (c *Cluster) run(t testing.TB, name string, args ...string) {
 		log, _ := os.ReadFile(filepath.Join(c.dir, "log"))
 		t.Fatalf("%s %v: %v\n%s\n%s", name, args, err, out, log)
 	}
+}
+
+// postgresCredential is the postgres user's, when the test runs as root:
+// PostgreSQL and PgBouncer refuse to run as root. It is nil otherwise.
+func postgresCredential(t testing.TB) *syscall.Credential {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		t.Fatalf("running as root needs a postgres user for test servers: %v", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 }
 
 // serverBinDir finds the newest installed PostgreSQL's server binaries.

@@ -1,0 +1,84 @@
+package pgtest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// StartPgBouncer runs a PgBouncer in transaction pooling mode on a free
+// loopback port in front of the server at target (host:port), with trust
+// authentication, until the test ends, and returns its address. Without
+// pgbouncer installed the test fails under CI=true and skips elsewhere.
+func StartPgBouncer(t testing.TB, target string) string {
+	t.Helper()
+	bin, err := exec.LookPath("pgbouncer")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("pgbouncer is not installed (Debian package pgbouncer)")
+		}
+		t.Skip("pgbouncer is not installed (Debian package pgbouncer)")
+	}
+	host, port, err := net.SplitHostPort(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "leasewrap-pgbouncer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	listen := freePort(t)
+	ini := fmt.Sprintf(`[databases]
+* = host=%s port=%s
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = %d
+unix_socket_dir =
+auth_type = trust
+auth_file = %s
+pool_mode = transaction
+max_client_conn = 500
+default_pool_size = 20
+logfile = %s
+`, host, port, listen, filepath.Join(dir, "users.txt"), filepath.Join(dir, "log"))
+	for name, content := range map[string]string{"pgbouncer.ini": ini, "users.txt": `"postgres" ""` + "\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
+	// PgBouncer refuses to run as root.
+	if cred := postgresCredential(t); cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", listen)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if conn, err := net.Dial("tcp", addr); err == nil {
+			conn.Close()
+			return addr
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "log"))
+			t.Fatalf("pgbouncer did not listen on %s:\n%s", addr, log)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
