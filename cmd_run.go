@@ -94,6 +94,7 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 		lease.WithHoldFor(c.Duration("hold-for")),
 		lease.WithLogger(storeLog),
 		lease.WithObserver(mon),
+		lease.WithListen(c.Bool("listen")),
 	)
 	if err != nil {
 		return usagef("%v", err)

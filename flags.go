@@ -42,6 +42,8 @@ func runFlags() []cli.Flag {
 			Usage: "stand by until leader instead of skipping"},
 		&cli.DurationFlag{Name: "wait-timeout", EnvVars: []string{"LEASEWRAP_WAIT_TIMEOUT"},
 			Usage: "give up standing by after this long and exit 124 (0: never)"},
+		&cli.BoolFlag{Name: "listen", EnvVars: []string{"LEASEWRAP_LISTEN"}, Value: true,
+			Usage: "wake standbys the moment the lease is released (LISTEN/NOTIFY); --listen=false only polls"},
 		&cli.DurationFlag{Name: "retry-interval", EnvVars: []string{"LEASEWRAP_RETRY_INTERVAL"}, Value: lease.DefaultRetryInterval,
 			Usage: "standby poll and renewal retry period"},
 		&cli.DurationFlag{Name: "hold-for", EnvVars: []string{"LEASEWRAP_HOLD_FOR"},

@@ -141,7 +141,7 @@ func (l *Lease) keep(ctx context.Context) {
 		}
 		switch {
 		case err == nil:
-			nextRenew = now() + cfg.renewInterval
+			nextRenew = now() + jitter(cfg.renewInterval)
 			log.Debug().Stringer("remaining", l.Remaining().Round(time.Millisecond)).Msg("renewed")
 		case ctx.Err() != nil:
 			return
@@ -151,7 +151,7 @@ func (l *Lease) keep(ctx context.Context) {
 			log.Error().Err(err).Msg("lease lost")
 			return
 		default:
-			nextRenew = now() + cfg.retryInterval
+			nextRenew = now() + jitter(cfg.retryInterval)
 			log.Warn().Err(err).Stringer("remaining", l.Remaining().Round(time.Millisecond)).Msg("renewal failed")
 		}
 	}

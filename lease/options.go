@@ -30,6 +30,7 @@ type Option func(*config)
 
 type config struct {
 	observer      Observer
+	listen        bool
 	table         string
 	holder        string
 	ttl           time.Duration
@@ -49,6 +50,7 @@ func defaultConfig() config {
 		grace:         DefaultGrace,
 		log:           zerolog.Nop(),
 		observer:      nopObserver{},
+		listen:        true,
 	}
 }
 
@@ -77,6 +79,10 @@ func WithGrace(d time.Duration) Option { return func(c *config) { c.grace = d } 
 // WithHoldFor keeps a released lease until at least acquisition + d, on the
 // database clock, so that peers whose schedule fires a little late sit out.
 func WithHoldFor(d time.Duration) Option { return func(c *config) { c.holdFor = d } }
+
+// WithListen turns LISTEN/NOTIFY wake-ups of standbys on or off (on by
+// default). Off, standbys only poll: for poolers that drop notifications.
+func WithListen(on bool) Option { return func(c *config) { c.listen = on } }
 
 // WithObserver has o told of database contact and renewals, for health
 // checks and metrics.

@@ -148,6 +148,11 @@ func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 // statement on the database clock. When another holder's lease is live it
 // returns a *HeldError. The fencing token rises by one on every acquisition.
 func (s *Store) TryAcquire(ctx context.Context, job string) (*Lease, error) {
+	return s.tryAcquire(ctx, s.db, job)
+}
+
+// tryAcquire is TryAcquire on the given connection (a standby's own).
+func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, error) {
 	if err := CheckJob(job); err != nil {
 		return nil, err
 	}
@@ -160,23 +165,23 @@ func (s *Store) TryAcquire(ctx context.Context, job string) (*Lease, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ttl-s.cfg.grace-SafetyMargin(s.cfg.ttl))
 	defer cancel()
 	var token int64
-	err := s.db.QueryRow(ctx, s.sql.acquire, job, s.cfg.holder, s.cfg.ttl.Microseconds()).Scan(&token)
+	err := db.QueryRow(ctx, s.sql.acquire, job, s.cfg.holder, s.cfg.ttl.Microseconds()).Scan(&token)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("cannot acquire lease %q: %w", job, classify(err))
 	}
 	s.cfg.observer.Contacted()
 	if err != nil {
-		return nil, s.held(ctx, job)
+		return nil, s.held(ctx, db, job)
 	}
 	return newLease(s, job, token, t0+s.cfg.ttl), nil
 }
 
 // held reads the current holder after a failed acquisition. RETURNING gives
 // no row when ON CONFLICT's WHERE is false, so this is a second statement.
-func (s *Store) held(ctx context.Context, job string) error {
+func (s *Store) held(ctx context.Context, db DB, job string) error {
 	e := &HeldError{Job: job}
 	var expiresInMicros int64
-	err := s.db.QueryRow(ctx, s.sql.holder, job).Scan(&e.Holder, &expiresInMicros, &e.Token)
+	err := db.QueryRow(ctx, s.sql.holder, job).Scan(&e.Holder, &expiresInMicros, &e.Token)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Released and deleted by hand between the two statements: free now.
 		return e
@@ -196,48 +201,46 @@ func (s *Store) held(ctx context.Context, job string) error {
 // missing privilege should not look like a long wait); later database errors
 // are logged and retried.
 func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
-	var (
-		lastHolder string
-		wake       chan struct{}
-	)
-	for attempt := 0; ; attempt++ {
-		l, err := s.TryAcquire(ctx, job)
-		if err == nil {
-			return l, nil
+	l, err := s.TryAcquire(ctx, job)
+	var held *HeldError
+	if err == nil || !errors.As(err, &held) {
+		return l, err
+	}
+	sb := s.newStandby(ctx, job)
+	defer sb.close(ctx)
+	// Once listening, look again at once: a release that came before the
+	// LISTEN would not be announced to this standby.
+	recheck := sb.listening
+	lastHolder := ""
+	for {
+		wait := jitter(s.cfg.retryInterval)
+		if recheck {
+			wait, recheck = 0, false
 		}
-		wait := s.cfg.retryInterval
-		var held *HeldError
-		switch {
-		case errors.As(err, &held):
+		if held != nil {
 			if held.Holder != lastHolder {
 				s.log.Info().Str("job", job).Str("current_holder", held.Holder).
 					Stringer("expires_in", held.ExpiresIn.Round(time.Millisecond)).Msg("standing by: lease held by another instance")
 				lastHolder = held.Holder
 			}
-			// Wake just after the expiry it observed, if that comes first.
+			// Try again just after the expiry it observed, if that comes first.
 			wait = min(wait, held.ExpiresIn+time.Millisecond)
-			if wake == nil {
-				// Be told of releases from now on, rather than poll for them.
-				wake = make(chan struct{}, 1)
-				lctx, stop := context.WithCancel(ctx)
-				defer stop()
-				go s.listen(lctx, job, wake)
-			}
+		}
+		if err := sb.wait(ctx, max(wait, time.Millisecond)); err != nil {
+			return nil, err
+		}
+		l, err = s.tryAcquire(ctx, sb.db(), job)
+		held = nil
+		switch {
+		case err == nil:
+			return l, nil
+		case errors.As(err, &held):
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
-		case attempt == 0 || !retryable(err):
+		case !retryable(err):
 			return nil, err
 		default:
 			s.log.Warn().Err(err).Str("job", job).Msg("cannot reach lease store; retrying")
-		}
-		t := time.NewTimer(max(wait, time.Millisecond))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		case <-wake:
-			t.Stop()
 		}
 	}
 }

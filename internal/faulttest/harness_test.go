@@ -93,6 +93,9 @@ func newCluster(t *testing.T, addr, user, dbName, table string, n int) *cluster 
 		c.members = append(c.members, m)
 		c.start(m)
 	}
+	for _, m := range c.members {
+		c.waitReady(m)
+	}
 	return c
 }
 
@@ -204,8 +207,14 @@ func (c *cluster) expectExit(m *member, want int) {
 		c.t.Errorf("wrapper %s exited %d, want %d", m.id, got, want)
 	}
 	c.start(m)
-	// Wait until it has been in touch with the database: a new wrapper
-	// whose very first attempt fails exits 69 by design.
+	c.waitReady(m)
+}
+
+// waitReady waits until m's wrapper has been in touch with the database: a
+// wrapper whose very first attempt fails exits 69 by design, and faults
+// are meant for wrappers that are up.
+func (c *cluster) waitReady(m *member) {
+	c.t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		for _, e := range m.proc.LogEntries(c.t) {

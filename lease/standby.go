@@ -1,0 +1,121 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// channelFor names the NOTIFY channel of a lease table: "leasewrap:" and
+// the table's name, or a hash of it where that would pass PostgreSQL's
+// 63-byte limit for identifiers.
+func channelFor(table pgx.Identifier) string {
+	name := "leasewrap:" + table.Sanitize()
+	if len(name) <= 63 {
+		return name
+	}
+	h := fnv.New64a()
+	h.Write([]byte(table.Sanitize()))
+	return fmt.Sprintf("leasewrap:%016x", h.Sum64())
+}
+
+// jitter shortens d by up to a tenth, at random, so that a fleet of
+// wrappers started together does not poll or renew in step. It only ever
+// shortens: a later renewal would eat into the safety margin.
+func jitter(d time.Duration) time.Duration {
+	return d - rand.N(d/10+1)
+}
+
+// standby is how a waiting instance talks to the database: one connection
+// of its own that both LISTENs for releases and polls, so that a standby
+// costs the server a single connection. Without a pool to take it from
+// (or with listening turned off) it polls through the Store's DB.
+type standby struct {
+	store     *Store
+	job       string
+	conn      *pgx.Conn // nil: poll through store.db, no notifications
+	listening bool
+}
+
+func (s *Store) newStandby(ctx context.Context, job string) *standby {
+	sb := &standby{store: s, job: job}
+	pool, ok := s.db.(*pgxpool.Pool)
+	if !ok || !s.cfg.listen {
+		return sb
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return sb
+	}
+	// A connection that listens must not go back to the pool.
+	sb.conn = conn.Hijack()
+	if _, err := sb.conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+		s.log.Debug().Err(err).Str("job", job).Msg("cannot listen for releases; polling only")
+		return sb
+	}
+	sb.listening = true
+	return sb
+}
+
+// db is where the standby's attempts run.
+func (sb *standby) db() DB {
+	if sb.conn != nil && !sb.conn.IsClosed() {
+		return sb.conn
+	}
+	return sb.store.db
+}
+
+// wait returns after d, or earlier when the job's lease is released, or
+// when ctx ends.
+func (sb *standby) wait(ctx context.Context, d time.Duration) error {
+	if !sb.listening || sb.conn.IsClosed() {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		n, err := sb.conn.WaitForNotification(wctx)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded) || wctx.Err() != nil:
+			return nil
+		case err != nil:
+			// The connection broke: poll through the pool from now on.
+			sb.store.log.Debug().Err(err).Str("job", sb.job).Msg("listening connection lost; polling only")
+			sb.listening = false
+			return sb.wait(ctx, max(time.Until(deadlineOf(wctx)), 0))
+		case n.Payload == sb.job:
+			return nil
+		}
+	}
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
+
+// close closes the standby's own connection (a connection that listened
+// cannot go back to the pool).
+func (sb *standby) close(ctx context.Context) {
+	if sb.conn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_ = sb.conn.Close(ctx)
+}
