@@ -1,0 +1,100 @@
+package lease
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/redbite/leasewrap/internal/pgtest"
+)
+
+// The statements a wrapper runs, one round trip each, against the real test
+// database. `go test -run '^$' -bench . ./lease` prints benchstat input.
+
+func benchStore(b *testing.B) *Store {
+	b.Helper()
+	pool := pgtest.Pool(b)
+	s, err := New(pool, WithTable(pgtest.Table(b, pool)), WithHolder("bench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Migrate(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// BenchmarkConnect is a new connection: what every wrapper start pays.
+func BenchmarkConnect(b *testing.B) {
+	for b.Loop() {
+		conn, err := pgx.Connect(context.Background(), pgtest.URL())
+		if err != nil {
+			b.Fatal(err)
+		}
+		conn.Close(context.Background())
+	}
+}
+
+// BenchmarkSchemaCheck is the catalog look-up at start on a complete table.
+func BenchmarkSchemaCheck(b *testing.B) {
+	s := benchStore(b)
+	for b.Loop() {
+		if _, err := s.readSchema(context.Background(), s.db); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAcquireRelease is one cron-style run of the lease: take it, give
+// it back (with its NOTIFY).
+func BenchmarkAcquireRelease(b *testing.B) {
+	s := benchStore(b)
+	ctx := context.Background()
+	for b.Loop() {
+		l, err := s.TryAcquire(ctx, "job")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAcquireHeld is a standby's poll: the acquire that finds the lease
+// held, and the read of the holder.
+func BenchmarkAcquireHeld(b *testing.B) {
+	s := benchStore(b)
+	ctx := context.Background()
+	l, err := s.TryAcquire(ctx, "job")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Release(ctx, nil)
+	other, err := New(s.db, WithTable(s.cfg.table), WithHolder("other"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := other.TryAcquire(ctx, "job"); err == nil {
+			b.Fatal("acquired a held lease")
+		}
+	}
+}
+
+// BenchmarkRenew is the leader's renewal statement.
+func BenchmarkRenew(b *testing.B) {
+	s := benchStore(b)
+	ctx := context.Background()
+	l, err := s.TryAcquire(ctx, "job")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Release(ctx, nil)
+	for b.Loop() {
+		if err := l.renew(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
