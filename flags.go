@@ -71,6 +71,7 @@ func newLogger(c *cli.Context) (zerolog.Logger, error) {
 	default:
 		return zerolog.Logger{}, usagef("invalid --log-format %q: use json, console or auto", format)
 	}
+	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000000Z07:00" // handoffs take milliseconds
 	return out.Level(level).With().Timestamp().Logger(), nil
 }
 

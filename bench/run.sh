@@ -1,0 +1,380 @@
+#!/usr/bin/env bash
+# Benchmarks leasewrap against flock and etcdctl lock on this machine, in one
+# run, and writes the results to BENCHMARKS.md. Usage:
+#
+#   bench/run.sh            # full run, about 10 minutes
+#   QUICK=1 bench/run.sh    # fewer trials and a smaller fleet, for a check
+#
+# It installs its Debian packages if missing (etcd-server, etcd-client,
+# hyperfine, pgbouncer, postgresql), and starts its own PostgreSQL cluster
+# (with pg_stat_statements), etcd and PgBouncer on free loopback ports, all
+# removed at the end. The shared PostgreSQL is never touched.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+QUICK=${QUICK:-}
+TRIALS=${TRIALS:-$([ -n "$QUICK" ] && echo 10 || echo 50)}
+FAILOVER_TRIALS=${FAILOVER_TRIALS:-$([ -n "$QUICK" ] && echo 2 || echo 5)}
+FLEET=${FLEET:-$([ -n "$QUICK" ] && echo 100 || echo 1000)}
+JOBS=${JOBS:-$((FLEET / 10))}
+FLEET_SECONDS=${FLEET_SECONDS:-$([ -n "$QUICK" ] && echo 20 || echo 60)}
+OUT=${OUT:-$ROOT/BENCHMARKS.md}
+
+need=()
+for pair in etcd:etcd-server etcdctl:etcd-client hyperfine:hyperfine pgbouncer:pgbouncer flock:util-linux; do
+  command -v "${pair%%:*}" >/dev/null || need+=("${pair#*:}")
+done
+PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)
+[ -x "$PGBIN/initdb" ] || need+=(postgresql)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "bench: installing ${need[*]}" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n1)
+fi
+
+W=$(mktemp -d /tmp/leasewrap-bench.XXXXXX)
+chmod 755 "$W"
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  pkill -f "$W/" 2>/dev/null || true
+  [ -d "$W/pg" ] && as_pg "$PGBIN/pg_ctl" -D "$W/pg" -m immediate stop >/dev/null 2>&1 || true
+  [ -n "${KEEP:-}" ] || rm -rf "$W"
+}
+trap cleanup EXIT
+
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+now_ns() { date +%s%N; }
+log() { echo "bench: $*" >&2; }
+
+# wait_file FILE PID: wait until FILE has content, as long as PID lives.
+wait_file() {
+  until [ -s "$1" ] || [ -e "$1" -a "${1##*/}" = leading ]; do
+    kill -0 "$2" 2>/dev/null || { log "process $2 ended before writing $1"; exit 1; }
+    sleep 0.005
+  done
+}
+
+# stats FILE: median and p99 of the numbers in FILE (ns), printed in ms.
+stats() {
+  sort -n "$1" | awk '{ v[NR] = $1 } END {
+    if (NR == 0) { print "n/a n/a"; exit }
+    m = v[int((NR + 1) / 2)]; p = v[int(NR * 0.99 + 0.999)]; if (p == "") p = v[NR]
+    printf "%.1f %.1f\n", m / 1e6, p / 1e6 }'
+}
+
+log "building leasewrap"
+CGO_ENABLED=0 go build -trimpath -o "$W/leasewrap" .
+LW=$W/leasewrap
+
+log "starting PostgreSQL, etcd and PgBouncer on loopback"
+PGPORT=$(free_port)
+mkdir -p "$W/pg" "$W/sock" && chown postgres "$W/pg" "$W/sock" 2>/dev/null || true
+as_pg "$PGBIN/initdb" -D "$W/pg" -A trust -U postgres --no-sync >/dev/null
+as_pg "$PGBIN/pg_ctl" -D "$W/pg" -l "$W/pg/log" -w -o "-p $PGPORT -k $W/sock -c listen_addresses=127.0.0.1 \
+  -c max_connections=$((FLEET + 200)) -c shared_preload_libraries=pg_stat_statements -c shared_buffers=256MB" start >/dev/null
+PSQL=(psql -X -q -At -h 127.0.0.1 -p "$PGPORT" -U postgres postgres)
+"${PSQL[@]}" -c "CREATE EXTENSION pg_stat_statements; CREATE ROLE bench_leader LOGIN; CREATE ROLE bench_standby LOGIN; GRANT ALL ON SCHEMA public TO bench_leader, bench_standby;"
+DB="postgres://postgres@127.0.0.1:$PGPORT/postgres?sslmode=disable"
+"$LW" migrate --database-url "$DB" --log-level warn >/dev/null
+"${PSQL[@]}" -c "GRANT ALL ON leader_lease TO bench_leader, bench_standby"
+
+ETCD_PORT=$(free_port); ETCD_PEER=$(free_port)
+etcd --data-dir "$W/etcd" --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+  --listen-peer-urls "http://127.0.0.1:$ETCD_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" \
+  --initial-cluster "default=http://127.0.0.1:$ETCD_PEER" >"$W/etcd.log" 2>&1 &
+PIDS+=($!)
+export ETCDCTL_API=3 ETCDCTL_ENDPOINTS="127.0.0.1:$ETCD_PORT"
+for _ in $(seq 100); do etcdctl endpoint health >/dev/null 2>&1 && break; sleep 0.1; done
+
+BOUNCER_PORT=$(free_port)
+mkdir -p "$W/bouncer" && chown postgres "$W/bouncer" 2>/dev/null || true
+cat >"$W/bouncer/pgbouncer.ini" <<INI
+[databases]
+* = host=127.0.0.1 port=$PGPORT
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $BOUNCER_PORT
+unix_socket_dir =
+auth_type = trust
+auth_file = $W/bouncer/users.txt
+pool_mode = transaction
+max_client_conn = $((FLEET * 2 + 100))
+default_pool_size = 40
+logfile = $W/bouncer/log
+INI
+echo '"postgres" ""' >"$W/bouncer/users.txt"
+as_pg pgbouncer "$W/bouncer/pgbouncer.ini" >/dev/null 2>&1 &
+PIDS+=($!)
+BOUNCED="postgres://postgres@127.0.0.1:$BOUNCER_PORT/postgres?sslmode=disable"
+
+CORES=$(nproc)
+PGVERSION=$("${PSQL[@]}" -c "SHOW server_version")
+ETCDVERSION=$(etcd --version | awk 'NR==1 {print $3}')
+
+# ---------------------------------------------------------------- overhead
+log "1/5 wrapper overhead (hyperfine)"
+RUNS=$([ -n "$QUICK" ] && echo 30 || echo 200)
+hyperfine -N --warmup 10 --runs "$RUNS" --export-json "$W/overhead.json" --style none \
+  -n 'true' 'true' \
+  -n 'flock -n FILE true' "flock -n $W/flock true" \
+  -n 'leasewrap --job x -- true' "$LW --database-url $DB --job overhead --log-level warn -- true" \
+  -n 'leasewrap via PgBouncer' "$LW --database-url $BOUNCED --job overhead-bounced --log-level warn -- true" \
+  -n 'etcdctl lock x true' "etcdctl lock overhead true" >/dev/null
+overhead_table=$(python3 - "$W/overhead.json" <<'PY'
+import json, sys
+r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
+flock = r["flock -n FILE true"]["mean"]
+for name, x in r.items():
+    print(f"| `{name}` | {x['mean']*1e3:.2f} | {x['stddev']*1e3:.2f} | {x['mean']/flock:.1f}× |")
+PY
+)
+lw_ratio=$(python3 -c "import json; r={x['command']:x for x in json.load(open('$W/overhead.json'))['results']}; print(round(r['leasewrap --job x -- true']['mean']/r['flock -n FILE true']['mean'],1))")
+
+log "    where the time goes (go test -bench)"
+micro=$(cd "$ROOT" && LEASEWRAP_TEST_DATABASE_URL="$DB" go test -run '^$' -bench . -benchtime 200x -count 1 ./lease ./runner 2>&1 | grep -E '^Benchmark')
+
+# ---------------------------------------------------------------- handoff
+# One trial: a leader runs a child that records when it ends; a standby,
+# started once the leader runs, records when its child starts.
+handoff_leasewrap() { # name extra-flags...
+  local name=$1; shift
+  : >"$W/handoff-$name"
+  for i in $(seq "$TRIALS"); do
+    local d=$W/h; rm -rf "$d"; mkdir -p "$d"
+    "$LW" --database-url "$DB" --job "handoff-$name" --log-level warn "$@" -- \
+      sh -c "touch $d/leading; sleep 0.4; date +%s%N >$d/end" &
+    local leader=$!
+    wait_file "$d/leading" "$leader"
+    "$LW" --database-url "$DB" --job "handoff-$name" --wait --log-level warn "$@" -- sh -c "date +%s%N >$d/start" &
+    local standby=$!
+    wait "$leader" "$standby"
+    echo $(( $(cat "$d/start") - $(cat "$d/end") )) >>"$W/handoff-$name"
+  done
+}
+handoff_etcd() {
+  : >"$W/handoff-etcd"
+  for i in $(seq "$TRIALS"); do
+    local d=$W/h; rm -rf "$d"; mkdir -p "$d"
+    etcdctl lock handoff -- sh -c "touch $d/leading; sleep 0.4; date +%s%N >$d/end" >/dev/null &
+    local leader=$!
+    wait_file "$d/leading" "$leader"
+    etcdctl lock handoff -- sh -c "date +%s%N >$d/start" >/dev/null &
+    local standby=$!
+    wait "$leader" "$standby"
+    echo $(( $(cat "$d/start") - $(cat "$d/end") )) >>"$W/handoff-etcd"
+  done
+}
+log "2/5 graceful handoff, $TRIALS trials each"
+handoff_leasewrap notify
+handoff_leasewrap poll --listen=false --retry-interval 500ms
+handoff_etcd
+read -r notify_med notify_p99 < <(stats "$W/handoff-notify")
+read -r poll_med poll_p99 < <(stats "$W/handoff-poll")
+read -r etcd_med etcd_p99 < <(stats "$W/handoff-etcd")
+
+# ---------------------------------------------------------------- failover
+# The leader's wrapper is SIGKILLed; when does the standby's child start,
+# and does the dead leader's child still run then?
+failover() { # name leader-cmd... (the child is appended by the caller)
+  local name=$1
+  : >"$W/failover-$name"; : >"$W/orphans-$name"
+  for i in $(seq "$FAILOVER_TRIALS"); do
+    local d=$W/f; rm -rf "$d"; mkdir -p "$d"
+    local child="echo \$\$ >$d/leader-pid; while :; do sleep 0.02; done"
+    if [ "$name" = etcd ]; then
+      etcdctl lock --ttl 5 failover -- sh -c "$child" >/dev/null &
+    else
+      "$LW" --database-url "$DB" --job failover --ttl 5s --renew-interval 1s --grace 2s --retry-interval 200ms --log-level error -- sh -c "$child" &
+    fi
+    local leader=$!
+    wait_file "$d/leader-pid" "$leader"
+    if [ "$name" = etcd ]; then
+      etcdctl lock --ttl 5 failover -- sh -c "date +%s%N >$d/start" >/dev/null &
+    else
+      "$LW" --database-url "$DB" --job failover --ttl 5s --renew-interval 1s --grace 2s --retry-interval 200ms --wait --log-level error -- sh -c "date +%s%N >$d/start" &
+    fi
+    local standby=$!
+    sleep 0.5
+    local killed; killed=$(now_ns); kill -9 "$leader"
+    wait "$standby" || true
+    echo $(( $(cat "$d/start") - killed )) >>"$W/failover-$name"
+    local old; old=$(cat "$d/leader-pid")
+    if kill -0 "$old" 2>/dev/null; then echo 1 >>"$W/orphans-$name"; kill -9 "$old"; else echo 0 >>"$W/orphans-$name"; fi
+    wait "$leader" 2>/dev/null || true
+  done
+}
+log "3/5 crash failover, TTL 5s, $FAILOVER_TRIALS trials each"
+failover leasewrap
+failover etcd
+read -r fo_lw_med fo_lw_p99 < <(stats "$W/failover-leasewrap")
+read -r fo_etcd_med fo_etcd_p99 < <(stats "$W/failover-etcd")
+orphans_lw=$(paste -sd+ "$W/orphans-leasewrap" | bc)
+orphans_etcd=$(paste -sd+ "$W/orphans-etcd" | bc)
+
+# ---------------------------------------------------------------- db cost
+log "4/5 database cost of one leader and one standby (defaults, 60 s)"
+COST_SECONDS=$([ -n "$QUICK" ] && echo 20 || echo 60)
+as_role() { echo "postgres://$1@127.0.0.1:$PGPORT/postgres?sslmode=disable"; }
+"$LW" --database-url "$(as_role bench_leader)" --job cost --log-level warn -- sleep 100000 &
+cost_leader=$!
+until "${PSQL[@]}" -c "SELECT 1 FROM leader_lease WHERE job_name = 'cost' AND expires_at > now()" | grep -q 1; do sleep 0.05; done
+"$LW" --database-url "$(as_role bench_standby)" --job cost --wait --log-level warn -- true &
+cost_standby=$!
+sleep 1
+"${PSQL[@]}" -c "SELECT pg_stat_statements_reset()" >/dev/null
+sleep "$COST_SECONDS"
+cost_rows=$("${PSQL[@]}" -F ' ' -c "SELECT r.rolname, sum(s.calls) FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid
+  WHERE r.rolname IN ('bench_leader','bench_standby') GROUP BY 1 ORDER BY 1")
+conns=$("${PSQL[@]}" -F ' ' -c "SELECT usename, count(*) FROM pg_stat_activity WHERE usename IN ('bench_leader','bench_standby') GROUP BY 1 ORDER BY 1")
+kill "$cost_standby" "$cost_leader" 2>/dev/null; wait "$cost_standby" "$cost_leader" 2>/dev/null || true
+per_min() { awk -v r="$1" -v s="$COST_SECONDS" '$1 == r { printf "%.0f", $2 * 60 / s }' <<<"$cost_rows"; }
+conn_of() { awk -v r="$1" '$1 == r { print $2 }' <<<"$conns"; }
+leader_spm=$(per_min bench_leader); standby_spm=$(per_min bench_standby)
+leader_conns=$(conn_of bench_leader); standby_conns=$(conn_of bench_standby)
+
+# ---------------------------------------------------------------- fleet
+# FLEET wrappers over JOBS jobs; each job's child is `sleep 10000<job>` so
+# that the children of one job can be counted.
+pg_cpu_ticks() { # utime+stime of every process of the test cluster
+  local pm; pm=$(head -1 "$W/pg/postmaster.pid")
+  for p in $pm $(pgrep -P "$pm"); do awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null; done | paste -sd+ | bc
+}
+fleet() { # name url
+  local name=$1 url=$2
+  log "    $name: $FLEET wrappers over $JOBS jobs for ${FLEET_SECONDS}s"
+  "${PSQL[@]}" -c "DELETE FROM leader_lease WHERE job_name LIKE 'fleet%'" >/dev/null
+  local port=20000 pids=()
+  for i in $(seq 0 $((FLEET - 1))); do
+    local job=$((i % JOBS))
+    "$LW" --database-url "$url" --job "fleet$job" --wait --ttl 9s --renew-interval 3s --grace 3s --retry-interval 1s \
+      --log-level error --http-addr "127.0.0.1:$((port + i))" -- sleep "$((100000 + job))" &
+    pids+=($!)
+  done
+  # Wait until every job has a leader, then watch.
+  local deadline=$((SECONDS + 60))
+  until [ "$("${PSQL[@]}" -c "SELECT count(*) FROM leader_lease WHERE job_name LIKE 'fleet%' AND expires_at > now()")" = "$JOBS" ]; do
+    [ $SECONDS -lt $deadline ] || { log "not every job got a leader"; break; }
+    sleep 0.2
+  done
+  local cpu0; cpu0=$(pg_cpu_ticks)
+  local violations=0 samples=0 end=$((SECONDS + FLEET_SECONDS))
+  while [ $SECONDS -lt $end ]; do
+    # Exactly one child per job at every sample.
+    local bad
+    bad=$(ps -eo args= | awk -v jobs="$JOBS" '$1 == "sleep" && $2 >= 100000 && $2 < 100000 + jobs { n[$2]++ }
+      END { bad = 0; for (j = 100000; j < 100000 + jobs; j++) if (n[j] != 1) bad++; print bad }')
+    violations=$((violations + bad)); samples=$((samples + 1))
+    sleep 1
+  done
+  local cpu1; cpu1=$(pg_cpu_ticks)
+  local hz; hz=$(getconf CLK_TCK)
+  local cpu_per_min; cpu_per_min=$(echo "scale=2; ($cpu1 - $cpu0) / $hz * 60 / $FLEET_SECONDS" | bc)
+  # p99 renewal latency from the leaders' histograms; RSS per wrapper.
+  local p99
+  p99=$(for i in $(seq 0 $((FLEET - 1))); do curl -s "127.0.0.1:$((port + i))/metrics"; done | python3 -c '
+import sys, re, collections
+b = collections.Counter()
+for line in sys.stdin:
+    m = re.match(r"leasewrap_renewal_duration_seconds_bucket\{.*le=\"([^\"]+)\"\} (\d+)", line)
+    if m: b[float(m.group(1))] += int(m.group(2))
+total = b[float("inf")]
+if not total: print("n/a"); sys.exit()
+for le in sorted(b):
+    if b[le] >= 0.99 * total: print(f"≤ {le*1000:.1f} ms ({total} renewals)"); break')
+  local rss
+  rss=$(for p in "${pids[@]}"; do awk '/VmRSS/ { print $2 }' "/proc/$p/status" 2>/dev/null; done | awk '{ s += $1; n++ } END { printf "%.1f", s / n / 1024 }')
+  local dbconns; dbconns=$("${PSQL[@]}" -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'")
+  kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null || true
+  echo "| $name | $FLEET / $JOBS | $violations in $samples samples | $cpu_per_min | $p99 | $rss | $dbconns |"
+}
+log "5/5 fleet scale"
+fleet_direct=$(fleet direct "$DB")
+fleet_bounced=$(fleet "via PgBouncer (transaction mode)" "$BOUNCED")
+
+# ---------------------------------------------------------------- report
+goal() { if python3 -c "import sys; sys.exit(0 if $1 else 1)"; then echo met; else echo "not met"; fi; }
+cat >"$OUT" <<MD
+# Benchmarks
+
+Produced by \`bench/run.sh\` on $(date -u +%Y-%m-%d): $CORES cores, PostgreSQL $PGVERSION
+(a cluster of its own, default durability settings: every lease write is a
+committed, fsynced transaction), etcd $ETCDVERSION, all on loopback. Ratios
+against the peers measured in the same run are what to compare; absolute
+times are for orientation.
+
+## 1. Wrapper overhead
+
+Mean time to run \`true\` under each tool (hyperfine, $RUNS runs).
+
+| command | mean (ms) | σ (ms) | vs flock |
+|---|---|---|---|
+$overhead_table
+
+Goal: leasewrap ≤ 3× flock — **$(goal "$lw_ratio <= 3")** (${lw_ratio}×). Where a
+wrapped \`true\` spends its time (\`go test -bench\`, benchstat format):
+
+\`\`\`
+$micro
+\`\`\`
+
+A run is one new connection (a PostgreSQL backend is forked for it), the
+catalog check, the acquire (one committed write), starting the command in its
+own process group, and the release (one committed write). flock takes a
+kernel lock on a local file and cannot coordinate hosts; the two committed
+writes and the connection are the price of doing that through the database,
+and they dominate. Through PgBouncer the connection is cheap but the commits
+remain.
+
+## 2. Graceful handoff
+
+The leader's command exits; how long until the standby's command starts
+($TRIALS trials; each side's timestamp is taken by \`date\` in the command).
+
+| tool | median (ms) | p99 (ms) |
+|---|---|---|
+| leasewrap, NOTIFY (default) | $notify_med | $notify_p99 |
+| leasewrap, polling only (\`--listen=false --retry-interval 500ms\`) | $poll_med | $poll_p99 |
+| etcdctl lock | $etcd_med | $etcd_p99 |
+
+Goal: leasewrap ≤ etcdctl lock — **$(goal "$notify_med <= $etcd_med")**.
+
+## 3. Crash failover
+
+The leader's wrapper is SIGKILLed; how long until the standby's command
+starts, with a 5 s TTL ($FAILOVER_TRIALS trials), and whether the dead leader's
+command was still running then.
+
+| tool | median (s) | worst (s) | dead leader's command still running |
+|---|---|---|---|
+| leasewrap (\`--ttl 5s\`) | $(echo "scale=2; $fo_lw_med/1000" | bc) | $(echo "scale=2; $fo_lw_p99/1000" | bc) | $orphans_lw of $FAILOVER_TRIALS |
+| etcdctl lock \`--ttl 5\` | $(echo "scale=2; $fo_etcd_med/1000" | bc) | $(echo "scale=2; $fo_etcd_p99/1000" | bc) | $orphans_etcd of $FAILOVER_TRIALS |
+
+leasewrap's command dies with its wrapper (parent-death signal) and the
+standby waits for the lease to expire on the database clock. etcdctl lock
+leaves its command running: two copies run at once.
+
+## 4. Database cost
+
+Default timings (renew 15 s, retry 2 s), one leader and one standby of one
+job, measured with pg_stat_statements over ${COST_SECONDS} s.
+
+| role | statements per minute | connections held |
+|---|---|---|
+| leader | $leader_spm | $leader_conns |
+| standby | $standby_spm | $standby_conns |
+
+## 5. Fleet scale
+
+$FLEET wrappers over $JOBS jobs, each job's wrappers standing by with
+\`--wait --ttl 9s --renew-interval 3s --grace 3s --retry-interval 1s\`, watched
+for ${FLEET_SECONDS} s. A violation is a sample in which some job had other than
+exactly one command running.
+
+| setup | wrappers / jobs | violations | DB CPU s per min | p99 renewal | RSS per wrapper (MiB) | DB connections |
+|---|---|---|---|---|---|---|
+$fleet_direct
+$fleet_bounced
+MD
+log "wrote $OUT"

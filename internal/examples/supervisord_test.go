@@ -1,0 +1,288 @@
+//go:build linux
+
+package examples
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/redbite/leasewrap/internal/pgtest"
+)
+
+// Timings given to the replicas through the environment line, and the
+// handoff bound they promise after the leader's wrapper is killed.
+const (
+	ttl           = 3 * time.Second
+	retryInterval = 200 * time.Millisecond
+	handoffSlack  = 2 * time.Second
+)
+
+// workerScript records each of its lives in HISTORY ("start NS PID TOKEN
+// HOLDER", and "end NS PID" on SIGTERM) and otherwise idles.
+const workerScript = `#!/bin/sh
+echo "start $(date +%s%N) $$ $LEASEWRAP_FENCING_TOKEN $LEASEWRAP_HOLDER" >> HISTORY
+trap 'echo "end $(date +%s%N) $$" >> HISTORY; exit 0' TERM
+while :; do sleep 0.05; done
+`
+
+// TestSupervisordThreeReplicas runs examples/supervisord.conf (numprocs=3,
+// --wait) against the test database, SIGKILLs the leader's leasewrap and
+// checks that exactly one worker runs at any time, that a standby takes over
+// within TTL + retry interval (+ slack), and that a supervisorctl shutdown
+// stops the worker with SIGTERM and releases the lease.
+func TestSupervisordThreeReplicas(t *testing.T) {
+	supervisord := requireTool(t, "supervisord")
+	supervisorctl := requireTool(t, "supervisorctl")
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+
+	dir := t.TempDir()
+	bin := buildLeasewrap(t, dir)
+	history := filepath.Join(dir, "history")
+	script := filepath.Join(dir, "worker.sh")
+	if err := os.WriteFile(script, []byte(strings.ReplaceAll(workerScript, "HISTORY", strconv.Quote(history))), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	// The example's program section, pointed at this test's binary, script,
+	// logs, database and table, after a header that gives supervisord its own
+	// socket, pid file and log in dir.
+	conf := repoFile(t, "examples/supervisord.conf")
+	conf = replaceAll(t, conf, "/usr/local/bin/leasewrap", bin)
+	conf = replaceAll(t, conf, "/opt/worker/run", script)
+	conf = replaceAll(t, conf, "/var/log/supervisor/", dir+"/")
+	env := fmt.Sprintf(`environment=LEASEWRAP_DATABASE_URL="%s",LEASEWRAP_TABLE="%s",`+
+		`LEASEWRAP_TTL="%s",LEASEWRAP_RENEW_INTERVAL="500ms",LEASEWRAP_GRACE="1s",`+
+		`LEASEWRAP_RETRY_INTERVAL="%s",LEASEWRAP_LOG_FORMAT="json"`,
+		strings.ReplaceAll(pgtest.URL(), "%", "%%"), table, ttl, retryInterval)
+	lines := strings.Split(conf, "\n")
+	n := 0
+	for i, line := range lines {
+		if strings.HasPrefix(line, "environment=") {
+			lines[i] = env
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("examples/supervisord.conf has %d environment= lines, want 1: update the test", n)
+	}
+	sock := filepath.Join(dir, "s.sock")
+	header := fmt.Sprintf(`[supervisord]
+nodaemon=true
+logfile=%[1]s/supervisord.log
+pidfile=%[1]s/supervisord.pid
+childlogdir=%[1]s
+
+[unix_http_server]
+file=%[2]s
+
+[rpcinterface:supervisor]
+supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface
+
+[supervisorctl]
+serverurl=unix://%[2]s
+
+`, dir, sock)
+	confPath := filepath.Join(dir, "supervisord.conf")
+	if err := os.WriteFile(confPath, []byte(header+strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	sup := startSupervisord(t, supervisord, supervisorctl, confPath, dir)
+
+	// Three wrappers up for startsecs, and one worker started.
+	var pids []int
+	poll(t, 30*time.Second, "3 RUNNING replicas and a worker started", func() bool {
+		pids = sup.runningPids(t)
+		return len(pids) == 3 && len(readHistory(t, history)) > 0
+	})
+	isWorker := func(argv []string) bool { return len(argv) >= 2 && argv[1] == script }
+	runs := readHistory(t, history)
+	if workers := processes(isWorker); len(runs) != 1 || len(workers) != 1 {
+		t.Fatalf("want exactly one worker running, got %d started, processes %v", len(runs), workers)
+	}
+	first := runs[0]
+	_, wrapper, ok := procStat(first.pid)
+	if !ok || !slices.Contains(pids, wrapper) {
+		t.Fatalf("worker %d's parent %d is not one of supervisord's replicas %v", first.pid, wrapper, pids)
+	}
+
+	// Crash the leader's wrapper. Its worker dies by the parent-death signal,
+	// without writing "end": the moment it is seen gone stands for its end.
+	if err := syscall.Kill(wrapper, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killedAt := time.Now()
+	poll(t, 2*time.Second, "the killed leader's worker to die", func() bool { return gone(first.pid) })
+	firstGone := time.Now().UnixNano()
+
+	bound := ttl + retryInterval + handoffSlack
+	poll(t, bound+time.Second, "a standby's worker to start", func() bool { return len(readHistory(t, history)) > 1 })
+	runs = readHistory(t, history)
+	second := runs[1]
+	handoff := time.Duration(second.start - killedAt.UnixNano())
+	t.Logf("handoff %s after SIGKILL (bound %s)", handoff, bound)
+	if handoff > bound {
+		t.Errorf("standby took over %s after the leader was killed, want at most %s", handoff, bound)
+	}
+	if second.start <= firstGone {
+		t.Errorf("second worker started before the first was seen gone (%s early)", time.Duration(firstGone-second.start))
+	}
+	if second.token <= first.token || second.holder == first.holder {
+		t.Errorf("takeover kept token %d / holder %s (was %d / %s)", second.token, second.holder, first.token, first.holder)
+	}
+	if workers := processes(isWorker); len(runs) != 2 || !slices.Equal(workers, []int{second.pid}) {
+		t.Fatalf("want only worker %d running, got %d started, processes %v", second.pid, len(runs), workers)
+	}
+
+	// supervisord restarts the killed replica, which stands by.
+	poll(t, 15*time.Second, "3 RUNNING replicas again", func() bool { return len(sup.runningPids(t)) == 3 })
+	if runs = readHistory(t, history); len(runs) != 2 {
+		t.Fatalf("a restarted standby started a worker: %d runs", len(runs))
+	}
+
+	// Shutdown: stopsignal TERM reaches the worker through leasewrap, which
+	// releases the lease before stopwaitsecs.
+	sup.shutdown(t)
+	runs = readHistory(t, history)
+	last := runs[len(runs)-1]
+	if last.end == 0 {
+		t.Errorf("worker %d wrote no end: SIGTERM did not reach it", last.pid)
+	}
+	ends := []int64{firstGone}
+	for _, r := range runs[1:] {
+		ends = append(ends, r.end)
+	}
+	for i := 1; i < len(runs); i++ {
+		if ends[i-1] == 0 || ends[i-1] >= runs[i].start {
+			t.Errorf("workers overlap: %+v ended at %d, %+v started", runs[i-1], ends[i-1], runs[i])
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var released bool
+	err := pool.QueryRow(ctx, "SELECT expires_at <= now() FROM "+pgx.Identifier{table}.Sanitize()+" WHERE job_name = $1", "worker").Scan(&released)
+	if err != nil {
+		t.Fatalf("read the lease: %v", err)
+	}
+	if !released {
+		t.Errorf("lease still live after supervisord shut down: not released")
+	}
+}
+
+// supervisor is a supervisord started by the test.
+type supervisor struct {
+	ctl    string // supervisorctl path
+	conf   string
+	dir    string
+	exited chan struct{}
+}
+
+// startSupervisord runs supervisord in the foreground on conf. When the
+// test ends, it is shut down if still running, and every process left whose
+// arguments mention dir is killed and reported.
+func startSupervisord(t *testing.T, supervisord, supervisorctl, conf, dir string) *supervisor {
+	t.Helper()
+	out, err := os.Create(filepath.Join(dir, "supervisord.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(supervisord, "-n", "-c", conf)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = out, out
+	// The test's own LEASEWRAP_* settings must not reach the replicas.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LEASEWRAP_") && !strings.HasPrefix(kv, "DATABASE_URL=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &supervisor{ctl: supervisorctl, conf: conf, dir: dir, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		out.Close()
+		close(s.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-s.exited:
+		default:
+			_ = exec.Command(s.ctl, "-c", s.conf, "shutdown").Run()
+			select {
+			case <-s.exited:
+			case <-time.After(30 * time.Second):
+				t.Errorf("supervisord did not shut down in 30s; killing it")
+				_ = cmd.Process.Kill()
+				<-s.exited
+			}
+		}
+		for _, pid := range s.leftovers() {
+			t.Errorf("process %d left running after supervisord exited; killing it", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if t.Failed() {
+			logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+			for _, name := range append([]string{filepath.Join(dir, "supervisord.out")}, logs...) {
+				b, _ := os.ReadFile(name)
+				t.Logf("%s:\n%s", filepath.Base(name), b)
+			}
+			b, _ := os.ReadFile(filepath.Join(dir, "history"))
+			t.Logf("history:\n%s", b)
+		}
+	})
+	return s
+}
+
+// runningPids returns the pids of the replicas supervisorctl shows RUNNING.
+func (s *supervisor) runningPids(t *testing.T) []int {
+	t.Helper()
+	// Exit status 3 means some process is not RUNNING: read the output anyway.
+	out, _ := exec.Command(s.ctl, "-c", s.conf, "status").Output()
+	var pids []int
+	for _, line := range strings.Split(string(out), "\n") {
+		// worker:worker_0   RUNNING   pid 1234, uptime 0:00:02
+		f := strings.Fields(line)
+		if len(f) >= 4 && f[1] == "RUNNING" && f[2] == "pid" {
+			if pid, err := strconv.Atoi(strings.TrimSuffix(f[3], ",")); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// shutdown stops supervisord with supervisorctl and waits until it and
+// everything it ran have exited.
+func (s *supervisor) shutdown(t *testing.T) {
+	t.Helper()
+	if out, err := exec.Command(s.ctl, "-c", s.conf, "shutdown").CombinedOutput(); err != nil {
+		t.Fatalf("supervisorctl shutdown: %v\n%s", err, out)
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("supervisord still running 30s after shutdown")
+	}
+	poll(t, 5*time.Second, "no process of the test left", func() bool { return len(s.leftovers()) == 0 })
+}
+
+// leftovers returns the live processes whose arguments mention the test's
+// directory: supervisord, the replicas and the workers.
+func (s *supervisor) leftovers() []int {
+	return processes(func(argv []string) bool {
+		return slices.ContainsFunc(argv, func(a string) bool { return strings.Contains(a, s.dir) })
+	})
+}
