@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,28 +13,12 @@ import (
 
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
-	"github.com/redbite/leasewrap/internal/testchild"
 )
 
 // binary is the leasewrap built once for all tests of this package.
 var binary string
 
-func TestMain(m *testing.M) {
-	testchild.Main()
-	dir, err := os.MkdirTemp("", "leasewrap-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary, err = lwtest.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "build leasewrap:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { lwtest.Main(m, &binary) }
 
 // lw starts the leasewrap under test.
 func lw(t *testing.T, env []string, args ...string) *lwtest.Proc {

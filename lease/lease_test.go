@@ -608,7 +608,7 @@ func waitForLockWait(t *testing.T, pool *pgxpool.Pool, table string) {
 	for {
 		var waiting bool
 		err := pool.QueryRow(ctx(t), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO ' || $1 || '%')`, pgx.Identifier{table}.Sanitize()).Scan(&waiting)
+WHERE datname = current_database() AND wait_event_type = 'Lock' AND position('INSERT INTO ' || $1 in query) > 0)`, pgx.Identifier{table}.Sanitize()).Scan(&waiting)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,7 +15,12 @@ func newStatements(table string) statements {
 		// Setting job_name (to itself) makes the take lock the row like a key
 		// update, so it waits for any transaction in which leasewrap_check
 		// holds the row FOR KEY SHARE; renewals do not, and do not wait.
-		acquire: `INSERT INTO ` + table + ` AS l
+		//
+		// One round trip either way: when the take does not happen, the
+		// same statement reads the holder it found, from the statement's
+		// snapshot (a CTE's SELECT does not see the INSERT's row).
+		acquire: `WITH taken AS (
+INSERT INTO ` + table + ` AS l
   (job_name, holder, expires_at, fencing_token, acquired_at, renewed_at, last_started_at, last_holder)
 VALUES ($1::text, $2::text, now() + $3::bigint * interval '1 microsecond', 1, now(), now(), now(), $2)
 ON CONFLICT (job_name) DO UPDATE SET
@@ -31,7 +36,11 @@ ON CONFLICT (job_name) DO UPDATE SET
   last_holder = excluded.holder,
   released_at = NULL
 WHERE l.expires_at <= now()
-RETURNING fencing_token`,
+RETURNING fencing_token)
+SELECT true, fencing_token, NULL::text, NULL::bigint FROM taken
+UNION ALL
+SELECT false, fencing_token, holder, (extract(epoch FROM expires_at - now()) * 1000000)::bigint
+FROM ` + table + ` WHERE job_name = $1::text AND NOT EXISTS (SELECT FROM taken)`,
 
 		holder: `SELECT holder,
   (extract(epoch FROM expires_at - now()) * 1000000)::bigint,

@@ -164,20 +164,31 @@ func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, erro
 	// (Done closed) before work could start.
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ttl-s.cfg.grace-SafetyMargin(s.cfg.ttl))
 	defer cancel()
-	var token int64
-	err := db.QueryRow(ctx, s.sql.acquire, job, s.cfg.holder, s.cfg.ttl.Microseconds()).Scan(&token)
+	var (
+		taken         bool
+		token         int64
+		holder        *string
+		expiresMicros *int64
+	)
+	err := db.QueryRow(ctx, s.sql.acquire, job, s.cfg.holder, s.cfg.ttl.Microseconds()).
+		Scan(&taken, &token, &holder, &expiresMicros)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("cannot acquire lease %q: %w", job, classify(err))
 	}
 	s.cfg.observer.Contacted()
-	if err != nil {
+	switch {
+	case err == nil && taken:
+		return newLease(s, job, token, t0+s.cfg.ttl), nil
+	case err == nil && *expiresMicros > 0:
+		return nil, &HeldError{Job: job, Holder: *holder, Token: token, ExpiresIn: time.Duration(*expiresMicros) * time.Microsecond}
+	default:
+		// The snapshot showed a free lease that another instance took first
+		// (or a row deleted by hand): read who holds it now.
 		return nil, s.held(ctx, db, job)
 	}
-	return newLease(s, job, token, t0+s.cfg.ttl), nil
 }
 
-// held reads the current holder after a failed acquisition. RETURNING gives
-// no row when ON CONFLICT's WHERE is false, so this is a second statement.
+// held reads the current holder after an acquisition lost a race.
 func (s *Store) held(ctx context.Context, db DB, job string) error {
 	e := &HeldError{Job: job}
 	var expiresInMicros int64

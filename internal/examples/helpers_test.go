@@ -3,17 +3,15 @@
 package examples
 
 import (
-	"bufio"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redbite/leasewrap/internal/lwtest"
 )
 
 // requireTool returns the path of an executable found on PATH. A missing one
@@ -42,17 +40,6 @@ func repoFile(t *testing.T, name string) string {
 	return string(b)
 }
 
-// buildLeasewrap compiles leasewrap into dir and returns the binary's path.
-func buildLeasewrap(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "leasewrap")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/redbite/leasewrap").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // replaceAll replaces every old, which must occur in s, with new.
 func replaceAll(t *testing.T, s, old, new string) string {
 	t.Helper()
@@ -60,74 +47,6 @@ func replaceAll(t *testing.T, s, old, new string) string {
 		t.Fatalf("example no longer contains %q: update the test", old)
 	}
 	return strings.ReplaceAll(s, old, new)
-}
-
-// run is one life of the worker script, as it recorded it.
-type run struct {
-	start, end int64 // wall clock, ns since the epoch; end 0 if none written
-	pid        int
-	token      int64
-	holder     string
-}
-
-// readHistory parses the worker script's record file, in order of starts.
-func readHistory(t *testing.T, path string) []run {
-	t.Helper()
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var runs []run
-	byPid := map[int]int{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		switch {
-		case len(fields) == 5 && fields[0] == "start":
-			var r run
-			var err1, err2, err3 error
-			r.start, err1 = strconv.ParseInt(fields[1], 10, 64)
-			r.pid, err2 = strconv.Atoi(fields[2])
-			r.token, err3 = strconv.ParseInt(fields[3], 10, 64)
-			if err := errors.Join(err1, err2, err3); err != nil {
-				t.Fatalf("bad history line %q: %v", sc.Text(), err)
-			}
-			r.holder = fields[4]
-			byPid[r.pid] = len(runs)
-			runs = append(runs, r)
-		case len(fields) == 3 && fields[0] == "end":
-			ns, err1 := strconv.ParseInt(fields[1], 10, 64)
-			pid, err2 := strconv.Atoi(fields[2])
-			if err := errors.Join(err1, err2); err != nil {
-				t.Fatalf("bad history line %q: %v", sc.Text(), err)
-			}
-			i, ok := byPid[pid]
-			if !ok {
-				t.Fatalf("history: end of pid %d that never started", pid)
-			}
-			runs[i].end = ns
-		default:
-			t.Fatalf("bad history line %q", sc.Text())
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	sort.Slice(runs, func(i, j int) bool { return runs[i].start < runs[j].start })
-	return runs
-}
-
-// gone reports whether pid has exited (or is a zombie not yet reaped).
-func gone(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return true
-	}
-	state, _, ok := procStat(pid)
-	return !ok || state == "Z" || state == "X"
 }
 
 // procStat returns a process's state letter and parent pid from /proc.
@@ -163,7 +82,7 @@ func processes(match func(argv []string) bool) []int {
 			continue
 		}
 		argv := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
-		if match(argv) && !gone(pid) {
+		if match(argv) && !lwtest.ProcessGone(pid) {
 			pids = append(pids, pid)
 		}
 	}

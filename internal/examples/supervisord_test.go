@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
 )
 
@@ -28,10 +29,11 @@ const (
 	handoffSlack  = 2 * time.Second
 )
 
-// workerScript records each of its lives in HISTORY ("start NS PID TOKEN
-// HOLDER", and "end NS PID" on SIGTERM) and otherwise idles.
+// workerScript records each of its lives in HISTORY ("start NS TOKEN HOLDER
+// PID", and "end NS PID" on SIGTERM, as lwtest.ReadHistory reads them) and
+// otherwise idles.
 const workerScript = `#!/bin/sh
-echo "start $(date +%s%N) $$ $LEASEWRAP_FENCING_TOKEN $LEASEWRAP_HOLDER" >> HISTORY
+echo "start $(date +%s%N) $LEASEWRAP_FENCING_TOKEN $LEASEWRAP_HOLDER $$" >> HISTORY
 trap 'echo "end $(date +%s%N) $$" >> HISTORY; exit 0' TERM
 while :; do sleep 0.05; done
 `
@@ -48,7 +50,10 @@ func TestSupervisordThreeReplicas(t *testing.T) {
 	table := pgtest.Table(t, pool)
 
 	dir := t.TempDir()
-	bin := buildLeasewrap(t, dir)
+	bin, err := lwtest.Build(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	history := filepath.Join(dir, "history")
 	script := filepath.Join(dir, "worker.sh")
 	if err := os.WriteFile(script, []byte(strings.ReplaceAll(workerScript, "HISTORY", strconv.Quote(history))), 0o755); err != nil {
@@ -105,17 +110,17 @@ serverurl=unix://%[2]s
 	var pids []int
 	poll(t, 30*time.Second, "3 RUNNING replicas and a worker started", func() bool {
 		pids = sup.runningPids(t)
-		return len(pids) == 3 && len(readHistory(t, history)) > 0
+		return len(pids) == 3 && len(lwtest.ReadHistory(t, history)) > 0
 	})
 	isWorker := func(argv []string) bool { return len(argv) >= 2 && argv[1] == script }
-	runs := readHistory(t, history)
+	runs := lwtest.ReadHistory(t, history)
 	if workers := processes(isWorker); len(runs) != 1 || len(workers) != 1 {
 		t.Fatalf("want exactly one worker running, got %d started, processes %v", len(runs), workers)
 	}
 	first := runs[0]
-	_, wrapper, ok := procStat(first.pid)
+	_, wrapper, ok := procStat(first.Pid)
 	if !ok || !slices.Contains(pids, wrapper) {
-		t.Fatalf("worker %d's parent %d is not one of supervisord's replicas %v", first.pid, wrapper, pids)
+		t.Fatalf("worker %d's parent %d is not one of supervisord's replicas %v", first.Pid, wrapper, pids)
 	}
 
 	// Crash the leader's wrapper. Its worker dies by the parent-death signal,
@@ -124,55 +129,55 @@ serverurl=unix://%[2]s
 		t.Fatal(err)
 	}
 	killedAt := time.Now()
-	poll(t, 2*time.Second, "the killed leader's worker to die", func() bool { return gone(first.pid) })
+	poll(t, 2*time.Second, "the killed leader's worker to die", func() bool { return lwtest.ProcessGone(first.Pid) })
 	firstGone := time.Now().UnixNano()
 
 	bound := ttl + retryInterval + handoffSlack
-	poll(t, bound+time.Second, "a standby's worker to start", func() bool { return len(readHistory(t, history)) > 1 })
-	runs = readHistory(t, history)
+	poll(t, bound+time.Second, "a standby's worker to start", func() bool { return len(lwtest.ReadHistory(t, history)) > 1 })
+	runs = lwtest.ReadHistory(t, history)
 	second := runs[1]
-	handoff := time.Duration(second.start - killedAt.UnixNano())
+	handoff := time.Duration(second.Start - killedAt.UnixNano())
 	t.Logf("handoff %s after SIGKILL (bound %s)", handoff, bound)
 	if handoff > bound {
 		t.Errorf("standby took over %s after the leader was killed, want at most %s", handoff, bound)
 	}
-	if second.start <= firstGone {
-		t.Errorf("second worker started before the first was seen gone (%s early)", time.Duration(firstGone-second.start))
+	if second.Start <= firstGone {
+		t.Errorf("second worker started before the first was seen gone (%s early)", time.Duration(firstGone-second.Start))
 	}
-	if second.token <= first.token || second.holder == first.holder {
-		t.Errorf("takeover kept token %d / holder %s (was %d / %s)", second.token, second.holder, first.token, first.holder)
+	if second.Token <= first.Token || second.Holder == first.Holder {
+		t.Errorf("takeover kept token %d / holder %s (was %d / %s)", second.Token, second.Holder, first.Token, first.Holder)
 	}
-	if workers := processes(isWorker); len(runs) != 2 || !slices.Equal(workers, []int{second.pid}) {
-		t.Fatalf("want only worker %d running, got %d started, processes %v", second.pid, len(runs), workers)
+	if workers := processes(isWorker); len(runs) != 2 || !slices.Equal(workers, []int{second.Pid}) {
+		t.Fatalf("want only worker %d running, got %d started, processes %v", second.Pid, len(runs), workers)
 	}
 
 	// supervisord restarts the killed replica, which stands by.
 	poll(t, 15*time.Second, "3 RUNNING replicas again", func() bool { return len(sup.runningPids(t)) == 3 })
-	if runs = readHistory(t, history); len(runs) != 2 {
+	if runs = lwtest.ReadHistory(t, history); len(runs) != 2 {
 		t.Fatalf("a restarted standby started a worker: %d runs", len(runs))
 	}
 
 	// Shutdown: stopsignal TERM reaches the worker through leasewrap, which
 	// releases the lease before stopwaitsecs.
 	sup.shutdown(t)
-	runs = readHistory(t, history)
+	runs = lwtest.ReadHistory(t, history)
 	last := runs[len(runs)-1]
-	if last.end == 0 {
-		t.Errorf("worker %d wrote no end: SIGTERM did not reach it", last.pid)
+	if last.End == 0 {
+		t.Errorf("worker %d wrote no end: SIGTERM did not reach it", last.Pid)
 	}
 	ends := []int64{firstGone}
 	for _, r := range runs[1:] {
-		ends = append(ends, r.end)
+		ends = append(ends, r.End)
 	}
 	for i := 1; i < len(runs); i++ {
-		if ends[i-1] == 0 || ends[i-1] >= runs[i].start {
+		if ends[i-1] == 0 || ends[i-1] >= runs[i].Start {
 			t.Errorf("workers overlap: %+v ended at %d, %+v started", runs[i-1], ends[i-1], runs[i])
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var released bool
-	err := pool.QueryRow(ctx, "SELECT expires_at <= now() FROM "+pgx.Identifier{table}.Sanitize()+" WHERE job_name = $1", "worker").Scan(&released)
+	err = pool.QueryRow(ctx, "SELECT expires_at <= now() FROM "+pgx.Identifier{table}.Sanitize()+" WHERE job_name = $1", "worker").Scan(&released)
 	if err != nil {
 		t.Fatalf("read the lease: %v", err)
 	}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/redbite/leasewrap/internal/lwtest"
 )
 
 // TestSystemdUnitVerifies runs systemd-analyze verify on examples/
@@ -18,7 +20,10 @@ import (
 func TestSystemdUnitVerifies(t *testing.T) {
 	analyze := requireTool(t, "systemd-analyze")
 	dir := t.TempDir()
-	bin := buildLeasewrap(t, dir)
+	bin, err := lwtest.Build(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	unit := repoFile(t, "examples/leasewrap@.service")
 
 	verify := func(unit string) (string, error) {

@@ -19,22 +19,7 @@ import (
 
 var binary string
 
-func TestMain(m *testing.M) {
-	testchild.Main()
-	dir, err := os.MkdirTemp("", "leasewrap-fault")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary, err = lwtest.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "build leasewrap:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { lwtest.Main(m, &binary) }
 
 // The timings every scenario runs with: short, so that a trial takes seconds.
 const (

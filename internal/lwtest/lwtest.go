@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -265,3 +266,23 @@ func ReadPid(t testing.TB, path string) int {
 
 // Code is leasewrap's exit status once Exited is closed.
 func (p *Proc) Code() int { return p.code }
+
+// Main is a TestMain for packages that run the real binary: it turns the
+// test binary into the scripted child when asked to (testchild.Main),
+// builds leasewrap into a temporary directory and stores its path in
+// *binary, runs the tests, and exits.
+func Main(m *testing.M, binary *string) {
+	testchild.Main()
+	dir, err := os.MkdirTemp("", "leasewrap-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if *binary, err = Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "build leasewrap:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
