@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/internal/tcpproxy"
 )
@@ -97,32 +98,54 @@ func TestReleaseCommand(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
 	storeArgs := []string{"--database-url", pgtest.URL(), "--table", d.table, "--log-format", "json", "--job", "j"}
-	p := lw(t, []string{child("trap ready block")}, d.args("--job", "j", "--id", "dead-host", "--", self())...)
+	release := func(args ...string) *lwtest.Proc {
+		return lw(t, nil, append(append([]string{"release"}, storeArgs...), args...)...)
+	}
+	p := lw(t, []string{child("trap ready block")}, d.args("--job", "j", "--id", "host-a", "--", self())...)
 	p.Expect(t, "ready")
-
 	for _, tc := range []struct {
 		args []string
 		want int
 	}{
 		{nil, 64},                           // neither --id nor --force
 		{[]string{"--id", "other-host"}, 1}, // not this id's lease
-		{[]string{"--force"}, 0},
-		{[]string{"--force"}, 1}, // nothing live left
+		{[]string{"--id", "host-a"}, 0},
 	} {
-		r := lw(t, nil, append(append([]string{"release"}, storeArgs...), tc.args...)...)
-		if got := r.Wait(t, 10*time.Second); got != tc.want {
+		if got := release(tc.args...).Wait(t, 10*time.Second); got != tc.want {
 			t.Errorf("release %q exited %d, want %d", tc.args, got, tc.want)
 		}
-		if tc.want == 0 {
-			if e := r.WaitLog(t, "released"); e["holder"] != "dead-host" || e["fencing_token"] != float64(1) {
-				t.Errorf("release logged %v", e)
-			}
-		}
 	}
-	// The holder finds its lease gone at its next renewal and stops.
+	// Asked to give the lease back, the live holder stops its command at its
+	// next renewal; the lease stays held until then, so nothing overlaps.
+	if in := d.expiresIn(t, "j"); in <= 0 {
+		t.Errorf("lease free while its holder's command still runs")
+	}
 	p.Expect(t, "signal SIGTERM")
 	if got := p.Wait(t, 10*time.Second); got != 75 {
-		t.Errorf("holder exited %d after a forced release, want 75", got)
+		t.Errorf("holder exited %d after a release, want 75", got)
+	}
+	if in := d.expiresIn(t, "j"); in > 0 {
+		t.Errorf("lease still held for %s after its holder stopped", in)
+	}
+	if got := release("--force").Wait(t, 10*time.Second); got != 1 {
+		t.Errorf("release --force of a free lease exited %d, want 1", got)
+	}
+
+	// --force frees a (presumed dead) holder's lease at once.
+	q := lw(t, []string{child("trap ready block")}, d.args("--job", "j", "--id", "host-b", "--", self())...)
+	q.Expect(t, "ready")
+	r := release("--force")
+	if got := r.Wait(t, 10*time.Second); got != 0 {
+		t.Errorf("release --force exited %d", got)
+	}
+	if e := r.WaitLog(t, "released"); e["holder"] != "host-b" || e["fencing_token"] != float64(2) {
+		t.Errorf("release logged %v", e)
+	}
+	if in := d.expiresIn(t, "j"); in > 0 {
+		t.Errorf("lease still held for %s after release --force", in)
+	}
+	if got := q.Wait(t, 10*time.Second); got != 75 {
+		t.Errorf("forcibly released holder exited %d, want 75", got)
 	}
 }
 

@@ -106,6 +106,16 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 	}
 	log = log.With().Int64("fencing_token", l.Token()).Logger()
 	log.Info().Stringer("ttl", store.TTL()).Msg("acquired")
+	// A signal to end that came just as the lease was taken: do not start.
+	select {
+	case sig := <-sigs:
+		if signals.Ends(sig) {
+			release(l.Abandon(context.Background()), log)
+			log.Info().Str("signal", sig.String()).Msg("stopped by signal before the command started")
+			return &runner.ExitError{Code: runner.ExitSignalBase + signals.Number(sig)}
+		}
+	default:
+	}
 	mon.Leading(l)
 	defer mon.NotLeading()
 

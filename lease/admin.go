@@ -84,10 +84,14 @@ func (s *Store) Status(ctx context.Context, job string) ([]JobStatus, error) {
 	return out, nil
 }
 
-// ReleaseHeld ends job's live lease for an operator: holder's lease if
-// holder is not empty, anyone's if it is. The row and its fencing token stay.
-// It returns the holder and token it released, or ErrNoJob if there was no
-// live lease to release (of holder's, if given).
+// ReleaseHeld ends job's live lease for an operator. With holder set, it
+// asks that holder to give the lease back: the lease is marked released, the
+// holder stops its work at its next renewal and frees the lease itself (or
+// the lease expires, if the holder is gone). With holder empty it releases
+// whoever holds the lease at once: only for a holder known to be dead, since
+// a live one runs on until its next renewal and grace. The row and its
+// fencing token stay. It returns the holder and token it released, or
+// ErrNoJob if there was no live lease to release (of holder's, if given).
 func (s *Store) ReleaseHeld(ctx context.Context, job, holder string) (string, int64, error) {
 	if err := CheckJob(job); err != nil {
 		return "", 0, err
@@ -100,7 +104,7 @@ func (s *Store) ReleaseHeld(ctx context.Context, job, holder string) (string, in
 		was   string
 		token int64
 	)
-	err := s.db.QueryRow(ctx, s.sql.releaseAny, job, holderArg, s.channel).Scan(&was, &token, nil)
+	err := s.db.QueryRow(ctx, s.sql.releaseAny, job, holderArg, holder == "", s.channel).Scan(&was, &token, nil)
 	var pgErr interface{ SQLState() string }
 	switch {
 	case errors.Is(err, pgx.ErrNoRows), errors.As(err, &pgErr) && pgErr.SQLState() == "42P01":

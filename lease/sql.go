@@ -68,13 +68,17 @@ WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint
   RETURNING job_name, expires_at <= now() AS free)
 SELECT CASE WHEN free THEN pg_notify($6::text, job_name)::text END FROM released`,
 
-		// An operator's release of a live lease: the holder's if $2 is set,
-		// anyone's if not.
+		// An operator's release of a live lease. With $3 (force) the lease is
+		// free at once, for a holder known to be dead; without, it is only
+		// marked: the holder's next renewal fails, it stops its command and
+		// its own release frees the lease, so two commands never overlap.
 		releaseAny: `WITH released AS (
-  UPDATE ` + table + ` SET expires_at = now(), released_at = now()
+  UPDATE ` + table + ` SET released_at = now(),
+    expires_at = CASE WHEN $3::boolean THEN now() ELSE expires_at END
   WHERE job_name = $1::text AND ($2::text IS NULL OR holder = $2::text) AND expires_at > now()
+    AND (released_at IS NULL OR $3::boolean)
   RETURNING job_name, holder, fencing_token)
-SELECT holder, fencing_token, pg_notify($3::text, job_name)::text FROM released`,
+SELECT holder, fencing_token, CASE WHEN $3::boolean THEN pg_notify($4::text, job_name)::text END FROM released`,
 
 		status: `SELECT job_name, holder, fencing_token,
   (extract(epoch FROM expires_at - now()) * 1000000)::bigint,

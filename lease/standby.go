@@ -45,27 +45,40 @@ type standby struct {
 
 func (s *Store) newStandby(ctx context.Context, job string) *standby {
 	sb := &standby{store: s, job: job}
+	sb.listen(ctx)
+	return sb
+}
+
+// listen takes a connection of the standby's own and LISTENs on it, within
+// the retry interval. It reports whether it started listening just now; a
+// standby that is not listening polls, and tries again on its next wait.
+func (sb *standby) listen(ctx context.Context) bool {
+	s := sb.store
 	pool, ok := s.db.(*pgxpool.Pool)
-	if !ok || !s.cfg.listen {
-		return sb
+	if !ok || !s.cfg.listen || sb.listening {
+		return false
 	}
+	sb.close(ctx)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.retryInterval)
+	defer cancel()
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return sb
+		return false
 	}
 	// A connection that listens must not go back to the pool.
 	sb.conn = conn.Hijack()
 	if _, err := sb.conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
-		s.log.Debug().Err(err).Str("job", job).Msg("cannot listen for releases; polling only")
-		return sb
+		s.log.Debug().Err(err).Str("job", sb.job).Msg("cannot listen for releases; polling for now")
+		sb.close(ctx)
+		return false
 	}
 	sb.listening = true
-	return sb
+	return true
 }
 
 // db is where the standby's attempts run.
 func (sb *standby) db() DB {
-	if sb.conn != nil && !sb.conn.IsClosed() {
+	if sb.listening && !sb.conn.IsClosed() {
 		return sb.conn
 	}
 	return sb.store.db
@@ -74,7 +87,7 @@ func (sb *standby) db() DB {
 // wait returns after d, or earlier when the job's lease is released, or
 // when ctx ends.
 func (sb *standby) wait(ctx context.Context, d time.Duration) error {
-	if !sb.listening || sb.conn.IsClosed() {
+	if !sb.listening {
 		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
@@ -94,9 +107,10 @@ func (sb *standby) wait(ctx context.Context, d time.Duration) error {
 		case errors.Is(err, context.DeadlineExceeded) || wctx.Err() != nil:
 			return nil
 		case err != nil:
-			// The connection broke: poll through the pool from now on.
-			sb.store.log.Debug().Err(err).Str("job", sb.job).Msg("listening connection lost; polling only")
+			// The connection broke: poll until listening again.
+			sb.store.log.Debug().Err(err).Str("job", sb.job).Msg("listening connection lost; polling for now")
 			sb.listening = false
+			sb.close(ctx)
 			return sb.wait(ctx, max(time.Until(deadlineOf(wctx)), 0))
 		case n.Payload == sb.job:
 			return nil
@@ -115,6 +129,7 @@ func (sb *standby) close(ctx context.Context) {
 	if sb.conn == nil {
 		return
 	}
+	defer func() { sb.conn = nil }()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	_ = sb.conn.Close(ctx)

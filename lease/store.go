@@ -225,7 +225,7 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 	lastHolder := ""
 	for {
 		wait := jitter(s.cfg.retryInterval)
-		if recheck {
+		if recheck || sb.listen(ctx) {
 			wait, recheck = 0, false
 		}
 		if held != nil {

@@ -41,8 +41,8 @@ type Config struct {
 
 // Result is how a child run ended.
 type Result struct {
-	// Started is false when the child was not started because the lease was
-	// already in doubt.
+	// Started is false when the child never ran: the lease was already in
+	// doubt (Lost is set), or it could not be executed (Status is 126/127).
 	Started bool
 	// Status is the child's own exit status, 128+N for a death by signal N,
 	// or 126/127 when it could not be started.
@@ -82,13 +82,14 @@ func Run(cmd *exec.Cmd, l Lease, cfg Config) Result {
 	}
 	attr, foreground := signals.ChildAttr()
 	cmd.SysProcAttr = attr
+	if foreground {
+		// Also after a failed exec: the terminal was handed over before it.
+		defer signals.ReclaimTerminal()
+	}
 	waited, err := start(cmd, cfg.Reaper)
 	if err != nil {
 		log.Error().Err(err).Msg("cannot start child")
-		return Result{Started: true, Status: startStatus(err)}
-	}
-	if foreground {
-		defer signals.ReclaimTerminal()
+		return Result{Status: startStatus(err)}
 	}
 	started := time.Now()
 	pgid := cmd.Process.Pid
@@ -196,7 +197,7 @@ func (s *stopper) wait(log zerolog.Logger) {
 			if giveUp.IsZero() {
 				giveUp = time.Now().Add(time.Second)
 			} else if time.Now().After(giveUp) {
-				log.Warn().Int("pgid", s.pgid).Msg("processes of the child's group remain after SIGKILL")
+				log.Error().Int("pgid", s.pgid).Msg("processes of the child's group remain after SIGKILL (not ours to kill?); they may outlive the lease")
 				return
 			}
 		}

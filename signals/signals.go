@@ -18,6 +18,10 @@ import (
 var Forwarded = []os.Signal{
 	unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGTERM,
 	unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH,
+	// SIGTSTP must not stop the wrapper alone: its child would run on with
+	// no one renewing the lease. It stops the child instead, while the
+	// wrapper keeps the lease; SIGCONT resumes it.
+	unix.SIGTSTP, unix.SIGCONT,
 }
 
 // Notify starts catching the Forwarded signals, so that none of them takes
