@@ -114,10 +114,7 @@ func TestReleaseHoldsForAtLeastHoldFor(t *testing.T) {
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
 	a := newStore(t, pool, table, "a", lease.WithHoldFor(time.Hour))
-	l, err := a.TryAcquire(ctx(t), "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustAcquire(t, a, "job")
 	if err := l.Release(ctx(t), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -130,10 +127,7 @@ func TestStolenLeaseClosesDone(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	l, err := newStore(t, pool, table, "a").TryAcquire(ctx(t), "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustAcquire(t, newStore(t, pool, table, "a"), "job")
 	defer l.Release(ctx(t), nil)
 	if _, err := pool.Exec(ctx(t), `UPDATE `+pgx.Identifier{table}.Sanitize()+
 		` SET holder = 'thief', fencing_token = fencing_token + 1`); err != nil {
@@ -160,10 +154,7 @@ func TestRenewalsKeepTheLease(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	l, err := newStore(t, pool, table, "a").TryAcquire(ctx(t), "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustAcquire(t, newStore(t, pool, table, "a"), "job")
 	defer l.Release(ctx(t), nil)
 	// Three TTLs later the lease is still held, so it was renewed.
 	end := time.After(3 * time.Second)
@@ -194,10 +185,7 @@ func TestUnreachableDatabaseEndsLeaseBeforeExpiry(t *testing.T) {
 	}
 	defer viaProxy.Close()
 	s := newStore(t, viaProxy, table, "a")
-	l, err := s.TryAcquire(ctx(t), "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustAcquire(t, s, "job")
 	defer l.Release(ctx(t), nil)
 	proxy.Blackhole()
 	select {
@@ -351,10 +339,7 @@ func TestAcquireWaitsForRelease(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	first, err := newStore(t, pool, table, "a").TryAcquire(ctx(t), "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := mustAcquire(t, newStore(t, pool, table, "a"), "job")
 	got := make(chan *lease.Lease)
 	go func() {
 		l, err := newStore(t, pool, table, "b").Acquire(ctx(t), "job")
@@ -422,10 +407,7 @@ func TestOperatorReleaseEndsTheHoldersLease(t *testing.T) {
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
 	s := newStore(t, pool, table, "a")
-	l, err := s.TryAcquire(ctx(t), "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustAcquire(t, s, "job")
 	defer l.Release(ctx(t), nil)
 	if _, _, err := s.ReleaseHeld(ctx(t), "job", "someone-else"); !errors.Is(err, lease.ErrNoJob) {
 		t.Errorf("release of another id's lease: %v, want ErrNoJob", err)
@@ -456,23 +438,14 @@ func TestStatusStates(t *testing.T) {
 	if _, err := s.Status(ctx(t), "held"); !errors.Is(err, lease.ErrNoJob) {
 		t.Errorf("status before the table exists: %v, want ErrNoJob", err)
 	}
-	held, err := s.TryAcquire(ctx(t), "held")
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := mustAcquire(t, s, "held")
 	defer held.Release(ctx(t), nil)
-	done, err := s.TryAcquire(ctx(t), "done")
-	if err != nil {
-		t.Fatal(err)
-	}
+	done := mustAcquire(t, s, "done")
 	code := 3
 	if err := done.Release(ctx(t), &code); err != nil {
 		t.Fatal(err)
 	}
-	stale, err := s.TryAcquire(ctx(t), "stale")
-	if err != nil {
-		t.Fatal(err)
-	}
+	stale := mustAcquire(t, s, "stale")
 	pool.Exec(ctx(t), `UPDATE `+pgx.Identifier{table}.Sanitize()+` SET expires_at = now() - interval '1 second' WHERE job_name = 'stale'`)
 	defer stale.Release(ctx(t), nil)
 
@@ -511,18 +484,12 @@ func TestCheckFunctionRejectsAStaleToken(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	old, err := newStore(t, pool, table, "a").TryAcquire(ctx(t), "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	old := mustAcquire(t, newStore(t, pool, table, "a"), "job")
 	old.Release(ctx(t), nil)
-	current, err := newStore(t, pool, table, "b").TryAcquire(ctx(t), "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	current := mustAcquire(t, newStore(t, pool, table, "b"), "job")
 	defer current.Release(ctx(t), nil)
 
-	_, err = fencedTx(t, pool, table, "job", old.Token())
+	_, err := fencedTx(t, pool, table, "job", old.Token())
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != lease.ErrCodeFenced {
 		t.Fatalf("check with the old token: %v, want SQLSTATE %s", err, lease.ErrCodeFenced)
@@ -545,10 +512,7 @@ func TestCheckFunctionHoldsOffATakeoverButNotRenewals(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	l, err := newStore(t, pool, table, "a").TryAcquire(ctx(t), "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustAcquire(t, newStore(t, pool, table, "a"), "job")
 	tx, err := fencedTx(t, pool, table, "job", l.Token())
 	if err != nil {
 		t.Fatal(err)
@@ -626,10 +590,7 @@ func TestReleaseActsOnce(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	l, err := newStore(t, pool, table, "a").TryAcquire(ctx(t), "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustAcquire(t, newStore(t, pool, table, "a"), "job")
 	code := 5
 	if err := l.Release(ctx(t), &code); err != nil {
 		t.Fatal(err)
@@ -646,10 +607,7 @@ func TestAbandonSkipsHoldFor(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	l, err := newStore(t, pool, table, "a", lease.WithHoldFor(time.Hour)).TryAcquire(ctx(t), "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustAcquire(t, newStore(t, pool, table, "a", lease.WithHoldFor(time.Hour)), "job")
 	if err := l.Abandon(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -680,10 +638,7 @@ func TestStandbyIsNotifiedOfARelease(t *testing.T) {
 	table := pgtest.Table(t, pool)
 	slow := []lease.Option{lease.WithTTL(20 * time.Second), lease.WithRenewInterval(time.Second),
 		lease.WithGrace(time.Second), lease.WithRetryInterval(10 * time.Second)}
-	first, err := newStore(t, pool, table, "a", slow...).TryAcquire(ctx(t), "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := mustAcquire(t, newStore(t, pool, table, "a", slow...), "job")
 	// The standby logs that it stands by once it listens.
 	logs := make(chan string, 16)
 	standby := newStore(t, pool, table, "b", append(slow, lease.WithLogger(zerolog.New(lineWriter(logs))))...)
@@ -725,4 +680,14 @@ type lineWriter chan string
 func (w lineWriter) Write(p []byte) (int, error) {
 	w <- string(p)
 	return len(p), nil
+}
+
+// mustAcquire takes the lease on job or fails the test.
+func mustAcquire(t *testing.T, s *lease.Store, job string) *lease.Lease {
+	t.Helper()
+	l, err := s.TryAcquire(ctx(t), job)
+	if err != nil {
+		t.Fatalf("acquire %q: %v", job, err)
+	}
+	return l
 }

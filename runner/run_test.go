@@ -98,20 +98,7 @@ func newChild(t *testing.T, script string) *child {
 // expect waits for the child to print want, failing after a deadline.
 func (c *child) expect(t *testing.T, want string) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case line, ok := <-c.lines:
-			if !ok {
-				t.Fatalf("child's output ended before %q", want)
-			}
-			if line == want {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("child did not print %q in time", want)
-		}
-	}
+	lwtest.ExpectLine(t, c.lines, want, 10*time.Second)
 }
 
 type run struct {

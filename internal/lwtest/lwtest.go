@@ -126,10 +126,17 @@ func (p *Proc) Wait(t testing.TB, timeout time.Duration) int {
 // Expect waits for the child to print want.
 func (p *Proc) Expect(t testing.TB, want string) {
 	t.Helper()
-	deadline := time.After(15 * time.Second)
+	ExpectLine(t, p.Lines, want, 15*time.Second)
+}
+
+// ExpectLine reads lines until one is want, failing the test if they end or
+// the timeout passes first.
+func ExpectLine(t testing.TB, lines <-chan string, want string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.After(timeout)
 	for {
 		select {
-		case line, ok := <-p.Lines:
+		case line, ok := <-lines:
 			if !ok {
 				t.Fatalf("output ended before %q", want)
 			}
@@ -137,7 +144,7 @@ func (p *Proc) Expect(t testing.TB, want string) {
 				return
 			}
 		case <-deadline:
-			t.Fatalf("no %q in time", want)
+			t.Fatalf("no %q within %s", want, timeout)
 		}
 	}
 }
