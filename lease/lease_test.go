@@ -72,16 +72,17 @@ func TestAcquireIsExclusiveAndTokensRise(t *testing.T) {
 	if err != nil {
 		t.Fatalf("first acquire: %v", err)
 	}
-	if la.Token() != 1 {
-		t.Errorf("first token = %d, want 1", la.Token())
+	// A first token is the database clock in microseconds.
+	if since := time.Since(time.UnixMicro(la.Token())); since < 0 || since > time.Minute {
+		t.Errorf("first token = %d, want the database clock in microseconds (%s ago)", la.Token(), since)
 	}
 	_, err = b.TryAcquire(ctx(t), "job")
 	var held *lease.HeldError
 	if !errors.As(err, &held) || !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("second acquire: got %v, want a *HeldError", err)
 	}
-	if held.Holder != "a" || held.Token != 1 || held.ExpiresIn <= 0 || held.ExpiresIn > time.Second {
-		t.Errorf("held = %+v, want holder a, token 1, expiry within the 1s TTL", held)
+	if held.Holder != "a" || held.Token != la.Token() || held.ExpiresIn <= 0 || held.ExpiresIn > time.Second {
+		t.Errorf("held = %+v, want holder a, token %d, expiry within the 1s TTL", held, la.Token())
 	}
 	// Even the same holder id may not take a live lease twice.
 	if _, err := a.TryAcquire(ctx(t), "job"); !errors.Is(err, lease.ErrHeld) {
@@ -93,15 +94,15 @@ func TestAcquireIsExclusiveAndTokensRise(t *testing.T) {
 		t.Fatalf("release: %v", err)
 	}
 	r := readRow(t, pool, table, "job")
-	if !r.expired || r.token != 1 || r.exit == nil || *r.exit != 7 {
-		t.Errorf("after release: %+v, want the row kept, expired, token 1, exit 7", r)
+	if !r.expired || r.token != la.Token() || r.exit == nil || *r.exit != 7 {
+		t.Errorf("after release: %+v, want the row kept, expired, token %d, exit 7", r, la.Token())
 	}
 	lb, err := b.TryAcquire(ctx(t), "job")
 	if err != nil {
 		t.Fatalf("acquire after release: %v", err)
 	}
-	if lb.Token() != 2 {
-		t.Errorf("token after change of hands = %d, want 2", lb.Token())
+	if lb.Token() <= la.Token() {
+		t.Errorf("token after change of hands = %d, want more than %d", lb.Token(), la.Token())
 	}
 	defer lb.Release(ctx(t), nil)
 	if r := readRow(t, pool, table, "job"); r.holder != "b" || r.expired || r.exit != nil {
@@ -166,8 +167,8 @@ func TestRenewalsKeepTheLease(t *testing.T) {
 			done = true
 		}
 	}
-	if r := readRow(t, pool, table, "job"); r.expired || r.token != 1 {
-		t.Errorf("row after renewals: %+v, want live with token 1", r)
+	if r := readRow(t, pool, table, "job"); r.expired || r.token != l.Token() {
+		t.Errorf("row after renewals: %+v, want live with token %d", r, l.Token())
 	}
 }
 
@@ -285,8 +286,8 @@ INSERT INTO `+ident+` VALUES ('old', 'someone', now() - interval '1 minute')`); 
 		t.Fatalf("acquire the article's expired row: %v", err)
 	}
 	defer l.Release(ctx(t), nil)
-	if l.Token() != 1 {
-		t.Errorf("token = %d, want 1 (0 before)", l.Token())
+	if l.Token() <= 0 {
+		t.Errorf("token = %d, want a new positive token (0 before)", l.Token())
 	}
 	if again, err := s.Migrate(ctx(t)); err != nil || len(again) != 0 {
 		t.Errorf("second migrate: %q, %v; want no changes", again, err)
@@ -358,8 +359,8 @@ func TestAcquireWaitsForRelease(t *testing.T) {
 	}
 	select {
 	case l := <-got:
-		if l.Token() != 2 {
-			t.Errorf("standby's token = %d, want 2", l.Token())
+		if l.Token() <= first.Token() {
+			t.Errorf("standby's token = %d, want more than %d", l.Token(), first.Token())
 		}
 		l.Release(ctx(t), nil)
 	case <-time.After(5 * time.Second):
@@ -413,15 +414,15 @@ func TestOperatorReleaseEndsTheHoldersLease(t *testing.T) {
 		t.Errorf("release of another id's lease: %v, want ErrNoJob", err)
 	}
 	holder, token, err := s.ReleaseHeld(ctx(t), "job", "")
-	if err != nil || holder != "a" || token != 1 {
-		t.Fatalf("forced release = %q, %d, %v; want a, 1", holder, token, err)
+	if err != nil || holder != "a" || token != l.Token() {
+		t.Fatalf("forced release = %q, %d, %v; want a, %d", holder, token, err, l.Token())
 	}
 	select {
 	case <-l.Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the holder kept renewing a lease an operator released")
 	}
-	if r := readRow(t, pool, table, "job"); !r.expired || r.token != 1 {
+	if r := readRow(t, pool, table, "job"); !r.expired || r.token != l.Token() {
 		t.Errorf("after forced release: %+v, want expired with the token kept", r)
 	}
 	jobs, err := s.Status(ctx(t), "job")
@@ -690,4 +691,24 @@ func mustAcquire(t *testing.T, s *lease.Store, job string) *lease.Lease {
 		t.Fatalf("acquire %q: %v", job, err)
 	}
 	return l
+}
+
+// A token must not come back when the row that remembered it is gone.
+func TestTokensNeverRepeatAfterTheRowIsGone(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	quoted := pgx.Identifier{table}.Sanitize()
+	for _, wipe := range []string{`DELETE FROM ` + quoted, `TRUNCATE ` + quoted} {
+		first := mustAcquire(t, newStore(t, pool, table, "a"), "job")
+		if _, err := pool.Exec(ctx(t), wipe); err != nil {
+			t.Fatal(err)
+		}
+		second := mustAcquire(t, newStore(t, pool, table, "b"), "job")
+		if second.Token() <= first.Token() {
+			t.Errorf("after %s: token %d, want more than the running holder's %d", wipe, second.Token(), first.Token())
+		}
+		first.Release(ctx(t), nil)
+		second.Release(ctx(t), nil)
+	}
 }

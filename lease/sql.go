@@ -6,12 +6,19 @@ type statements struct {
 	acquire, holder, renew, release, releaseAny, status string
 }
 
+// clockToken is the database clock in microseconds since 1970, the floor of
+// every new fencing token.
+const clockToken = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
+
 // A lease is live while expires_at > now(); all times come from the database
 // clock. Durations are passed in microseconds.
 func newStatements(table string) statements {
 	return statements{
 		// Takes a free or expired row; a live one (even our own id's) is left
-		// alone, so RETURNING gives no row. The token rises on every take.
+		// alone, so RETURNING gives no row. The token rises on every take and
+		// never repeats: it is at least the database clock in microseconds,
+		// so a row that was deleted, truncated or lost in a failover cannot
+		// hand out a token again that a holder before it had.
 		// Setting job_name (to itself) makes the take lock the row like a key
 		// update, so it waits for any transaction in which leasewrap_check
 		// holds the row FOR KEY SHARE; renewals do not, and do not wait.
@@ -22,12 +29,12 @@ func newStatements(table string) statements {
 		acquire: `WITH taken AS (
 INSERT INTO ` + table + ` AS l
   (job_name, holder, expires_at, fencing_token, acquired_at, renewed_at, last_started_at, last_holder)
-VALUES ($1::text, $2::text, now() + $3::bigint * interval '1 microsecond', 1, now(), now(), now(), $2)
+VALUES ($1::text, $2::text, now() + $3::bigint * interval '1 microsecond', `+clockToken+`, now(), now(), now(), $2)
 ON CONFLICT (job_name) DO UPDATE SET
   job_name = excluded.job_name,
   holder = excluded.holder,
   expires_at = excluded.expires_at,
-  fencing_token = l.fencing_token + 1,
+  fencing_token = greatest(l.fencing_token + 1, `+clockToken+`),
   acquired_at = now(),
   renewed_at = now(),
   last_started_at = now(),
