@@ -65,7 +65,7 @@ func TestStatusShowsTheLastRun(t *testing.T) {
 	if len(table) != 3 || !strings.HasPrefix(table[0], "JOB ") {
 		t.Fatalf("status printed %q, want a header and two rows", table)
 	}
-	for i, want := range [][]string{{"done", "host-a", "released", "-", "1", "4", "host-a"}, {"running", "host-b", "held", "running", "-", "host-b"}} {
+	for i, want := range [][]string{{"done", "host-a", "released", "-", "4", "host-a"}, {"running", "host-b", "held", "running", "-", "host-b"}} {
 		row := strings.Fields(table[i+1])
 		for _, field := range want {
 			if !slices.Contains(row, field) {
@@ -84,7 +84,7 @@ func TestStatusShowsTheLastRun(t *testing.T) {
 		t.Fatalf("status --json: %v in %q", err, out.String())
 	}
 	if len(jobs) != 1 || jobs[0]["state"] != "released" || jobs[0]["last_exit_code"] != float64(4) ||
-		jobs[0]["fencing_token"] != float64(1) || jobs[0]["last_holder"] != "host-a" || jobs[0]["last_duration_seconds"] == nil {
+		jobs[0]["fencing_token"].(float64) < 1e15 || jobs[0]["last_holder"] != "host-a" || jobs[0]["last_duration_seconds"] == nil {
 		t.Errorf("status --json = %v", jobs)
 	}
 
@@ -109,7 +109,10 @@ func TestReleaseCommand(t *testing.T) {
 	}{
 		{nil, 64},                           // neither --id nor --force
 		{[]string{"--id", "other-host"}, 1}, // not this id's lease
+		{[]string{"--id", "other-host", "--force"}, 1}, // --force keeps to --id
+		{[]string{"--force"}, 64},                      // a live holder: needs --yes
 		{[]string{"--id", "host-a"}, 0},
+		{[]string{"--id", "host-a"}, 1}, // already pending
 	} {
 		if got := release(tc.args...).Wait(t, 10*time.Second); got != tc.want {
 			t.Errorf("release %q exited %d, want %d", tc.args, got, tc.want)
@@ -134,12 +137,12 @@ func TestReleaseCommand(t *testing.T) {
 	// --force frees a (presumed dead) holder's lease at once.
 	q := lw(t, []string{child("trap ready block")}, d.args("--job", "j", "--id", "host-b", "--", self())...)
 	q.Expect(t, "ready")
-	r := release("--force")
-	if got := r.Wait(t, 10*time.Second); got != 0 {
-		t.Errorf("release --force exited %d", got)
+	r := release("--force", "--yes")
+	if line := <-r.Lines; !strings.HasPrefix(line, "released the lease on j held by host-b (token ") {
+		t.Errorf("release --force --yes printed %q", line)
 	}
-	if e := r.WaitLog(t, "released"); e["holder"] != "host-b" || e["fencing_token"] != float64(2) {
-		t.Errorf("release logged %v", e)
+	if got := r.Wait(t, 10*time.Second); got != 0 {
+		t.Errorf("release --force --yes exited %d", got)
 	}
 	if in := d.expiresIn(t, "j"); in > 0 {
 		t.Errorf("lease still held for %s after release --force", in)

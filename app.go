@@ -1,38 +1,62 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
 	"github.com/urfave/cli/v2"
-
-	"github.com/redbite/leasewrap/runner"
 )
 
-// run builds the CLI, runs it on args and returns the exit status. The
-// child's command line is split off at the first "--" before urfave/cli sees
-// the rest, so that a child named "status" or "version" is never taken for a
-// subcommand.
-func run(args []string, stderr io.Writer) int {
+// run parses args, runs what they ask for and returns the exit status.
+//
+// The child's command line is split off at the first "--" before urfave/cli
+// sees the rest, so that a child named "status" is never taken for a
+// subcommand. A subcommand's name may come after flags; those flags are
+// moved behind it, so that every flag means the same wherever it is written
+// (urfave/cli would otherwise parse them as the main command's and the
+// subcommand would use its defaults).
+func run(args []string, stdout, stderr io.Writer) int {
 	own, child, hasChild := splitChild(args)
-	app := newApp(child, hasChild)
-	app.ErrWriter = stderr
-	err := app.Run(own)
-	var exit *runner.ExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &exit):
-		if exit.Err != nil {
-			fmt.Fprintf(stderr, "leasewrap: %v\n", exit.Err)
-		}
-		return exit.Code
-	default:
-		// Everything else comes from parsing flags and arguments.
-		fmt.Fprintf(stderr, "leasewrap: %v\n", err)
-		return runner.ExitUsage
+	cmds := commands()
+	own, sub := subcommandFirst(own, cmds)
+	app := &cli.App{
+		Name:            "leasewrap",
+		Usage:           "run a command on exactly one of N instances, coordinated by a PostgreSQL lease",
+		UsageText:       "leasewrap [flags] -- COMMAND [ARG...]\nleasewrap status|release|migrate|version [flags]",
+		Description:     description,
+		Version:         version(),
+		HideVersion:     true,
+		Commands:        cmds,
+		OnUsageError:    usageError,
+		ExitErrHandler:  func(*cli.Context, error) {}, // run alone decides the status
+		HideHelpCommand: true,
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		Metadata:        map[string]any{argsKey: own},
 	}
+	switch {
+	case sub != nil && hasChild:
+		return report(stderr, usagef("%s runs no command: remove the -- and what follows it (%q)", sub.Name, child))
+	case sub == nil:
+		// Only the main command reads the run settings: a bad LEASEWRAP_TTL
+		// must not break status or version.
+		app.Flags = runFlags()
+		app.Action = func(c *cli.Context) error { return runAction(c, child, hasChild) }
+	}
+	return report(stderr, app.Run(own))
+}
+
+// report prints err's one line, if it has one, and returns its exit status.
+func report(stderr io.Writer, err error) int {
+	code, msg := exitCode(err)
+	if msg != nil {
+		fmt.Fprintf(stderr, "leasewrap: %v\n", msg)
+	}
+	return code
+}
+
+func commands() []*cli.Command {
+	return []*cli.Command{statusCommand(), releaseCommand(), migrateCommand(), versionCommand()}
 }
 
 // splitChild splits args at the first "--": leasewrap's own arguments before
@@ -46,35 +70,59 @@ func splitChild(args []string) (own, child []string, found bool) {
 	return args, nil, false
 }
 
+// subcommandFirst finds the subcommand named among args (the first word that
+// is not a flag or a flag's value) and moves it in front of every flag. It
+// returns args unchanged, and nil, when there is none.
+func subcommandFirst(args []string, cmds []*cli.Command) ([]string, *cli.Command) {
+	bools := boolFlags(cmds)
+	for i := 1; i < len(args); i++ {
+		name, hasValue, isFlag := flagName(args[i])
+		if isFlag {
+			if !hasValue && !bools[name] {
+				i++ // the flag's value
+			}
+			continue
+		}
+		for _, c := range cmds {
+			if c.HasName(args[i]) {
+				reordered := append([]string{args[0], args[i]}, args[1:i]...)
+				return append(reordered, args[i+1:]...), c
+			}
+		}
+		return args, nil
+	}
+	return args, nil
+}
+
 const description = `Runs COMMAND only while this instance holds the lease on --job in
 PostgreSQL; the others skip (exit --skip-exit-code) or stand by (--wait).
 If the lease cannot be renewed, COMMAND gets SIGTERM before the lease could
-expire, SIGKILL --grace later, and leasewrap exits 75.`
+expire, SIGKILL --grace later, and leasewrap exits 75.
 
-func newApp(child []string, hasChild bool) *cli.App {
-	return &cli.App{
-		Name:            "leasewrap",
-		Usage:           "run a command on exactly one of N instances, coordinated by a PostgreSQL lease",
-		UsageText:       "leasewrap [flags] -- COMMAND [ARG...]\nleasewrap status|release|migrate|version [flags]",
-		Description:     description,
-		Version:         version(),
-		HideVersion:     true,
-		Flags:           runFlags(),
-		Action:          func(c *cli.Context) error { return runAction(c, child, hasChild) },
-		Commands:        []*cli.Command{statusCommand(), releaseCommand(), migrateCommand(), versionCommand()},
-		OnUsageError:    usageError,
-		ExitErrHandler:  func(*cli.Context, error) {}, // main alone exits
-		HideHelpCommand: true,
-	}
-}
+Timings: --renew-interval, --grace and --retry-interval follow --ttl unless
+set (ttl/3, ttl*2/9 and ttl*2/45: 15s, 10s and 2s at the default 45s). Their
+sum plus 5% of the TTL must stay under the TTL. Durations need a unit: 30s,
+2m, 500ms.
+
+Ready-made sets:
+  fast failover (about 10s):  --ttl 10s
+  default:                    --ttl 45s
+  gentle on the database:     --ttl 3m`
 
 // usageError keeps urfave/cli from printing the whole help for a bad flag:
 // one line says what was wrong.
-func usageError(_ *cli.Context, err error, _ bool) error {
-	return &runner.ExitError{Code: runner.ExitUsage, Err: fmt.Errorf("%v (see leasewrap --help)", err)}
+func usageError(c *cli.Context, err error, _ bool) error {
+	name := "leasewrap"
+	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
+		name += " " + c.Command.Name
+	}
+	return usagef("%v (see %s --help)", err, name)
 }
 
-// usagef returns an EX_USAGE error with a one-line message.
-func usagef(format string, a ...any) error {
-	return &runner.ExitError{Code: runner.ExitUsage, Err: fmt.Errorf(format, a...)}
+// noArgs refuses arguments a subcommand does not take.
+func noArgs(c *cli.Context) error {
+	if c.Args().Present() {
+		return usagef("%s takes no arguments, got %q", c.Command.Name, c.Args().First())
+	}
+	return nil
 }

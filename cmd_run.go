@@ -5,12 +5,11 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
@@ -23,115 +22,90 @@ import (
 // runAction is the main command: hold the lease on --job, run the child while
 // it holds, release it, and exit with the child's status.
 func runAction(c *cli.Context, child []string, hasChild bool) error {
-	if !hasChild {
-		child = c.Args().Slice()
-	}
-	if len(child) == 0 {
-		return usagef("missing command: put it after --, as in leasewrap --job nightly_report -- ./generate-report")
-	}
-	job := c.String("job")
-	if job == "" {
-		return usagef("missing --job (or LEASEWRAP_JOB): name the lease, as in --job nightly_report")
-	}
-	if err := lease.CheckJob(job); err != nil {
-		return usagef("invalid --job: %v", err)
-	}
-	if _, err := lease.ParseTable(c.String("table")); err != nil {
-		return usagef("invalid --table: %v", err)
-	}
-	if err := checkTimings(c); err != nil {
-		return err
-	}
-	if c.Duration("wait-timeout") > 0 && !c.Bool("wait") {
-		return usagef("--wait-timeout %s needs --wait", c.Duration("wait-timeout"))
-	}
-	if code := c.Int("skip-exit-code"); code < 0 || code > 255 {
-		return usagef("invalid --skip-exit-code %d: must be 0-255", code)
-	}
-	log, err := newLogger(c)
+	o, err := parseRunOptions(c, child, hasChild)
 	if err != nil {
 		return err
 	}
-	path, err := runner.LookPath(child[0])
+	redact := newRedactor(o.store.databaseURL)
+	log := newLogger(o.store, redact)
+	path, err := runner.LookPath(o.command[0])
 	if err != nil {
 		return err
 	}
-
 	// Catch the forwarded signals from the start: before the child exists, a
 	// signal that asks to end leasewrap ends it without holding a lease.
 	sigs, stopSignals := signals.Notify()
 	defer stopSignals()
 
-	pool, err := connect(c)
+	db, err := openDatabase(c.Context, o.store.databaseURL, redact)
 	if err != nil {
 		return err
 	}
-	defer closePool(pool)
-	holder := c.String("id")
-	if holder == "" {
-		holder = lease.DefaultHolder()
+	defer db.close()
+	if o.holder == "" {
+		o.holder = lease.DefaultHolder()
 	}
-	// The store adds the job to its own lines.
-	log = log.With().Str("holder", holder).Logger()
-	storeLog := log
-	log = log.With().Str("job", job).Logger()
-	mon := monitor.New(job, holder, c.Duration("ttl"))
-	if addr := c.String("http-addr"); addr != "" {
-		stop, bound, err := monitor.Serve(addr, mon.Handler())
+	log = log.With().Str("holder", o.holder).Logger()
+	storeLog := log // the store adds the job to its own lines
+	log = log.With().Str("job", o.job).Logger()
+	log.Debug().Stringer("ttl", o.timings.TTL).Stringer("renew_interval", o.timings.RenewInterval).
+		Stringer("grace", o.timings.Grace).Stringer("retry_interval", o.timings.RetryInterval).
+		Strs("following_ttl", o.derived).Msg("timings")
+	mon := monitor.New(o.job, o.holder, o.timings.TTL)
+	if o.httpAddr != "" {
+		stop, bound, err := monitor.Serve(o.httpAddr, mon.Handler())
 		if err != nil {
-			return usagef("cannot serve --http-addr %q: %v", addr, err)
+			return usagef("cannot serve %s %q: %v", "--http-addr", o.httpAddr, err)
 		}
 		defer stop()
 		log.Info().Str("http_addr", bound.String()).Msg("serving /healthz, /leader and /metrics")
 	}
-	store, err := lease.New(pool,
-		lease.WithTable(c.String("table")),
-		lease.WithHolder(holder),
-		lease.WithTTL(c.Duration("ttl")),
-		lease.WithRenewInterval(c.Duration("renew-interval")),
-		lease.WithRetryInterval(c.Duration("retry-interval")),
-		lease.WithGrace(c.Duration("grace")),
-		lease.WithHoldFor(c.Duration("hold-for")),
-		lease.WithLogger(storeLog),
-		lease.WithObserver(mon),
-		lease.WithListen(c.Bool("listen")),
-	)
+	store, err := lease.New(db.pool, lease.WithTable(o.store.table), lease.WithHolder(o.holder),
+		lease.WithTimings(o.timings), lease.WithHoldFor(o.holdFor), lease.WithListen(o.listen),
+		lease.WithLogger(storeLog), lease.WithObserver(mon))
 	if err != nil {
 		return usagef("%v", err)
 	}
-
-	l, err := acquire(c, store, pool, job, sigs, log)
+	w := &wrapper{o: o, log: log, db: db, store: store, sigs: sigs}
+	l, err := w.acquire(c.Context)
 	if err != nil {
 		return err
 	}
-	log = log.With().Int64("fencing_token", l.Token()).Logger()
-	log.Info().Stringer("ttl", store.TTL()).Msg("acquired")
+	mon.Leading(l)
+	defer mon.NotLeading()
+	return w.runChild(path, l, mon)
+}
+
+// wrapper is one run of the main command once its settings are parsed.
+type wrapper struct {
+	o     runOptions
+	log   zerolog.Logger
+	db    *database
+	store *lease.Store
+	sigs  <-chan os.Signal
+}
+
+// runChild runs the command while l holds, hands the lease back, and
+// returns the exit status: the child's, or 75 when the lease was lost.
+func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) error {
+	log := w.log.With().Int64("fencing_token", l.Token()).Logger()
+	log.Info().Stringer("ttl", w.o.timings.TTL).Msg("acquired")
 	// A signal to end that came just as the lease was taken: do not start.
 	select {
-	case sig := <-sigs:
+	case sig := <-w.sigs:
 		if signals.Ends(sig) {
-			release(l.Abandon(context.Background()), log)
-			log.Info().Str("signal", sig.String()).Msg("stopped by signal before the command started")
-			return &runner.ExitError{Code: runner.ExitSignalBase + signals.Number(sig)}
+			return w.stoppedBySignal(l, sig, log)
 		}
 	default:
 	}
-	mon.Leading(l)
-	defer mon.NotLeading()
-
-	cmd := exec.Command(path, child[1:]...)
-	cmd.Args[0] = child[0]
+	cmd := exec.Command(path, w.o.command[1:]...)
+	cmd.Args[0] = w.o.command[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(),
-		"LEASEWRAP_JOB="+job,
-		"LEASEWRAP_HOLDER="+holder,
-		"LEASEWRAP_FENCING_TOKEN="+strconv.FormatInt(l.Token(), 10),
-		"LEASEWRAP_TABLE="+store.Table(),
-	)
+	cmd.Env = childEnv(os.Environ(), w.o.job, w.o.holder, l.Token(), w.store.Table())
 	cfg := runner.Config{
-		Grace:   c.Duration("grace"),
-		Margin:  lease.SafetyMargin(store.TTL()),
-		Signals: sigs,
+		Grace:   w.o.timings.Grace,
+		Margin:  lease.SafetyMargin(w.o.timings.TTL),
+		Signals: w.sigs,
 		Log:     log,
 		Started: mon.ChildStarted,
 	}
@@ -139,118 +113,113 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 		cfg.Reaper = signals.NewReaper()
 	}
 	res := runner.Run(cmd, l, cfg)
-	if res.Started {
-		mon.ChildExited(res.Status)
-		release(l.Release(context.Background(), &res.Status), log)
-	} else {
-		release(l.Abandon(context.Background()), log)
+	if !res.Started {
+		logRelease(l.Abandon(context.Background()), log)
+		return exitStatus(res)
 	}
-	if res.Code() == 0 {
-		return nil
-	}
-	return &runner.ExitError{Code: res.Code()}
+	mon.ChildExited(res.Status)
+	logRelease(l.Release(context.Background(), &res.Status), log)
+	return exitStatus(res)
 }
 
-// closePool closes the pool but waits at most a second: closing a connection
-// to a server that stopped answering can take far longer, and leasewrap's
-// exit must not wait for it.
-func closePool(pool *pgxpool.Pool) {
-	closed := make(chan struct{})
-	go func() {
-		pool.Close()
-		close(closed)
-	}()
-	select {
-	case <-closed:
-	case <-time.After(time.Second):
+// exitStatus is leasewrap's status for a run: 75 if the child had to be
+// stopped for the lease, else the child's own.
+func exitStatus(res runner.Result) error {
+	switch {
+	case res.Lost != nil:
+		return exitWith(exitLeaseLost)
+	case res.Status != 0:
+		return exitWith(res.Status)
 	}
+	return nil
 }
 
-// connect opens the pool, refusing a connection string it cannot parse
-// without repeating it.
-func connect(c *cli.Context) (*pgxpool.Pool, error) {
-	pool, err := lease.Connect(c.Context, c.String("database-url"))
-	if err != nil {
-		return nil, usagef("invalid --database-url (or LEASEWRAP_DATABASE_URL, DATABASE_URL): %v", err)
-	}
-	return pool, nil
+// childEnv is the child's environment: leasewrap's, less leasewrap's own
+// settings (a password among them; a nested leasewrap must not inherit
+// --http-addr), plus what the child is told of its lease.
+func childEnv(environ []string, job, holder string, token int64, table string) []string {
+	own := configEnv()
+	env := slices.DeleteFunc(slices.Clone(environ), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(own, name)
+	})
+	return append(env,
+		"LEASEWRAP_JOB="+job,
+		"LEASEWRAP_HOLDER="+holder,
+		"LEASEWRAP_FENCING_TOKEN="+strconv.FormatInt(token, 10),
+		"LEASEWRAP_TABLE="+table,
+	)
 }
 
 // acquire takes the lease once (cron) or stands by for it (--wait). A
 // signal that ends leasewrap while it has no child cancels the attempt.
-func acquire(c *cli.Context, store *lease.Store, pool *pgxpool.Pool, job string, sigs <-chan os.Signal, log zerolog.Logger) (*lease.Lease, error) {
-	ctx, cancel := context.WithCancelCause(c.Context)
+func (w *wrapper) acquire(ctx context.Context) (*lease.Lease, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	var (
-		wg       sync.WaitGroup
-		received os.Signal
-	)
+	received := make(chan os.Signal, 1)
 	watchDone := make(chan struct{})
-	wg.Add(1)
 	go func() {
-		defer wg.Done()
+		defer close(received)
 		for {
 			select {
-			case sig := <-sigs:
+			case sig := <-w.sigs:
 				if signals.Ends(sig) {
-					received = sig
+					received <- sig
 					cancel(errSignal)
 					return
 				}
-				log.Debug().Str("signal", sig.String()).Msg("ignoring signal: no child yet")
+				w.log.Debug().Str("signal", sig.String()).Msg("ignoring signal: no child yet")
 			case <-watchDone:
 				return
 			}
 		}
 	}()
-
-	var (
-		l   *lease.Lease
-		err error
-	)
-	if c.Bool("wait") {
-		wctx := ctx
-		if d := c.Duration("wait-timeout"); d > 0 {
-			var wcancel context.CancelFunc
-			wctx, wcancel = context.WithTimeoutCause(ctx, d, errWaitTimeout)
-			defer wcancel()
-		}
-		l, err = store.Acquire(wctx, job)
-		if err != nil && wctx.Err() != nil {
-			err = context.Cause(wctx)
-		}
-	} else {
-		l, err = store.TryAcquire(ctx, job)
-		if err != nil && ctx.Err() != nil {
-			err = context.Cause(ctx)
-		}
-	}
+	l, err := w.take(ctx)
 	close(watchDone)
-	wg.Wait()
+	sig := <-received
 
-	// A signal that came while the statement was already on its way: hand the
-	// lease straight back.
-	if err == nil && received != nil {
-		release(l.Abandon(context.Background()), log)
-		err = errSignal
-	}
 	var held *lease.HeldError
 	switch {
+	case sig != nil:
+		// Also a signal that came while the statement was on its way: hand
+		// the lease straight back.
+		return nil, w.stoppedBySignal(l, sig, w.log)
 	case err == nil:
 		return l, nil
-	case errors.Is(err, errSignal):
-		log.Info().Str("signal", received.String()).Msg("stopped by signal before the command started")
-		return nil, &runner.ExitError{Code: runner.ExitSignalBase + signals.Number(received)}
 	case errors.Is(err, errWaitTimeout):
-		log.Warn().Stringer("wait_timeout", c.Duration("wait-timeout")).Msg("gave up standing by: --wait-timeout passed")
-		return nil, &runner.ExitError{Code: runner.ExitWaitTimeout}
+		w.log.Warn().Stringer("wait_timeout", w.o.waitTimeout).Msg("gave up standing by: --wait-timeout passed")
+		return nil, exitWith(exitWaitTimeout)
 	case errors.As(err, &held):
-		log.Info().Str("current_holder", held.Holder).Stringer("expires_in", held.ExpiresIn.Round(time.Millisecond)).
+		w.log.Info().Str("current_holder", held.Holder).Stringer("expires_in", held.ExpiresIn.Round(time.Millisecond)).
 			Int64("current_token", held.Token).Msg("skipped: lease held by another instance")
-		return nil, &runner.ExitError{Code: c.Int("skip-exit-code")}
+		return nil, exitWith(w.o.skipExitCode)
 	default:
-		return nil, unavailable(err, pool, log)
+		return nil, w.db.unavailable(err, w.log)
 	}
+}
+
+// take makes the attempt the settings ask for, and says why it ended early.
+func (w *wrapper) take(ctx context.Context) (*lease.Lease, error) {
+	if !w.o.wait {
+		l, err := w.store.TryAcquire(ctx, w.o.job)
+		return l, causeOf(ctx, err)
+	}
+	if w.o.waitTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, w.o.waitTimeout, errWaitTimeout)
+		defer cancel()
+	}
+	l, err := w.store.Acquire(ctx, w.o.job)
+	return l, causeOf(ctx, err)
+}
+
+// causeOf replaces err with the reason ctx ended, when it did: a failed
+// statement is only the symptom of a signal or a timeout.
+func causeOf(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
 }
 
 var (
@@ -258,9 +227,19 @@ var (
 	errWaitTimeout = errors.New("wait timeout")
 )
 
-// release logs how handing the lease back went; a failure only means the
+// stoppedBySignal hands back l (if any) unused and exits 128+N, for a
+// signal that ended leasewrap before its command started.
+func (w *wrapper) stoppedBySignal(l *lease.Lease, sig os.Signal, log zerolog.Logger) error {
+	if l != nil {
+		logRelease(l.Abandon(context.Background()), log)
+	}
+	log.Info().Str("signal", sig.String()).Msg("stopped by signal before the command started")
+	return exitWith(exitSignalBase + signals.Number(sig))
+}
+
+// logRelease logs how handing the lease back went; a failure only means the
 // lease runs out by itself.
-func release(err error, log zerolog.Logger) {
+func logRelease(err error, log zerolog.Logger) {
 	switch {
 	case err == nil:
 		log.Info().Msg("released")
@@ -269,13 +248,4 @@ func release(err error, log zerolog.Logger) {
 	default:
 		log.Warn().Err(err).Msg("release failed; the lease will expire after its TTL")
 	}
-}
-
-// unavailable logs why the lease store could not be used, naming the
-// database hosts and never the password, and returns EX_UNAVAILABLE.
-func unavailable(err error, pool *pgxpool.Pool, log zerolog.Logger) error {
-	cfg := pool.Config().ConnConfig
-	msg := strings.ReplaceAll(lease.Redact(err.Error(), &cfg.Config), "\n\t", "; ")
-	log.Error().Str("database", lease.Hosts(&cfg.Config)).Str("error", msg).Msg("lease store unavailable")
-	return &runner.ExitError{Code: runner.ExitUnavailable}
 }

@@ -1,21 +1,31 @@
 package main
 
 import (
-	"errors"
-	"os"
+	"strings"
 
-	"github.com/mattn/go-isatty"
-	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/redbite/leasewrap/lease"
 )
 
-// storeFlags are the flags of every command that talks to the lease table.
+// Each setting is declared once here, with its flag name and environment
+// variables; commands pick the ones they read. Durations and numbers are
+// read as text and parsed by the options code, which can then say whether a
+// bad value came from the flag or from the environment.
+
+func jobFlag(usage string) cli.Flag {
+	return &cli.StringFlag{Name: "job", EnvVars: []string{"LEASEWRAP_JOB"}, Usage: usage}
+}
+
+func idFlag(usage string) cli.Flag {
+	return &cli.StringFlag{Name: "id", EnvVars: []string{"LEASEWRAP_ID"}, Usage: usage}
+}
+
+// storeFlags are the settings of every command that talks to the lease table.
 func storeFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "database-url", EnvVars: []string{"LEASEWRAP_DATABASE_URL", "DATABASE_URL"},
-			Usage: "PostgreSQL URL or key=value string (default: libpq's PG* variables)"},
+			Usage: "PostgreSQL URL or key=value string; prefer the environment or ~/.pgpass for passwords (default: libpq's PG* variables)"},
 		&cli.StringFlag{Name: "table", EnvVars: []string{"LEASEWRAP_TABLE"}, Value: lease.DefaultTable,
 			Usage: "lease table, may be schema.table"},
 		&cli.StringFlag{Name: "log-level", EnvVars: []string{"LEASEWRAP_LOG_LEVEL"}, Value: "info",
@@ -25,77 +35,88 @@ func storeFlags() []cli.Flag {
 	}
 }
 
-// runFlags are the flags of the main command.
+// runFlags are the settings of the main command.
 func runFlags() []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringFlag{Name: "job", EnvVars: []string{"LEASEWRAP_JOB"},
-			Usage: "lease name, 1-200 bytes of UTF-8 (required)"},
-		&cli.StringFlag{Name: "id", EnvVars: []string{"LEASEWRAP_ID"},
-			Usage: "this instance's holder id (default: <hostname>-<pid>-<random>)"},
-		&cli.DurationFlag{Name: "ttl", EnvVars: []string{"LEASEWRAP_TTL"}, Value: lease.DefaultTTL,
-			Usage: "lease duration written to the database"},
-		&cli.DurationFlag{Name: "renew-interval", EnvVars: []string{"LEASEWRAP_RENEW_INTERVAL"}, Value: lease.DefaultRenewInterval,
-			Usage: "how often the leader renews"},
-		&cli.DurationFlag{Name: "grace", EnvVars: []string{"LEASEWRAP_GRACE"}, Value: lease.DefaultGrace,
-			Usage: "SIGTERM to SIGKILL delay"},
+		jobFlag("lease name, 1-200 bytes of UTF-8 (required)"),
+		idFlag("this instance's holder id (default: <hostname>-<pid>-<random>)"),
+		&cli.StringFlag{Name: "ttl", EnvVars: []string{"LEASEWRAP_TTL"}, Value: lease.DefaultTTL.String(),
+			Usage: "lease duration written to the database; the three timings below follow it unless set"},
+		&cli.StringFlag{Name: "renew-interval", EnvVars: []string{"LEASEWRAP_RENEW_INTERVAL"},
+			DefaultText: "ttl/3, 15s", Usage: "how often the leader renews"},
+		&cli.StringFlag{Name: "grace", EnvVars: []string{"LEASEWRAP_GRACE"},
+			DefaultText: "ttl*2/9, 10s", Usage: "SIGTERM to SIGKILL delay"},
+		&cli.StringFlag{Name: "retry-interval", EnvVars: []string{"LEASEWRAP_RETRY_INTERVAL"},
+			DefaultText: "ttl*2/45, 2s", Usage: "standby poll and renewal retry period"},
 		&cli.BoolFlag{Name: "wait", EnvVars: []string{"LEASEWRAP_WAIT"},
 			Usage: "stand by until leader instead of skipping"},
-		&cli.DurationFlag{Name: "wait-timeout", EnvVars: []string{"LEASEWRAP_WAIT_TIMEOUT"},
-			Usage: "give up standing by after this long and exit 124 (0: never)"},
+		&cli.StringFlag{Name: "wait-timeout", EnvVars: []string{"LEASEWRAP_WAIT_TIMEOUT"}, Value: "0s",
+			Usage: "give up standing by after this long and exit 124 (0s: never)"},
 		&cli.BoolFlag{Name: "listen", EnvVars: []string{"LEASEWRAP_LISTEN"}, Value: true,
 			Usage: "wake standbys the moment the lease is released (LISTEN/NOTIFY); --listen=false only polls"},
-		&cli.DurationFlag{Name: "retry-interval", EnvVars: []string{"LEASEWRAP_RETRY_INTERVAL"}, Value: lease.DefaultRetryInterval,
-			Usage: "standby poll and renewal retry period"},
-		&cli.DurationFlag{Name: "hold-for", EnvVars: []string{"LEASEWRAP_HOLD_FOR"},
+		&cli.StringFlag{Name: "hold-for", EnvVars: []string{"LEASEWRAP_HOLD_FOR"}, Value: "0s",
 			Usage: "keep the lease at least this long after acquiring, even once the command has exited"},
-		&cli.IntFlag{Name: "skip-exit-code", EnvVars: []string{"LEASEWRAP_SKIP_EXIT_CODE"},
+		&cli.StringFlag{Name: "skip-exit-code", EnvVars: []string{"LEASEWRAP_SKIP_EXIT_CODE"}, Value: "0",
 			Usage: "exit status when another instance holds the lease"},
 		&cli.StringFlag{Name: "http-addr", EnvVars: []string{"LEASEWRAP_HTTP_ADDR"},
 			Usage: "serve /healthz, /leader and /metrics on this address, as in :8080 (default: off)"},
 	}, storeFlags()...)
 }
 
-// newLogger builds the logger the flags ask for; logs go to stderr.
-func newLogger(c *cli.Context) (zerolog.Logger, error) {
-	level, err := zerolog.ParseLevel(c.String("log-level"))
-	if err != nil || c.String("log-level") == "" {
-		return zerolog.Logger{}, usagef("invalid --log-level %q: use trace, debug, info, warn or error", c.String("log-level"))
-	}
-	var out = zerolog.New(os.Stderr)
-	switch format := c.String("log-format"); format {
-	case "json":
-	case "console", "auto":
-		if format == "console" || isatty.IsTerminal(os.Stderr.Fd()) {
-			out = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"})
+// configEnv lists every environment variable leasewrap reads its own
+// settings from (DATABASE_URL excepted: it is the child's too).
+func configEnv() []string {
+	var names []string
+	for _, f := range runFlags() {
+		if ev, ok := f.(interface{ GetEnvVars() []string }); ok {
+			for _, name := range ev.GetEnvVars() {
+				if strings.HasPrefix(name, "LEASEWRAP_") {
+					names = append(names, name)
+				}
+			}
 		}
-	default:
-		return zerolog.Logger{}, usagef("invalid --log-format %q: use json, console or auto", format)
 	}
-	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000000Z07:00" // handoffs take milliseconds
-	return out.Level(level).With().Timestamp().Logger(), nil
+	return names
 }
 
-// timingFlags names the flag behind each field of a lease.TimingError.
-var timingFlags = map[string]string{
-	"TTL": "--ttl", "RenewInterval": "--renew-interval", "RetryInterval": "--retry-interval", "Grace": "--grace",
+// boolFlags names the flags that take no value, for finding the subcommand
+// among flags.
+func boolFlags(cmds []*cli.Command) map[string]bool {
+	bools := map[string]bool{"help": true, "h": true}
+	add := func(flags []cli.Flag) {
+		for _, f := range flags {
+			if _, ok := f.(*cli.BoolFlag); ok {
+				for _, n := range f.Names() {
+					bools[n] = true
+				}
+			}
+		}
+	}
+	add(runFlags())
+	for _, c := range cmds {
+		add(c.Flags)
+	}
+	return bools
 }
 
-// checkTimings validates the lease timings in the flags' own terms.
-func checkTimings(c *cli.Context) error {
-	ttl, renew, retry, grace := c.Duration("ttl"), c.Duration("renew-interval"), c.Duration("retry-interval"), c.Duration("grace")
-	err := lease.CheckTimings(ttl, renew, retry, grace)
-	var te *lease.TimingError
-	if errors.As(err, &te) {
-		if te.Field == "TTL" && te.Value > 0 && renew > 0 && grace > 0 {
-			return usagef("--ttl %s is too short: --renew-interval (%s) plus --grace (%s) must stay under 95%% of it; use --ttl %s or shorten the others",
-				ttl, renew, grace, lease.SuggestTTL(renew, grace))
-		}
-		return usagef("invalid %s %s: %s", timingFlags[te.Field], te.Value, te.Msg)
+// flagName returns the name of a command-line flag ("--ttl=3s" gives
+// "ttl"), and whether arg is one.
+func flagName(arg string) (name string, hasValue, ok bool) {
+	if len(arg) < 2 || arg[0] != '-' {
+		return "", false, false
 	}
-	for _, name := range []string{"wait-timeout", "hold-for"} {
-		if d := c.Duration(name); d < 0 {
-			return usagef("invalid --%s %s: must be 0 or positive, as in --%s 5m", name, d, name)
+	name = strings.TrimLeft(arg, "-")
+	name, _, hasValue = strings.Cut(name, "=")
+	return name, hasValue, name != ""
+}
+
+// fromCommandLine reports whether args set flag name (in any of the forms
+// the flag package accepts).
+func fromCommandLine(args []string, name string) bool {
+	for _, a := range args {
+		if n, _, ok := flagName(a); ok && n == name {
+			return true
 		}
 	}
-	return nil
+	return false
 }

@@ -2,10 +2,8 @@
 // row in PostgreSQL, so that exactly one of N instances runs it.
 package main
 
-import (
-	"os"
-)
+import "os"
 
 func main() {
-	os.Exit(run(os.Args, os.Stderr))
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }

@@ -282,7 +282,7 @@ func TestChildEnvironment(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
 	p := lw(t, []string{child("env")}, d.args("--job", "env-job", "--id", "me", "--", self())...)
-	for _, want := range []string{"LEASEWRAP_FENCING_TOKEN=1", "LEASEWRAP_HOLDER=me", "LEASEWRAP_JOB=env-job", "LEASEWRAP_TABLE=" + d.table} {
+	for _, want := range []string{"LEASEWRAP_HOLDER=me", "LEASEWRAP_JOB=env-job", "LEASEWRAP_TABLE=" + d.table} {
 		p.Expect(t, want)
 	}
 	if got := p.Wait(t, 10*time.Second); got != 0 {
@@ -349,7 +349,7 @@ func TestBadInputExits64WithOneLine(t *testing.T) {
 		{"no job", nil, []string{"--", "true"}, "--job"},
 		{"long job", nil, []string{"--job", strings.Repeat("j", 201), "--", "true"}, "--job"},
 		{"bad table", nil, []string{"--job", "j", "--table", "a.b.c", "--", "true"}, "--table"},
-		{"ttl too short", nil, []string{"--job", "j", "--ttl", "20s", "--", "true"}, "--ttl"},
+		{"ttl too short", nil, []string{"--job", "j", "--ttl", "20s", "--renew-interval", "15s", "--", "true"}, "--ttl"},
 		{"zero grace", nil, []string{"--job", "j", "--grace", "0s", "--", "true"}, "--grace"},
 		{"bad duration", nil, []string{"--job", "j", "--ttl", "soon", "--", "true"}, "ttl"},
 		{"bad env duration", []string{"LEASEWRAP_RENEW_INTERVAL=often"}, []string{"--job", "j", "--", "true"}, "renew-interval"},

@@ -9,11 +9,21 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Lease states as Status reports them.
+// Lease states as Status reports them. The first three are live: no other
+// holder can take the lease.
 const (
-	StateHeld     = "held"
-	StateExpired  = "expired"
+	// StateHeld: a holder has the lease and renews it.
+	StateHeld = "held"
+	// StateReleasing: an operator asked the holder to hand the lease back;
+	// it stops its command at its next renewal.
+	StateReleasing = "releasing"
+	// StateKept: the holder's command finished, and --hold-for keeps the
+	// lease until it expires.
+	StateKept = "kept"
+	// StateReleased: handed back, free to take.
 	StateReleased = "released"
+	// StateExpired: not renewed in time, free to take.
+	StateExpired = "expired"
 )
 
 // JobStatus is one job's lease row as an operator reads it. Times come from
@@ -21,7 +31,7 @@ const (
 type JobStatus struct {
 	Job          string
 	Holder       string
-	State        string // StateHeld, StateExpired or StateReleased
+	State        string // StateHeld, StateReleasing, StateKept, StateReleased or StateExpired
 	ExpiresIn    time.Duration
 	FencingToken int64
 	LastStarted  *time.Time
@@ -30,8 +40,8 @@ type JobStatus struct {
 	LastHolder   *string
 }
 
-// ErrNoJob means the table has no row for the job (or there is no table yet).
-var ErrNoJob = errors.New("no such job")
+// Live reports whether no other holder can take the lease now.
+func (j JobStatus) Live() bool { return j.ExpiresIn > 0 }
 
 // Status reads the lease rows, all of them or only job's when job is not
 // empty. It never creates the table: a missing table has no jobs.
@@ -64,8 +74,12 @@ func (s *Store) Status(ctx context.Context, job string) ([]JobStatus, error) {
 		&js.LastStarted, &js.LastFinished, &js.LastExitCode, &js.LastHolder}, func() error {
 		js.ExpiresIn = time.Duration(expiresMicros) * time.Microsecond
 		switch {
-		case js.ExpiresIn > 0:
+		case js.ExpiresIn > 0 && !released:
 			js.State = StateHeld
+		case js.ExpiresIn > 0 && js.LastFinished != nil:
+			js.State = StateKept
+		case js.ExpiresIn > 0:
+			js.State = StateReleasing
 		case released:
 			js.State = StateReleased
 		default:
@@ -84,15 +98,15 @@ func (s *Store) Status(ctx context.Context, job string) ([]JobStatus, error) {
 	return out, nil
 }
 
-// ReleaseHeld ends job's live lease for an operator. With holder set, it
-// asks that holder to give the lease back: the lease is marked released, the
-// holder stops its work at its next renewal and frees the lease itself (or
-// the lease expires, if the holder is gone). With holder empty it releases
-// whoever holds the lease at once: only for a holder known to be dead, since
-// a live one runs on until its next renewal and grace. The row and its
-// fencing token stay. It returns the holder and token it released, or
-// ErrNoJob if there was no live lease to release (of holder's, if given).
-func (s *Store) ReleaseHeld(ctx context.Context, job, holder string) (string, int64, error) {
+// ReleaseHeld ends job's live lease for an operator, holder's only when
+// holder is set, whoever's when it is empty. Without force it asks the holder
+// to give the lease back: the lease is marked released, the holder stops its
+// work at its next renewal and frees the lease itself (or the lease expires,
+// if the holder is gone). With force the lease is free at once: only for a
+// holder known to be dead, since a live one runs on until its next renewal
+// and grace. The row and its fencing token stay. It returns the holder and
+// token it released, or ErrNoJob if there was no live lease to release.
+func (s *Store) ReleaseHeld(ctx context.Context, job, holder string, force bool) (string, int64, error) {
 	if err := CheckJob(job); err != nil {
 		return "", 0, err
 	}
@@ -104,13 +118,12 @@ func (s *Store) ReleaseHeld(ctx context.Context, job, holder string) (string, in
 		was   string
 		token int64
 	)
-	err := s.db.QueryRow(ctx, s.sql.releaseAny, job, holderArg, holder == "", s.channel).Scan(&was, &token, nil)
-	var pgErr interface{ SQLState() string }
+	err := s.db.QueryRow(ctx, s.sql.releaseAny, job, holderArg, force, s.channel).Scan(&was, &token, nil)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows), errors.As(err, &pgErr) && pgErr.SQLState() == "42P01":
+	case errors.Is(err, pgx.ErrNoRows), sqlState(err) == codeUndefinedTable:
 		return "", 0, fmt.Errorf("no live lease on job %q to release: %w", job, ErrNoJob)
 	case err != nil:
-		return "", 0, fmt.Errorf("cannot release lease %q: %w", job, err)
+		return "", 0, fmt.Errorf("cannot release lease %q: %w", job, classify(err))
 	}
 	return was, token, nil
 }

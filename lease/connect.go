@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -19,18 +18,18 @@ import (
 // up on an unreachable database in bounded time.
 const DefaultConnectTimeout = 10 * time.Second
 
-// ErrBadDatabaseURL is returned (wrapped) for a connection string that cannot
-// be parsed. The message never repeats the string, which may hold a password.
-var ErrBadDatabaseURL = errors.New("invalid database URL")
-
 // Connect returns a small pool for a wrapper: one connection renews while
 // another may release or read, and a broken connection is replaced on the
 // next statement. An empty dsn means libpq's defaults and PG* variables. It
 // does not connect yet.
 func Connect(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+	if scheme, _, ok := strings.Cut(dsn, "://"); ok && scheme != "postgres" && scheme != "postgresql" && !strings.ContainsAny(scheme, " =") {
+		return nil, fmt.Errorf("%w: unknown scheme %q, want postgres://", ErrBadDatabaseURL, scheme)
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("%w: expected postgres://user@host:port/db or key=value pairs such as \"host=db dbname=app\"", ErrBadDatabaseURL)
+		return nil, fmt.Errorf("%w: %s; expected postgres://user@host:port/db or key=value pairs such as \"host=db dbname=app\"",
+			ErrBadDatabaseURL, parseProblem(err))
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
@@ -59,27 +58,12 @@ func Hosts(cfg *pgconn.Config) string {
 	return strings.Join(hosts, ",")
 }
 
-// Redact replaces every occurrence of the connection's password in msg.
-// pgx does not print passwords, but errors from below it (URL parsing,
-// resolvers) could echo what they were given.
-func Redact(msg string, cfg *pgconn.Config) string {
-	if cfg == nil || cfg.Password == "" {
-		return msg
+// parseProblem is what pgx found wrong with a connection string, without the
+// string itself (pgx masks the password in it, but only as best it can).
+func parseProblem(err error) string {
+	msg := err.Error()
+	if _, after, ok := strings.Cut(msg, "`: "); ok {
+		return after
 	}
-	return strings.ReplaceAll(msg, cfg.Password, "xxxxx")
-}
-
-// ErrReadOnly is returned (wrapped) when the server refuses writes: a hot
-// standby, or a session that is read-only by default.
-var ErrReadOnly = errors.New("the database is read-only (a standby, or default_transaction_read_only is on): point the connection string at the primary, for example with target_session_attrs=read-write")
-
-// classify turns the server's read-only refusal (SQLSTATE 25006), and pgx's
-// when target_session_attrs=read-write found no primary, into ErrReadOnly, so
-// that neither is reported as a raw SQL error.
-func classify(err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "25006" || errors.Is(err, pgconn.ErrReadOnlyConnection) {
-		return ErrReadOnly
-	}
-	return err
+	return msg
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // maxSleep bounds every wait of the keeper, so that a timer that stood still
@@ -20,9 +22,6 @@ const ReleaseTimeout = 5 * time.Second
 // releaseRetryInterval spaces the attempts of a release that failed for a
 // reason that may pass.
 const releaseRetryInterval = 100 * time.Millisecond
-
-// ErrReleased is the Err of a lease that was handed back by Release.
-var ErrReleased = errors.New("lease released")
 
 // Lease is one holder's hold on one job. While it is held a goroutine renews
 // it every renew interval (retrying failures every retry interval). Done is
@@ -64,9 +63,6 @@ func newLease(s *Store, job string, token int64, deadline time.Duration) *Lease 
 // Job returns the lease's job name.
 func (l *Lease) Job() string { return l.job }
 
-// Holder returns the holder id the lease was acquired under.
-func (l *Lease) Holder() string { return l.store.cfg.holder }
-
 // Token returns the fencing token: it rises with every acquisition of the
 // job, so a store that sees a write with an older token can reject it.
 func (l *Lease) Token() int64 { return l.token }
@@ -88,8 +84,17 @@ func (l *Lease) Err() error {
 func (l *Lease) Remaining() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.deadline - now()
+	return l.deadline - l.store.cfg.clock.Now()
 }
+
+// Grace is how long work gets between being told to stop (Done closing) and
+// being killed.
+func (l *Lease) Grace() time.Duration { return l.store.cfg.Grace }
+
+// KillIn is how long until work must be dead, whatever the grace: the
+// remaining lease less the safety margin. It is the last moment to send
+// SIGKILL; negative once that moment has passed.
+func (l *Lease) KillIn() time.Duration { return l.Remaining() - SafetyMargin(l.store.cfg.TTL) }
 
 // end closes Done once, with err as the reason.
 func (l *Lease) end(err error) {
@@ -101,86 +106,108 @@ func (l *Lease) end(err error) {
 	}
 }
 
+// renewTimeout bounds one renewal statement below the moment work has to
+// stop, but not below a round trip a loaded database can need, or a short
+// renew interval would time out every renewal.
+const renewTimeout = time.Second
+
 // keep renews the lease until it is released or leadership is in doubt.
 func (l *Lease) keep(ctx context.Context) {
 	defer close(l.keeperDone)
 	cfg := l.store.cfg
 	log := l.store.log.With().Str("job", l.job).Int64("fencing_token", l.token).Logger()
-	stopBefore := cfg.grace + SafetyMargin(cfg.ttl)
 	// The first renewal is due a renew interval after the acquiring
 	// statement was sent, not after this goroutine started.
 	l.mu.Lock()
-	nextRenew := l.deadline - cfg.ttl + cfg.renewInterval
+	nextRenew := l.deadline - cfg.TTL + cfg.RenewInterval
 	l.mu.Unlock()
 	for {
-		stopIn := l.Remaining() - stopBefore
+		stopIn := l.Remaining() - cfg.StopBefore()
 		if stopIn <= 0 {
-			err := fmt.Errorf("lease %q: no renewal succeeded in time: %w", l.job, ErrLost)
-			l.end(err) // before logging: a log write may block or fail
-			cfg.observer.Lost(err)
-			log.Error().Err(err).Stringer("remaining", l.Remaining().Round(time.Millisecond)).Msg("lease lost")
+			l.lose(fmt.Errorf("lease %q: no renewal succeeded in time: %w", l.job, ErrLost), log)
 			return
 		}
-		if renewIn := nextRenew - now(); renewIn > 0 {
-			t := time.NewTimer(min(renewIn, stopIn, maxSleep))
-			select {
-			case <-ctx.Done():
-				t.Stop()
+		if renewIn := nextRenew - cfg.clock.Now(); renewIn > 0 {
+			if cfg.clock.Wait(ctx, min(renewIn, stopIn, maxSleep)) != nil {
 				return
-			case <-t.C:
 			}
 			continue
 		}
 		// A renewal may not run past the moment work has to stop.
-		rctx, cancel := context.WithTimeout(ctx, min(stopIn, cfg.renewInterval))
-		began := now()
+		rctx, cancel := context.WithTimeout(ctx, min(stopIn, max(cfg.RenewInterval, renewTimeout)))
+		began := cfg.clock.Now()
 		err := l.renew(rctx)
 		cancel()
 		if ctx.Err() == nil {
-			cfg.observer.Renewed(now()-began, err)
+			cfg.observer.Renewed(cfg.clock.Now()-began, err)
 		}
 		switch {
 		case err == nil:
-			nextRenew = now() + jitter(cfg.renewInterval)
+			nextRenew = cfg.clock.Now() + jitter(cfg.RenewInterval)
 			log.Debug().Stringer("remaining", l.Remaining().Round(time.Millisecond)).Msg("renewed")
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, ErrLost):
-			l.end(err)
-			cfg.observer.Lost(err)
-			log.Error().Err(err).Msg("lease lost")
+			l.lose(err, log)
 			return
 		default:
-			nextRenew = now() + jitter(cfg.retryInterval)
+			nextRenew = cfg.clock.Now() + jitter(cfg.RetryInterval)
 			log.Warn().Err(err).Stringer("remaining", l.Remaining().Round(time.Millisecond)).Msg("renewal failed")
 		}
 	}
 }
 
+// lose ends the lease because leadership can no longer be guaranteed, and
+// says why at the level the reason deserves: an operator's release is
+// planned, everything else is an incident.
+func (l *Lease) lose(err error, log zerolog.Logger) {
+	l.end(err) // before logging: a log write may block or fail
+	l.store.cfg.observer.Lost(err)
+	ev := log.Error()
+	if errors.Is(err, ErrReleasedByOperator) {
+		ev = log.Warn()
+	}
+	ev.Err(err).Stringer("remaining", l.Remaining().Round(time.Millisecond)).Msg("lease lost")
+}
+
 // renew extends the lease by the TTL if it is still this holder's under the
-// same token. It returns ErrLost if not, and other errors when the database
-// could not say; the statement never outlives the local deadline.
+// same token. It returns an error wrapping ErrLost if not (ErrRowRegressed
+// or ErrReleasedByOperator when that is why), and other errors when the
+// database could not say; the statement never outlives the local deadline.
 func (l *Lease) renew(ctx context.Context) error {
-	t0 := now()
+	s := l.store
+	t0 := s.cfg.clock.Now()
 	remaining := l.Remaining()
 	if remaining <= 0 {
 		return fmt.Errorf("cannot renew lease %q: %w (expired locally)", l.job, ErrLost)
 	}
 	ctx, cancel := context.WithTimeout(ctx, remaining)
 	defer cancel()
-	s := l.store
-	tag, err := s.db.Exec(ctx, s.sql.renew, l.job, s.cfg.holder, l.token, s.cfg.ttl.Microseconds())
+	var (
+		renewed  bool
+		token    *int64
+		holder   *string
+		released bool
+	)
+	err := s.db.QueryRow(ctx, s.sql.renew, l.job, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
+		Scan(&renewed, &token, &holder, &released)
 	if err != nil {
-		return fmt.Errorf("cannot renew lease %q: %w", l.job, err)
+		return fmt.Errorf("cannot renew lease %q: %w", l.job, classify(err))
 	}
 	s.cfg.observer.Contacted()
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("cannot renew lease %q: %w (taken over or released)", l.job, ErrLost)
+	switch {
+	case renewed:
+		l.mu.Lock()
+		l.deadline = t0 + s.cfg.TTL
+		l.mu.Unlock()
+		return nil
+	case token == nil || *token < l.token:
+		return fmt.Errorf("cannot renew lease %q with token %d: %w", l.job, l.token, ErrRowRegressed)
+	case *token == l.token && *holder == s.cfg.holder && released:
+		return fmt.Errorf("cannot renew lease %q: %w", l.job, ErrReleasedByOperator)
+	default:
+		return fmt.Errorf("cannot renew lease %q: %w (taken over by %q with token %d)", l.job, ErrLost, *holder, *token)
 	}
-	l.mu.Lock()
-	l.deadline = t0 + s.cfg.ttl
-	l.mu.Unlock()
-	return nil
 }
 
 // Release stops renewing and hands the lease back: the row stays (so the
@@ -206,7 +233,7 @@ func (l *Lease) release(ctx context.Context, holdFor time.Duration, exitCode *in
 		<-l.keeperDone
 		l.end(ErrReleased)
 		l.mu.Lock()
-		l.deadline = min(l.deadline, now())
+		l.deadline = min(l.deadline, l.store.cfg.clock.Now())
 		l.mu.Unlock()
 		l.releaseErr = l.releaseRow(ctx, holdFor, exitCode)
 	})

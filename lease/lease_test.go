@@ -380,6 +380,7 @@ func TestNewRejectsUnsafeSettings(t *testing.T) {
 		{"empty table", []lease.Option{lease.WithTable("")}},
 		{"negative hold-for", []lease.Option{lease.WithHoldFor(-time.Second)}},
 		{"retry too slow to retry", []lease.Option{lease.WithRetryInterval(20 * time.Second)}},
+		{"renewals too frequent to work", []lease.Option{lease.WithRenewInterval(5 * time.Millisecond)}},
 	} {
 		if _, err := lease.New(nil, tc.opts...); err == nil {
 			t.Errorf("%s: New accepted it", tc.name)
@@ -410,10 +411,12 @@ func TestOperatorReleaseEndsTheHoldersLease(t *testing.T) {
 	s := newStore(t, pool, table, "a")
 	l := mustAcquire(t, s, "job")
 	defer l.Release(ctx(t), nil)
-	if _, _, err := s.ReleaseHeld(ctx(t), "job", "someone-else"); !errors.Is(err, lease.ErrNoJob) {
-		t.Errorf("release of another id's lease: %v, want ErrNoJob", err)
+	for _, force := range []bool{false, true} {
+		if _, _, err := s.ReleaseHeld(ctx(t), "job", "someone-else", force); !errors.Is(err, lease.ErrNoJob) {
+			t.Errorf("release of another id's lease (force %v): %v, want ErrNoJob", force, err)
+		}
 	}
-	holder, token, err := s.ReleaseHeld(ctx(t), "job", "")
+	holder, token, err := s.ReleaseHeld(ctx(t), "job", "", true)
 	if err != nil || holder != "a" || token != l.Token() {
 		t.Fatalf("forced release = %q, %d, %v; want a, %d", holder, token, err, l.Token())
 	}
@@ -617,17 +620,29 @@ func TestAbandonSkipsHoldFor(t *testing.T) {
 	}
 }
 
-func TestRedactHidesThePassword(t *testing.T) {
+func TestHostsNamesServersOnly(t *testing.T) {
 	cfg, err := pgxpool.ParseConfig("postgres://u:hunter2@db.example:5433/app")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := lease.Redact("parse postgres://u:hunter2@db.example:5433/app: hunter2 rejected", &cfg.ConnConfig.Config)
-	if strings.Contains(got, "hunter2") {
-		t.Errorf("Redact left the password in %q", got)
-	}
 	if hosts := lease.Hosts(&cfg.ConnConfig.Config); hosts != "db.example:5433" {
 		t.Errorf("Hosts = %q", hosts)
+	}
+}
+
+func TestConnectSaysWhatIsWrongWithoutThePassword(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"postgres://u:hunter2@db:99999/app":             "port",
+		"postgres://u:hunter2@db/app?sslmode=sometimes": "sslmode",
+		"mysql://u:hunter2@db/app":                      "mysql",
+	} {
+		_, err := lease.Connect(ctx(t), dsn)
+		if !errors.Is(err, lease.ErrBadDatabaseURL) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Connect(%q) = %v, want ErrBadDatabaseURL naming %s", dsn, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("Connect(%q) echoed the password: %v", dsn, err)
+		}
 	}
 }
 

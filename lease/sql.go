@@ -29,12 +29,12 @@ func newStatements(table string) statements {
 		acquire: `WITH taken AS (
 INSERT INTO ` + table + ` AS l
   (job_name, holder, expires_at, fencing_token, acquired_at, renewed_at, last_started_at, last_holder)
-VALUES ($1::text, $2::text, now() + $3::bigint * interval '1 microsecond', `+clockToken+`, now(), now(), now(), $2)
+VALUES ($1::text, $2::text, now() + $3::bigint * interval '1 microsecond', ` + clockToken + `, now(), now(), now(), $2)
 ON CONFLICT (job_name) DO UPDATE SET
   job_name = excluded.job_name,
   holder = excluded.holder,
   expires_at = excluded.expires_at,
-  fencing_token = greatest(l.fencing_token + 1, `+clockToken+`),
+  fencing_token = greatest(l.fencing_token + 1, ` + clockToken + `),
   acquired_at = now(),
   renewed_at = now(),
   last_started_at = now(),
@@ -55,11 +55,17 @@ FROM ` + table + ` WHERE job_name = $1::text AND NOT EXISTS (SELECT FROM taken)`
 FROM ` + table + ` WHERE job_name = $1::text`,
 
 		// A lease an operator released is not renewed: the holder must stop.
-		renew: `UPDATE ` + table + ` SET
-  expires_at = now() + $4::bigint * interval '1 microsecond',
-  renewed_at = now()
-WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint
-  AND released_at IS NULL`,
+		// When nothing was renewed, the row as it was says why: gone or with
+		// an older token (a lost write), released, or taken over.
+		renew: `WITH renewed AS (
+  UPDATE ` + table + ` SET
+    expires_at = now() + $4::bigint * interval '1 microsecond',
+    renewed_at = now()
+  WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint
+    AND released_at IS NULL
+  RETURNING 1)
+SELECT EXISTS (SELECT FROM renewed), l.fencing_token, l.holder, coalesce(l.released_at IS NOT NULL, false)
+FROM (VALUES (1)) AS one LEFT JOIN ` + table + ` AS l ON l.job_name = $1::text`,
 
 		// A lease that already expired keeps its expiry: hold-for must not
 		// bring it back after an operator released it. The notification goes

@@ -59,7 +59,7 @@ func (sb *standby) listen(ctx context.Context) bool {
 		return false
 	}
 	sb.close(ctx)
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.retryInterval)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RetryInterval)
 	defer cancel()
 	conn, err := pool.Acquire(ctx)
 	if err != nil {

@@ -56,11 +56,11 @@ func New(db DB, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckTimings(cfg.ttl, cfg.renewInterval, cfg.retryInterval, cfg.grace); err != nil {
+	if err := cfg.Timings.Check(); err != nil {
 		return nil, err
 	}
 	if cfg.holdFor < 0 {
-		return nil, &TimingError{Field: "HoldFor", Value: cfg.holdFor, Msg: "must not be negative"}
+		return nil, fmt.Errorf("invalid hold-for %s: must not be negative", cfg.holdFor)
 	}
 	if cfg.holder == "" {
 		cfg.holder = DefaultHolder()
@@ -75,14 +75,11 @@ func New(db DB, opts ...Option) (*Store, error) {
 	}, nil
 }
 
-// Holder returns this Store's holder id.
-func (s *Store) Holder() string { return s.cfg.holder }
-
 // Table returns the lease table's name as given.
 func (s *Store) Table() string { return s.cfg.table }
 
 // TTL returns the lease duration.
-func (s *Store) TTL() time.Duration { return s.cfg.ttl }
+func (s *Store) TTL() time.Duration { return s.cfg.TTL }
 
 // ParseTable splits "table" or "schema.table" into an identifier. Names are
 // taken literally (case kept) and later quoted; they must be 1-63 bytes.
@@ -119,31 +116,6 @@ func DefaultHolder() string {
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
-// Errors a Store returns; match them with errors.Is.
-var (
-	// ErrLost means the lease is no longer this holder's: it expired, was
-	// taken over, or was released by an operator.
-	ErrLost = errors.New("lease lost")
-	// ErrHeld means another holder has a live lease; the error is a *HeldError.
-	ErrHeld = errors.New("lease held by another instance")
-)
-
-// HeldError is returned by TryAcquire when another holder's lease is live.
-type HeldError struct {
-	Job    string
-	Holder string
-	// ExpiresIn is measured by the database clock when the row was read.
-	ExpiresIn time.Duration
-	Token     int64
-}
-
-func (e *HeldError) Error() string {
-	return fmt.Sprintf("lease %q held by %q for another %s", e.Job, e.Holder, e.ExpiresIn.Round(time.Millisecond))
-}
-
-// Is makes errors.Is(err, ErrHeld) true.
-func (e *HeldError) Is(target error) bool { return target == ErrHeld }
-
 // TryAcquire takes the lease on job if it is free or expired, in one
 // statement on the database clock. When another holder's lease is live it
 // returns a *HeldError. The fencing token rises by one on every acquisition.
@@ -159,10 +131,10 @@ func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, erro
 	if err := s.ensureSchema(ctx); err != nil {
 		return nil, err
 	}
-	t0 := now()
+	t0 := s.cfg.clock.Now()
 	// A lease that takes longer than this to come back would be in doubt
 	// (Done closed) before work could start.
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.ttl-s.cfg.grace-SafetyMargin(s.cfg.ttl))
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
 	defer cancel()
 	var (
 		taken         bool
@@ -170,7 +142,7 @@ func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, erro
 		holder        *string
 		expiresMicros *int64
 	)
-	err := db.QueryRow(ctx, s.sql.acquire, job, s.cfg.holder, s.cfg.ttl.Microseconds()).
+	err := db.QueryRow(ctx, s.sql.acquire, job, s.cfg.holder, s.cfg.TTL.Microseconds()).
 		Scan(&taken, &token, &holder, &expiresMicros)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("cannot acquire lease %q: %w", job, classify(err))
@@ -178,7 +150,7 @@ func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, erro
 	s.cfg.observer.Contacted()
 	switch {
 	case err == nil && taken:
-		return newLease(s, job, token, t0+s.cfg.ttl), nil
+		return newLease(s, job, token, t0+s.cfg.TTL), nil
 	case err == nil && *expiresMicros > 0:
 		return nil, &HeldError{Job: job, Holder: *holder, Token: token, ExpiresIn: time.Duration(*expiresMicros) * time.Microsecond}
 	default:
@@ -224,7 +196,7 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 	recheck := sb.listening
 	lastHolder := ""
 	for {
-		wait := jitter(s.cfg.retryInterval)
+		wait := jitter(s.cfg.RetryInterval)
 		if recheck || sb.listen(ctx) {
 			wait, recheck = 0, false
 		}
@@ -254,21 +226,4 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 			s.log.Warn().Err(err).Str("job", job).Msg("cannot reach lease store; retrying")
 		}
 	}
-}
-
-// retryable reports whether a failed statement may succeed later: anything
-// but a server error that says the request itself is wrong (privileges,
-// missing objects, bad names), which waiting will not mend.
-func retryable(err error) bool {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return true
-	}
-	switch pgErr.Code[:2] {
-	case "08", "53", "57", "58", "40", "55":
-		// connection, resources, operator intervention, system, rollback,
-		// object not in prerequisite state.
-		return true
-	}
-	return false
 }

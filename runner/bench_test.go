@@ -19,8 +19,8 @@ func BenchmarkRunTrue(b *testing.B) {
 	}
 	l := newFakeLease(time.Hour)
 	for b.Loop() {
-		if res := runner.Run(exec.Command(path), l, runner.Config{Log: zerolog.Nop()}); res.Code() != 0 {
-			b.Fatalf("true exited %d", res.Code())
+		if res := runner.Run(exec.Command(path), l, runner.Config{Log: zerolog.Nop()}); res.Status != 0 {
+			b.Fatalf("true exited %d", res.Status)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 // Package runner runs a child command for as long as a lease holds: it
 // starts the child in its own process group, forwards signals to it, stops
-// it before the lease could expire, and turns its end into an exit status.
+// it before the lease could expire, and turns its end into the shell's
+// status for it.
 package runner
 
 import (
@@ -13,64 +14,52 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Exit statuses of leasewrap besides the child's own, after the shell's and
-// sysexits.h's conventions.
+// The shell's statuses for a child that could not run or was killed.
 const (
-	ExitUsage         = 64  // EX_USAGE: bad command line or configuration
-	ExitUnavailable   = 69  // EX_UNAVAILABLE: lease store unreachable or unusable before the child started
-	ExitLeaseLost     = 75  // EX_TEMPFAIL: the lease was lost while the child ran; the child was stopped
-	ExitWaitTimeout   = 124 // --wait-timeout passed without becoming leader
-	ExitNotExecutable = 126 // command found but not executable
-	ExitNotFound      = 127 // command not found
-	// ExitSignalBase plus N is the status of a child ended by signal N.
-	ExitSignalBase = 128
+	StatusNotExecutable = 126 // command found but not executable
+	StatusNotFound      = 127 // command not found
+	// StatusSignalBase plus N is the status of a child ended by signal N.
+	StatusSignalBase = 128
 )
 
-// ExitError carries leasewrap's exit status out of a command's action, so
-// that deferred releases run before the process exits. Err, when set, is
-// the one line to tell the user; a nil Err means everything was logged.
-type ExitError struct {
-	Code int
-	Err  error
+// StartError says why a command cannot run, with the shell's status for it.
+type StartError struct {
+	Status int
+	Err    error
 }
 
-func (e *ExitError) Error() string {
-	if e.Err != nil {
-		return e.Err.Error()
-	}
-	return fmt.Sprintf("exit status %d", e.Code)
-}
+func (e *StartError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the underlying error.
-func (e *ExitError) Unwrap() error { return e.Err }
+func (e *StartError) Unwrap() error { return e.Err }
 
-// LookPath resolves a command like a shell would, and says with 127 or 126
-// why it cannot run, before any lease is taken for it.
+// LookPath resolves a command like a shell would, and says with a
+// *StartError (127 or 126) why it cannot run, before any lease is taken for
+// it.
 func LookPath(name string) (string, error) {
 	path, err := exec.LookPath(name)
 	if err == nil {
 		return path, nil
 	}
-	code := ExitNotFound
-	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EISDIR) {
-		code = ExitNotExecutable
-	}
-	return "", &ExitError{Code: code, Err: fmt.Errorf("cannot run %q: %w", name, errors.Unwrap(err))}
+	return "", &StartError{Status: startStatus(err), Err: fmt.Errorf("cannot run %q: %w", name, errors.Unwrap(err))}
 }
 
 // startStatus maps a failed exec to the shell's status for it.
 func startStatus(err error) int {
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
-		return ExitNotFound
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EISDIR) {
+		return StatusNotExecutable
 	}
-	return ExitNotExecutable
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
+		return StatusNotFound
+	}
+	return StatusNotExecutable
 }
 
 // waitStatus returns the shell's status for an ended child: its exit code,
 // or 128+N after a death by signal N.
 func waitStatus(ws unix.WaitStatus) int {
 	if ws.Signaled() {
-		return ExitSignalBase + int(ws.Signal())
+		return StatusSignalBase + int(ws.Signal())
 	}
 	return ws.ExitStatus()
 }

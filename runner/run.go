@@ -49,17 +49,6 @@ type Result struct {
 	Status int
 	// Lost is why the lease ended while the child ran, or nil.
 	Lost error
-	// Duration is how long the child ran.
-	Duration time.Duration
-}
-
-// Code is leasewrap's exit status for the run: ExitLeaseLost if the child
-// had to be stopped for the lease, else the child's status.
-func (r Result) Code() int {
-	if r.Lost != nil {
-		return ExitLeaseLost
-	}
-	return r.Status
 }
 
 // pollInterval is how often a stopping child's deadlines are checked.
@@ -113,8 +102,12 @@ func Run(cmd *exec.Cmd, l Lease, cfg Config) Result {
 	for {
 		select {
 		case ws := <-waited:
-			res := Result{Started: true, Status: waitStatus(ws), Lost: lost, Duration: time.Since(started)}
-			log.Info().Int("status", res.Status).Stringer("duration", res.Duration.Round(time.Millisecond)).Msg("child exited")
+			res := Result{Started: true, Status: waitStatus(ws), Lost: lost}
+			ev := log.Info()
+			if res.Status != 0 {
+				ev = log.Warn()
+			}
+			ev.Int("status", res.Status).Stringer("duration", time.Since(started).Round(time.Millisecond)).Msg("child exited")
 			if signals.GroupAlive(pgid) {
 				log.Warn().Int("pgid", pgid).Msg("child left processes in its group; stopping them")
 				if stop == nil {

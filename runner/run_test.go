@@ -132,7 +132,7 @@ func TestExitStatusPassesThrough(t *testing.T) {
 		t.Run(strconv.Itoa(code), func(t *testing.T) {
 			t.Parallel()
 			res := start(t, newChild(t, "exit:"+strconv.Itoa(code)), newFakeLease(time.Hour), time.Second, 0).wait(t)
-			if res.Status != code || res.Code() != code || res.Lost != nil {
+			if res.Status != code || res.Lost != nil {
 				t.Errorf("result %+v, want status and code %d", res, code)
 			}
 		})
@@ -146,8 +146,8 @@ func TestDeathBySignalIs128PlusN(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			res := start(t, newChild(t, "kill:"+name), newFakeLease(time.Hour), time.Second, 0).wait(t)
-			if want := 128 + int(sig); res.Code() != want {
-				t.Errorf("code %d, want %d", res.Code(), want)
+			if want := 128 + int(sig); res.Status != want {
+				t.Errorf("code %d, want %d", res.Status, want)
 			}
 		})
 	}
@@ -168,21 +168,21 @@ func TestCommandNotFoundOrNotExecutable(t *testing.T) {
 		name string
 		want int
 	}{
-		{"leasewrap-no-such-command", runner.ExitNotFound},
-		{filepath.Join(dir, "missing"), runner.ExitNotFound},
-		{plain, runner.ExitNotExecutable},
-		{dir, runner.ExitNotExecutable},
+		{"leasewrap-no-such-command", runner.StatusNotFound},
+		{filepath.Join(dir, "missing"), runner.StatusNotFound},
+		{plain, runner.StatusNotExecutable},
+		{dir, runner.StatusNotExecutable},
 	} {
 		_, err := runner.LookPath(tc.name)
-		var exit *runner.ExitError
-		if !errors.As(err, &exit) || exit.Code != tc.want {
+		var exit *runner.StartError
+		if !errors.As(err, &exit) || exit.Status != tc.want {
 			t.Errorf("LookPath(%q) = %v, want exit %d", tc.name, err, tc.want)
 		}
 	}
 	// Found and marked executable, but the kernel cannot run it.
 	res := runner.Run(exec.Command(noShebang), newFakeLease(time.Hour), runner.Config{Log: zerolog.Nop()})
-	if res.Code() != runner.ExitNotExecutable {
-		t.Errorf("unrunnable file: code %d, want 126", res.Code())
+	if res.Status != runner.StatusNotExecutable {
+		t.Errorf("unrunnable file: code %d, want 126", res.Status)
 	}
 }
 
@@ -200,8 +200,8 @@ func TestSignalsAreForwardedToTheChild(t *testing.T) {
 			}
 			r.sigs <- end
 			c.expect(t, "signal "+unix.SignalName(end))
-			if res := r.wait(t); res.Code() != 128+int(end) {
-				t.Errorf("code %d after forwarded %s, want %d", res.Code(), unix.SignalName(end), 128+int(end))
+			if res := r.wait(t); res.Status != 128+int(end) {
+				t.Errorf("code %d after forwarded %s, want %d", res.Status, unix.SignalName(end), 128+int(end))
 			}
 		})
 	}
@@ -216,7 +216,7 @@ func TestLeaseLossSendsSIGTERMAndExits75(t *testing.T) {
 	l.lose(errStolen)
 	c.expect(t, "signal SIGTERM")
 	res := r.wait(t)
-	if res.Status != 143 || res.Code() != runner.ExitLeaseLost || !errors.Is(res.Lost, errStolen) {
+	if res.Status != 143 || !errors.Is(res.Lost, errStolen) {
 		t.Errorf("result %+v, want status 143, code 75 and the loss reason", res)
 	}
 }
@@ -235,7 +235,7 @@ func TestChildIgnoringSIGTERMIsKilledAfterGraceWithItsGrandchildren(t *testing.T
 	c.expect(t, "signal SIGTERM")
 	res := r.wait(t)
 	took := time.Since(lost)
-	if res.Status != 128+int(unix.SIGKILL) || res.Code() != runner.ExitLeaseLost {
+	if res.Status != 128+int(unix.SIGKILL) {
 		t.Errorf("result %+v, want status 137 and code 75", res)
 	}
 	if took < grace {
@@ -271,7 +271,7 @@ func TestNoChildStartsOnALeaseInDoubt(t *testing.T) {
 	l := newFakeLease(time.Hour)
 	l.lose(errStolen)
 	res := runner.Run(exec.Command("/bin/true"), l, runner.Config{Log: zerolog.Nop()})
-	if res.Started || res.Code() != runner.ExitLeaseLost {
+	if res.Started {
 		t.Errorf("result %+v, want not started and exit 75", res)
 	}
 }
@@ -281,8 +281,8 @@ func TestProcessesLeftBehindAreStoppedBeforeRunReturns(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "grandchild")
 	c := newChild(t, "grandchild:"+pidFile+" exit:0")
 	res := start(t, c, newFakeLease(time.Hour), 300*time.Millisecond, 0).wait(t)
-	if res.Code() != 0 {
-		t.Errorf("code %d, want the child's 0", res.Code())
+	if res.Status != 0 {
+		t.Errorf("code %d, want the child's 0", res.Status)
 	}
 	if pid := lwtest.ReadPid(t, pidFile); !lwtest.ProcessGone(pid) {
 		t.Errorf("grandchild %d outlived Run", pid)

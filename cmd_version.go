@@ -22,11 +22,14 @@ func version() string {
 
 func versionCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "version",
-		Usage: "print leasewrap's version",
+		Name:         "version",
+		Usage:        "print leasewrap's version",
+		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
-			_, err := fmt.Fprintf(c.App.Writer, "leasewrap %s\n", version())
-			return err
+			if err := noArgs(c); err != nil {
+				return err
+			}
+			return printed(fmt.Fprintf(c.App.Writer, "leasewrap %s\n", version()))
 		},
 	}
 }

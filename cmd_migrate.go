@@ -1,0 +1,36 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+)
+
+func migrateCommand() *cli.Command {
+	return &cli.Command{
+		Name:         "migrate",
+		Usage:        "create or upgrade the lease table and the leasewrap_check function, print what was done, and exit",
+		Flags:        storeFlags(),
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			a, err := openAdmin(c)
+			if err != nil {
+				return err
+			}
+			defer a.db.close()
+			changes, err := a.store.Migrate(c.Context)
+			if err != nil {
+				return a.db.unavailable(err, a.log)
+			}
+			if len(changes) == 0 {
+				changes = []string{"lease table " + a.store.Table() + " is up to date"}
+			}
+			for _, line := range changes {
+				if err := printed(fmt.Fprintln(c.App.Writer, line)); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}

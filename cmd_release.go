@@ -1,0 +1,88 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/redbite/leasewrap/lease"
+)
+
+func releaseCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "release",
+		Usage:     "ask a live holder to hand its lease back, or free a dead holder's lease with --force",
+		UsageText: "leasewrap release --job NAME (--id ID | --force [--yes])",
+		Flags: append([]cli.Flag{
+			jobFlag("lease name (required)"),
+			idFlag("release only if this holder id has it"),
+			&cli.BoolFlag{Name: "force", Usage: "free the lease at once, without waiting for the holder to stop (for a holder that died)"},
+			&cli.BoolFlag{Name: "yes", Usage: "with --force: free it even though its holder renewed within the TTL"},
+		}, storeFlags()...),
+		OnUsageError: usageError,
+		Action:       releaseAction,
+	}
+}
+
+func releaseAction(c *cli.Context) error {
+	s := newSettings(c)
+	job, err := parseJob(s, true)
+	if err != nil {
+		return err
+	}
+	id, force := c.String("id"), c.Bool("force")
+	if id == "" && !force {
+		return usagef("release needs --id (the holder id the lease was taken under) or --force (for a holder that died)")
+	}
+	a, err := openAdmin(c)
+	if err != nil {
+		return err
+	}
+	defer a.db.close()
+	jobs, err := a.store.Status(c.Context, job)
+	switch {
+	case errors.Is(err, lease.ErrNoJob):
+		return &exitError{code: exitNotFound, err: err}
+	case err != nil:
+		return a.db.unavailable(err, a.log)
+	}
+	if err := releasable(jobs[0], id, force, c.Bool("yes")); err != nil {
+		return err
+	}
+	holder, token, err := a.store.ReleaseHeld(c.Context, job, id, force)
+	switch {
+	case errors.Is(err, lease.ErrNoJob):
+		return &exitError{code: exitNotFound, err: err}
+	case err != nil:
+		return a.db.unavailable(err, a.log)
+	}
+	msg := fmt.Sprintf("released the lease on %s held by %s (token %d)", job, holder, token)
+	if !force {
+		msg = fmt.Sprintf("release requested: %s stops its command at its next renewal (within its --renew-interval), then hands the lease on %s back (token %d)",
+			holder, job, token)
+	}
+	return printed(fmt.Fprintln(c.App.Writer, printable(msg)))
+}
+
+// releasable says why the lease in j cannot or should not be released as
+// asked, in words that say what to do instead.
+func releasable(j lease.JobStatus, id string, force, yes bool) error {
+	holder := printable(j.Holder)
+	switch {
+	case id != "" && j.Holder != id:
+		return &exitError{code: exitNotFound, err: fmt.Errorf("the lease on %s is not held by %s (holder: %s, %s)", printable(j.Job), printable(id), holder, j.State)}
+	case !j.Live():
+		return &exitError{code: exitNotFound, err: fmt.Errorf("the lease on %s is already free (%s)", printable(j.Job), j.State)}
+	case j.State == lease.StateKept && !force:
+		return &exitError{code: exitNotFound, err: fmt.Errorf("the command of %s has finished; --hold-for keeps the lease on %s for another %s: add --force to end the hold now",
+			holder, printable(j.Job), j.ExpiresIn.Round(time.Second))}
+	case j.State == lease.StateReleasing && !force:
+		return &exitError{code: exitNotFound, err: fmt.Errorf("a release of %s's lease on %s is already pending: it stops at its next renewal", holder, printable(j.Job))}
+	case force && j.State != lease.StateKept && !yes:
+		return usagef("%s holds the lease on %s and renewed it within the TTL, so it is probably alive: --force would let another instance start while its command still runs. Use release --id %s to let it stop first, or add --yes if you know it is dead",
+			holder, printable(j.Job), holder)
+	}
+	return nil
+}

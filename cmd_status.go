@@ -1,0 +1,176 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/redbite/leasewrap/lease"
+)
+
+// exitLastRunFailed is status --fail-on-error's status when a job's last
+// run exited non-zero.
+const exitLastRunFailed = 2
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "status",
+		Usage:     "show leases and their last runs (exit 1 if --job has no lease row)",
+		UsageText: "leasewrap status [--job NAME] [--json] [--fail-on-error]",
+		Flags: append([]cli.Flag{
+			jobFlag("show only this job"),
+			&cli.BoolFlag{Name: "json", Usage: "print a JSON array for scripts"},
+			&cli.BoolFlag{Name: "fail-on-error", Usage: "exit 2 if the last run of a job shown exited non-zero"},
+		}, storeFlags()...),
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			job, err := parseJob(newSettings(c), false)
+			if err != nil {
+				return err
+			}
+			a, err := openAdmin(c)
+			if err != nil {
+				return err
+			}
+			defer a.db.close()
+			jobs, err := a.store.Status(c.Context, job)
+			switch {
+			case errors.Is(err, lease.ErrNoJob) && job != "":
+				return &exitError{code: exitNotFound, err: err}
+			case errors.Is(err, lease.ErrNoJob):
+				jobs = nil
+			case err != nil:
+				return a.db.unavailable(err, a.log)
+			}
+			print := printStatusTable
+			if c.Bool("json") {
+				print = printStatusJSON
+			}
+			if err := print(c.App.Writer, jobs); err != nil {
+				return &exitError{code: exitIOErr, err: fmt.Errorf("cannot write status: %w", err)}
+			}
+			if c.Bool("fail-on-error") && anyFailed(jobs) {
+				return exitWith(exitLastRunFailed)
+			}
+			return nil
+		},
+	}
+}
+
+func anyFailed(jobs []lease.JobStatus) bool {
+	for _, j := range jobs {
+		if j.LastExitCode != nil && *j.LastExitCode != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// statusJSON is the stable JSON shape of one job in `status --json`.
+type statusJSON struct {
+	Job                 string     `json:"job"`
+	Holder              string     `json:"holder"`
+	State               string     `json:"state"`
+	ExpiresInSeconds    *float64   `json:"expires_in_seconds"`
+	FencingToken        int64      `json:"fencing_token"`
+	LastStartedAt       *time.Time `json:"last_started_at"`
+	LastFinishedAt      *time.Time `json:"last_finished_at"`
+	LastDurationSeconds *float64   `json:"last_duration_seconds"`
+	LastExitCode        *int       `json:"last_exit_code"`
+	LastHolder          *string    `json:"last_holder"`
+}
+
+func printStatusJSON(w io.Writer, jobs []lease.JobStatus) error {
+	out := make([]statusJSON, 0, len(jobs))
+	for _, j := range jobs {
+		s := statusJSON{Job: j.Job, Holder: j.Holder, State: j.State, FencingToken: j.FencingToken,
+			LastStartedAt: utc(j.LastStarted), LastFinishedAt: utc(j.LastFinished), LastExitCode: j.LastExitCode, LastHolder: j.LastHolder}
+		if j.Live() {
+			s.ExpiresInSeconds = ptr(j.ExpiresIn.Round(time.Millisecond).Seconds())
+		}
+		if d, ok := lastDuration(j); ok {
+			s.LastDurationSeconds = ptr(d.Seconds())
+		}
+		out = append(out, s)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+func printStatusTable(w io.Writer, jobs []lease.JobStatus) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tHOLDER\tSTATE\tEXPIRES IN\tTOKEN\tLAST START\tDURATION\tEXIT\tBY")
+	for _, j := range jobs {
+		expires, start, duration, exit, by := "-", "-", "-", "-", "-"
+		if j.Live() {
+			expires = j.ExpiresIn.Round(100 * time.Millisecond).String()
+		}
+		if j.LastStarted != nil {
+			start = j.LastStarted.UTC().Format("2006-01-02 15:04:05Z")
+		}
+		if d, ok := lastDuration(j); ok {
+			duration = d.String()
+		} else if j.LastStarted != nil && j.Live() {
+			duration = "running"
+		}
+		if j.LastExitCode != nil {
+			exit = strconv.Itoa(*j.LastExitCode)
+		}
+		if j.LastHolder != nil {
+			by = *j.LastHolder
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", printable(j.Job), printable(j.Holder), j.State,
+			expires, j.FencingToken, start, duration, exit, printable(by))
+	}
+	return tw.Flush()
+}
+
+// printable escapes what a terminal would act on (escape sequences, carriage
+// returns, tabs that would break the columns), so that a hostile job name or
+// holder id cannot draw over other rows.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, needsEscape) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if !needsEscape(r) {
+			b.WriteRune(r)
+			continue
+		}
+		q := strconv.QuoteRune(r) // '\x1b', '\r', '\u2028'
+		b.WriteString(q[1 : len(q)-1])
+	}
+	return b.String()
+}
+
+func needsEscape(r rune) bool {
+	return r == '\\' || !unicode.IsPrint(r) && r != ' ' || r == unicode.ReplacementChar
+}
+
+// lastDuration is how long the last finished run took.
+func lastDuration(j lease.JobStatus) (time.Duration, bool) {
+	if j.LastStarted == nil || j.LastFinished == nil || j.LastFinished.Before(*j.LastStarted) {
+		return 0, false
+	}
+	return j.LastFinished.Sub(*j.LastStarted).Round(time.Millisecond), true
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/redbite/leasewrap/runner"
+)
+
+// Exit statuses of leasewrap besides the child's own, after the shell's and
+// sysexits.h's conventions. README.md's "Exit status" lists the same.
+const (
+	// exitNotFound: status and release found no such job or no live lease.
+	exitNotFound = 1
+	// exitUsage (EX_USAGE): bad command line or configuration.
+	exitUsage = 64
+	// exitUnavailable (EX_UNAVAILABLE): the lease store could not be reached
+	// or used before the child started.
+	exitUnavailable = 69
+	// exitIOErr (EX_IOERR): output (status, release, migrate) could not be
+	// written.
+	exitIOErr = 74
+	// exitLeaseLost (EX_TEMPFAIL): the lease was lost while the child ran,
+	// and the child was stopped.
+	exitLeaseLost = 75
+	// exitWaitTimeout: --wait-timeout passed without becoming leader, as
+	// timeout(1) exits.
+	exitWaitTimeout = 124
+	// exitSignalBase plus N: the child, or leasewrap before the child
+	// started, was ended by signal N.
+	exitSignalBase = runner.StatusSignalBase
+)
+
+// exitError carries leasewrap's exit status out of an action, so that
+// deferred releases run before the process exits. err, when set, is the one
+// line to tell the user; a nil err means everything was logged.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err != nil {
+		return e.err.Error()
+	}
+	return fmt.Sprintf("exit status %d", e.code)
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// exitWith is an exit status with nothing more to say.
+func exitWith(code int) error { return &exitError{code: code} }
+
+// usagef returns an EX_USAGE error with a one-line message.
+func usagef(format string, a ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, a...)}
+}
+
+// exitCode is the status for an action's error: its own code, 126/127 for a
+// command that cannot run, and EX_USAGE for anything urfave/cli returned
+// (a flag or argument it could not parse).
+func exitCode(err error) (int, error) {
+	var exit *exitError
+	var start *runner.StartError
+	switch {
+	case err == nil:
+		return 0, nil
+	case errors.As(err, &exit):
+		return exit.code, exit.err
+	case errors.As(err, &start):
+		return start.Status, start
+	default:
+		return exitUsage, err
+	}
+}

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/redbite/leasewrap/lease"
+)
+
+// runOptions is everything the main command was told, parsed and checked.
+type runOptions struct {
+	job     string
+	holder  string // empty: lease.DefaultHolder
+	command []string
+	store   storeOptions
+	timings lease.Timings
+	// derived names the timings that were not set and follow the TTL.
+	derived      []string
+	wait         bool
+	waitTimeout  time.Duration
+	listen       bool
+	holdFor      time.Duration
+	skipExitCode int
+	httpAddr     string
+}
+
+// storeOptions are the settings of every command that talks to the table.
+type storeOptions struct {
+	databaseURL string
+	table       string
+	logLevel    zerolog.Level
+	logFormat   string
+}
+
+// settings reads a command's flags, and knows whether each came from the
+// command line or from the environment, so a message can name the right one.
+type settings struct {
+	c    *cli.Context
+	args []string // leasewrap's own command line
+}
+
+// argsKey is where run keeps leasewrap's own command line in the app's
+// metadata, for settings to tell flags from environment variables.
+const argsKey = "args"
+
+func newSettings(c *cli.Context) settings {
+	args, _ := c.App.Metadata[argsKey].([]string)
+	return settings{c: c, args: args}
+}
+
+// source names where a setting came from: "--ttl", or
+// "LEASEWRAP_TTL (--ttl)" when the environment set it.
+func (s settings) source(name string) string {
+	if fromCommandLine(s.args, name) {
+		return "--" + name
+	}
+	flags := s.c.App.Flags
+	if s.c.Command != nil {
+		flags = append(slices.Clone(flags), s.c.Command.Flags...)
+	}
+	for _, f := range flags {
+		ev, ok := f.(interface{ GetEnvVars() []string })
+		if !ok || !slices.Contains(f.Names(), name) {
+			continue
+		}
+		for _, env := range ev.GetEnvVars() {
+			if v, ok := os.LookupEnv(env); ok && v != "" {
+				return env + " (--" + name + ")"
+			}
+		}
+	}
+	return "--" + name
+}
+
+// duration parses a duration setting, with a hint for the common mistakes.
+func (s settings) duration(name string) (time.Duration, error) {
+	text := s.c.String(name)
+	d, err := time.ParseDuration(text)
+	switch {
+	case err == nil && d < 0:
+		return 0, usagef("invalid %s %s: must be 0 or positive, as in 30s", s.source(name), text)
+	case err == nil:
+		return d, nil
+	}
+	if _, numErr := strconv.ParseFloat(text, 64); numErr == nil {
+		return 0, usagef("invalid %s %q: durations need a unit, as in %ss", s.source(name), text, text)
+	}
+	return 0, usagef("invalid %s %q: want a duration such as 30s, 2m or 500ms", s.source(name), text)
+}
+
+// parseRunOptions reads and checks every setting of the main command. It
+// touches neither the database nor the child.
+func parseRunOptions(c *cli.Context, child []string, hasChild bool) (runOptions, error) {
+	s := newSettings(c)
+	o := runOptions{command: child, holder: c.String("id"), wait: c.Bool("wait"), listen: c.Bool("listen"),
+		httpAddr: c.String("http-addr")}
+	if !hasChild {
+		o.command = c.Args().Slice()
+	}
+	if len(o.command) == 0 {
+		return o, usagef("missing command: put it after --, as in leasewrap --job nightly_report -- ./generate-report")
+	}
+	var err error
+	if o.job, err = parseJob(s, true); err != nil {
+		return o, err
+	}
+	if o.store, err = parseStoreOptions(s); err != nil {
+		return o, err
+	}
+	if o.timings, o.derived, err = parseTimings(s); err != nil {
+		return o, err
+	}
+	if o.waitTimeout, err = s.duration("wait-timeout"); err != nil {
+		return o, err
+	}
+	if o.waitTimeout > 0 && !o.wait {
+		return o, usagef("%s %s needs --wait", s.source("wait-timeout"), o.waitTimeout)
+	}
+	if o.holdFor, err = s.duration("hold-for"); err != nil {
+		return o, err
+	}
+	code, err := strconv.Atoi(c.String("skip-exit-code"))
+	if err != nil || code < 0 || code > 255 {
+		return o, usagef("invalid %s %q: must be a number 0-255", s.source("skip-exit-code"), c.String("skip-exit-code"))
+	}
+	o.skipExitCode = code
+	return o, nil
+}
+
+// parseJob reads --job, which the main command and release need.
+func parseJob(s settings, required bool) (string, error) {
+	job := s.c.String("job")
+	if job == "" && !required {
+		return "", nil
+	}
+	if job == "" {
+		return "", usagef("missing --job (or LEASEWRAP_JOB): name the lease, as in --job nightly_report")
+	}
+	if err := lease.CheckJob(job); err != nil {
+		return "", usagef("invalid %s: %v", s.source("job"), err)
+	}
+	return job, nil
+}
+
+// logLevels are the documented --log-level values.
+var logLevels = map[string]zerolog.Level{
+	"trace": zerolog.TraceLevel, "debug": zerolog.DebugLevel, "info": zerolog.InfoLevel,
+	"warn": zerolog.WarnLevel, "error": zerolog.ErrorLevel,
+}
+
+func parseStoreOptions(s settings) (storeOptions, error) {
+	o := storeOptions{databaseURL: s.c.String("database-url"), table: s.c.String("table"),
+		logFormat: s.c.String("log-format")}
+	if _, err := lease.ParseTable(o.table); err != nil {
+		return o, usagef("invalid %s: %v", s.source("table"), err)
+	}
+	level, ok := logLevels[s.c.String("log-level")]
+	if !ok {
+		return o, usagef("invalid %s %q: use trace, debug, info, warn or error", s.source("log-level"), s.c.String("log-level"))
+	}
+	o.logLevel = level
+	switch o.logFormat {
+	case "json", "console", "auto":
+	default:
+		return o, usagef("invalid %s %q: use json, console or auto", s.source("log-format"), o.logFormat)
+	}
+	return o, nil
+}
+
+// timingFlags names the flag behind each field of lease.Timings.
+var timingFlags = map[string]string{
+	"TTL": "ttl", "RenewInterval": "renew-interval", "RetryInterval": "retry-interval", "Grace": "grace",
+}
+
+// parseTimings reads the four timings. Those not set follow the TTL
+// (lease.DeriveTimings); the result must pass lease's safety rule, and a
+// refusal lists every value to change with numbers that satisfy it.
+func parseTimings(s settings) (lease.Timings, []string, error) {
+	ttl, err := s.duration("ttl")
+	if err != nil {
+		return lease.Timings{}, nil, err
+	}
+	t := lease.DeriveTimings(ttl)
+	var derived []string
+	for _, f := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"renew-interval", &t.RenewInterval}, {"grace", &t.Grace}, {"retry-interval", &t.RetryInterval}} {
+		if !s.c.IsSet(f.name) {
+			derived = append(derived, f.name)
+			continue
+		}
+		if *f.dst, err = s.duration(f.name); err != nil {
+			return t, nil, err
+		}
+	}
+	err = t.Check()
+	var te *lease.TimingError
+	if !errors.As(err, &te) {
+		return t, derived, err
+	}
+	if len(te.Fields) == 1 {
+		name := timingFlags[te.Fields[0]]
+		if slices.Contains(derived, name) {
+			return t, nil, usagef("invalid %s %s: the --%s that follows from it (%s) %s; use a longer TTL", s.source("ttl"), ttl, name, fieldValue(t, name), te.Msg)
+		}
+		return t, nil, usagef("invalid %s %s: %s", s.source(name), s.c.String(name), te.Msg)
+	}
+	return t, nil, usagef("timings do not fit: %s; use %s, or %s", te.Msg,
+		describeTimings(lease.Timings{TTL: t.MinTTL(), RenewInterval: t.RenewInterval, Grace: t.Grace, RetryInterval: t.RetryInterval}, "ttl"),
+		describeTimings(te.Fix, "renew-interval", "grace", "retry-interval"))
+}
+
+// describeTimings spells out a fix: the named flags with t's values, and
+// the TTL it goes with.
+func describeTimings(t lease.Timings, names ...string) string {
+	var parts []string
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("--%s %s", n, fieldValue(t, n)))
+	}
+	if names[0] != "ttl" {
+		parts = append(parts, fmt.Sprintf("(with --ttl %s; or leave them unset to follow it)", t.TTL))
+	}
+	return strings.Join(parts, " ")
+}
+
+// fieldValue is the timing behind a flag.
+func fieldValue(t lease.Timings, flag string) time.Duration {
+	return map[string]time.Duration{"ttl": t.TTL, "renew-interval": t.RenewInterval, "grace": t.Grace,
+		"retry-interval": t.RetryInterval}[flag]
+}
+
+// newLogger builds the logger the settings ask for. Logs go to stderr
+// through redact, which every log line passes: no password gets out.
+func newLogger(o storeOptions, redact *redactor) zerolog.Logger {
+	w := redact.writer(os.Stderr)
+	out := zerolog.New(w)
+	if o.logFormat == "console" || o.logFormat == "auto" && isatty.IsTerminal(os.Stderr.Fd()) {
+		out = zerolog.New(zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"})
+	}
+	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000000Z07:00" // handoffs take milliseconds
+	return out.Level(o.logLevel).With().Timestamp().Logger()
+}

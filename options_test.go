@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/redbite/leasewrap/lease"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// parse runs the main command's option parsing in process, with env set.
+func parse(t *testing.T, env map[string]string, args ...string) (runOptions, error) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	own, child, hasChild := splitChild(append([]string{"leasewrap"}, args...))
+	var (
+		got      runOptions
+		parseErr error
+	)
+	app := &cli.App{Name: "leasewrap", Flags: runFlags(), Metadata: map[string]any{argsKey: own},
+		OnUsageError: usageError, ExitErrHandler: func(*cli.Context, error) {}, Writer: io.Discard, ErrWriter: io.Discard,
+		Action: func(c *cli.Context) error {
+			got, parseErr = parseRunOptions(c, child, hasChild)
+			return nil
+		}}
+	if err := app.Run(own); err != nil {
+		return got, err
+	}
+	return got, parseErr
+}
+
+func TestTimingsFollowTheTTL(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want lease.Timings
+	}{
+		{nil, lease.Timings{TTL: 45 * time.Second, RenewInterval: 15 * time.Second, Grace: 10 * time.Second, RetryInterval: 2 * time.Second}},
+		{[]string{"--ttl", "10s"}, lease.Timings{TTL: 10 * time.Second, RenewInterval: 3333 * time.Millisecond, Grace: 2222 * time.Millisecond, RetryInterval: 444 * time.Millisecond}},
+		{[]string{"--ttl", "3s"}, lease.Timings{TTL: 3 * time.Second, RenewInterval: time.Second, Grace: 667 * time.Millisecond, RetryInterval: 133 * time.Millisecond}},
+		{[]string{"--ttl", "20s", "--grace", "5s"}, lease.Timings{TTL: 20 * time.Second, RenewInterval: 6667 * time.Millisecond, Grace: 5 * time.Second, RetryInterval: 889 * time.Millisecond}},
+	} {
+		o, err := parse(t, nil, append(append([]string{"--job", "j"}, tc.args...), "--", "true")...)
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		if o.timings != tc.want {
+			t.Errorf("%q: timings %+v, want %+v", tc.args, o.timings, tc.want)
+		}
+	}
+}
+
+func TestBadSettingsSayWhatToChange(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want []string // every one must be in the message
+	}{
+		{"all timings at once", nil, []string{"--ttl", "20s", "--renew-interval", "15s"},
+			[]string{"--ttl 22s", "--renew-interval 6.667s", "--grace 4.444s", "--retry-interval 889ms"}},
+		{"no unit", nil, []string{"--ttl", "8"}, []string{"--ttl", "8s"}},
+		{"no unit from the environment", map[string]string{"LEASEWRAP_TTL": "8"}, nil, []string{"LEASEWRAP_TTL", "8s"}},
+		{"bad duration from the environment", map[string]string{"LEASEWRAP_GRACE": "soon"}, nil, []string{"LEASEWRAP_GRACE"}},
+		{"microseconds", nil, []string{"--ttl", "45000000001ns"}, []string{"whole number of microseconds"}},
+		{"too frequent", nil, []string{"--renew-interval", "5ms"}, []string{"--renew-interval", "at least 100ms"}},
+		{"ttl too short for its timings", nil, []string{"--ttl", "200ms"}, []string{"--ttl", "100ms"}},
+		{"log level", nil, []string{"--log-level", "fatal"}, []string{"--log-level", "trace, debug, info, warn or error"}},
+		{"skip code", map[string]string{"LEASEWRAP_SKIP_EXIT_CODE": "300"}, nil, []string{"LEASEWRAP_SKIP_EXIT_CODE", "0-255"}},
+		{"wait-timeout alone", nil, []string{"--wait-timeout", "1m"}, []string{"--wait"}},
+		{"table", nil, []string{"--table", "a.b.c"}, []string{"--table"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parse(t, tc.env, append(append([]string{"--job", "j"}, tc.args...), "--", "true")...)
+			code, msg := exitCode(err)
+			if code != exitUsage || msg == nil {
+				t.Fatalf("got %d %v, want a usage error", code, msg)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg.Error(), w) {
+					t.Errorf("message %q lacks %q", msg, w)
+				}
+			}
+			if strings.Contains(msg.Error(), "\n") {
+				t.Errorf("message %q is more than one line", msg)
+			}
+		})
+	}
+}
+
+func TestSubcommandMayFollowFlags(t *testing.T) {
+	cmds := commands()
+	for _, tc := range []struct {
+		args []string
+		sub  string
+		want []string
+	}{
+		{[]string{"--table", "T", "status", "--job", "J"}, "status", []string{"status", "--table", "T", "--job", "J"}},
+		{[]string{"--database-url=x", "migrate"}, "migrate", []string{"migrate", "--database-url=x"}},
+		{[]string{"--wait", "status"}, "status", []string{"status", "--wait"}},
+		{[]string{"--job", "status", "run-me"}, "", []string{"--job", "status", "run-me"}},
+		{[]string{"--job", "x", "./report"}, "", []string{"--job", "x", "./report"}},
+		{[]string{"version"}, "version", []string{"version"}},
+	} {
+		got, sub := subcommandFirst(append([]string{"leasewrap"}, tc.args...), cmds)
+		name := ""
+		if sub != nil {
+			name = sub.Name
+		}
+		if name != tc.sub || !slices.Equal(got[1:], tc.want) {
+			t.Errorf("%q: subcommand %q with %q, want %q with %q", tc.args, name, got[1:], tc.sub, tc.want)
+		}
+	}
+}
+
+// runInProcess runs leasewrap's command line in this process.
+func runInProcess(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	var out, errOut bytes.Buffer
+	code = run(append([]string{"leasewrap"}, args...), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestSubcommandsReadOnlyTheirSettings(t *testing.T) {
+	code, out, errOut := runInProcess(t, map[string]string{"LEASEWRAP_TTL": "abc", "LEASEWRAP_WAIT": "maybe"}, "version")
+	if code != 0 || !strings.HasPrefix(out, "leasewrap ") {
+		t.Errorf("version with a bad LEASEWRAP_TTL: exit %d, %q %q", code, out, errOut)
+	}
+	code, _, errOut = runInProcess(t, nil, "migrate", "--", "rm", "-rf", "/")
+	if code != exitUsage || !strings.Contains(errOut, "migrate runs no command") {
+		t.Errorf("migrate -- rm -rf /: exit %d, %q", code, errOut)
+	}
+	code, _, errOut = runInProcess(t, nil, "--ttl", "10s", "status")
+	if code != exitUsage || !strings.Contains(errOut, "-ttl") || !strings.Contains(errOut, "leasewrap status --help") {
+		t.Errorf("--ttl before status: exit %d, %q; want it refused, pointing to status --help", code, errOut)
+	}
+}
+
+func TestChildEnvironmentLosesLeasewrapsSettings(t *testing.T) {
+	env := childEnv([]string{"PATH=/bin", "LEASEWRAP_DATABASE_URL=postgres://u:pw@db/x", "LEASEWRAP_HTTP_ADDR=:8080",
+		"LEASEWRAP_TTL=10s", "LEASEWRAP_JOB=outer", "LEASEWRAP_ID=me", "DATABASE_URL=postgres://app@db/x", "PGPASSWORD=pw"},
+		"inner", "h1", 42, "leader_lease")
+	want := []string{"PATH=/bin", "DATABASE_URL=postgres://app@db/x", "PGPASSWORD=pw",
+		"LEASEWRAP_JOB=inner", "LEASEWRAP_HOLDER=h1", "LEASEWRAP_FENCING_TOKEN=42", "LEASEWRAP_TABLE=leader_lease"}
+	if !slices.Equal(env, want) {
+		t.Errorf("child env %q, want %q", env, want)
+	}
+}
+
+func TestStatusTableEscapesTerminalControls(t *testing.T) {
+	var buf bytes.Buffer
+	evil := "evil\x1b[2J\rSPOOF\tx"
+	err := printStatusTable(&buf, []lease.JobStatus{{Job: "j", Holder: evil, State: lease.StateHeld, ExpiresIn: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(buf.String(), "\x1b\r") || !strings.Contains(buf.String(), `evil\x1b[2J\rSPOOF\tx`) {
+		t.Errorf("status printed %q, want the controls escaped", buf.String())
+	}
+}
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -run %s -update to create it)", err, t.Name())
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from %s (rerun with -update if the change is meant):\n%s", t.Name(), path, got)
+	}
+}
+
+func TestHelpGolden(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"status", "--help"}, {"release", "--help"}, {"migrate", "--help"}, {"version", "--help"}} {
+		code, out, errOut := runInProcess(t, nil, args...)
+		if code != 0 || errOut != "" {
+			t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
+		}
+		name := "help-root.txt"
+		if args[0] != "--help" {
+			name = "help-" + args[0] + ".txt"
+		}
+		golden(t, name, out)
+	}
+}
+
+func TestStatusGolden(t *testing.T) {
+	at := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
+	code, later := 4, at.Add(90*time.Second)
+	by := "host-a"
+	jobs := []lease.JobStatus{
+		{Job: "nightly_report", Holder: "host-a", State: lease.StateReleased, FencingToken: 1772330400000000,
+			LastStarted: &at, LastFinished: &later, LastExitCode: &code, LastHolder: &by},
+		{Job: "scheduler", Holder: "host-b", State: lease.StateHeld, ExpiresIn: 44500 * time.Millisecond,
+			FencingToken: 1772330460000000, LastStarted: &later, LastHolder: ptr("host-b")},
+		{Job: "never-ran", Holder: "host-c", State: lease.StateExpired, FencingToken: 7},
+	}
+	var table, js bytes.Buffer
+	if err := printStatusTable(&table, jobs); err != nil {
+		t.Fatal(err)
+	}
+	if err := printStatusJSON(&js, jobs); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "status.txt", table.String())
+	golden(t, "status.json", js.String())
+}
