@@ -2,27 +2,59 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// columns are the lease table's columns with the type each is added with
-// when upgrading an older table (the article's has only the first three).
-var columns = []struct{ name, def string }{
-	{"job_name", "text PRIMARY KEY"},
-	{"holder", "text NOT NULL"},
-	{"expires_at", "timestamptz NOT NULL"},
-	{"fencing_token", "bigint NOT NULL DEFAULT 0"},
-	{"acquired_at", "timestamptz"},
-	{"renewed_at", "timestamptz"},
-	{"last_started_at", "timestamptz"},
-	{"last_finished_at", "timestamptz"},
-	{"last_exit_code", "integer"},
-	{"last_holder", "text"},
-	{"released_at", "timestamptz"},
+// nullRule says what the statements need of a column's NULLs.
+type nullRule int
+
+const (
+	// nullsAny: leasewrap writes a value on every take and never reads a
+	// NULL back in a way that matters.
+	nullsAny nullRule = iota
+	// notNull: the statements compare or scan the value, and a NULL would
+	// break them: a NULL expires_at never compares <= now(), so the job
+	// could never be taken again; a NULL holder or token cannot be scanned.
+	notNull
+	// nullable: a take or a release writes NULL to it.
+	nullable
+)
+
+// column is one of the lease table's columns.
+type column struct {
+	name string
+	// typ is the type as format_type prints it, compared exactly: a
+	// timestamp without time zone compared with now() depends on each
+	// session's timezone, so two wrappers could both see a lease expired.
+	typ string
+	// def is the definition used when creating or adding the column.
+	def   string
+	nulls nullRule
+	// core columns are the article's three: a table lacking any of them is
+	// not a lease table of any age and is never upgraded.
+	core bool
+}
+
+// columns are the lease table's columns. An older table (the article's has
+// only the first three) gets the missing ones added with def.
+var columns = []column{
+	{"job_name", "text", "text PRIMARY KEY", notNull, true},
+	{"holder", "text", "text NOT NULL", notNull, true},
+	{"expires_at", "timestamp with time zone", "timestamptz NOT NULL", notNull, true},
+	{"fencing_token", "bigint", "bigint NOT NULL DEFAULT 0", notNull, false},
+	{"acquired_at", "timestamp with time zone", "timestamptz", nullsAny, false},
+	{"renewed_at", "timestamp with time zone", "timestamptz", nullsAny, false},
+	{"last_started_at", "timestamp with time zone", "timestamptz", nullsAny, false},
+	{"last_finished_at", "timestamp with time zone", "timestamptz", nullable, false},
+	{"last_exit_code", "integer", "integer", nullable, false},
+	{"last_holder", "text", "text", nullsAny, false},
+	{"released_at", "timestamp with time zone", "timestamptz", nullable, false},
 }
 
 // CheckFunction is the name of the SQL function that fences a child's
@@ -66,16 +98,72 @@ const schemaTimeout = 15 * time.Second
 // CREATE TABLE IF NOT EXISTS can fail on the catalog's unique indexes.
 const schemaLockKey int64 = 0x6c656173657772 // "leaswr"
 
+// ErrNotLeaseTable is matched (errors.Is) by every *SchemaError.
+var ErrNotLeaseTable = errors.New("not a leasewrap table")
+
+// SchemaError means the table named for the leases exists but is not a
+// lease table leasewrap can use or upgrade. Nothing was altered. It names
+// the first mismatch found: Column is the column at fault ("" when the
+// fault is not one column's, such as the primary key), Found what the
+// catalog says and Want what would be valid.
+type SchemaError struct {
+	Table  string // quoted, as in SQL
+	Column string
+	Found  string
+	Want   string
+}
+
+func (e *SchemaError) Error() string {
+	what := e.Found + ", want " + e.Want
+	if e.Column != "" {
+		what = "column " + e.Column + " is " + what
+	}
+	return "lease table " + e.Table + " is not a leasewrap table: " + what
+}
+
+// Unwrap makes errors.Is(err, ErrNotLeaseTable) true.
+func (e *SchemaError) Unwrap() error { return ErrNotLeaseTable }
+
+// ErrFencingUnavailable is matched (errors.Is) by the error Migrate returns
+// when the table is complete but the role may not create leasewrap_check
+// in the table's schema. Nothing was altered. A Store acquiring leases
+// treats it as a warning: leases work without the function, only fencing
+// inside the database (leasewrap_check) does not.
+var ErrFencingUnavailable = errors.New("fencing function unavailable")
+
+// fencingError is ErrFencingUnavailable with the schema at fault.
+type fencingError struct {
+	function string // quoted
+	schema   string
+}
+
+func (e *fencingError) Error() string {
+	return fmt.Sprintf("cannot create fencing function %s: needs CREATE on schema %s (run leasewrap migrate once as a role that has it)",
+		e.function, e.schema)
+}
+
+func (e *fencingError) Unwrap() error { return ErrFencingUnavailable }
+
 // schemaState is what the catalog says about the lease table and function.
+// readSchema only returns one for a table that is usable or upgradeable.
 type schemaState struct {
 	tableExists    bool
 	missingColumns []string
-	hasCheck       bool
+	// setNotNull are columns the statements need NOT NULL that lack it.
+	setNotNull []string
+	hasCheck   bool
+	// checkSchema is where CREATE FUNCTION would put leasewrap_check, and
+	// canCreate whether this role may create it there.
+	checkSchema string
+	canCreate   bool
 }
 
-func (st schemaState) complete() bool {
-	return st.tableExists && len(st.missingColumns) == 0 && st.hasCheck
+// tableComplete reports whether the table needs no DDL.
+func (st schemaState) tableComplete() bool {
+	return st.tableExists && len(st.missingColumns) == 0 && len(st.setNotNull) == 0
 }
+
+func (st schemaState) complete() bool { return st.tableComplete() && st.hasCheck }
 
 // checkFunction returns the function's name, in the table's schema.
 func (s *Store) checkFunction() pgx.Identifier {
@@ -84,7 +172,11 @@ func (s *Store) checkFunction() pgx.Identifier {
 
 // Migrate creates the lease table and the leasewrap_check function, or adds
 // what an older table lacks, and returns one line per change made (none when
-// all was there). It is safe to run from many instances at once.
+// all was there). It is safe to run from many instances at once. A table
+// that is neither leasewrap's (of any version) nor the article's
+// three-column one is refused with a *SchemaError and left as it is; a
+// complete table whose function this role may not create gives an error
+// matching ErrFencingUnavailable, also with nothing changed.
 func (s *Store) Migrate(ctx context.Context) ([]string, error) {
 	st, err := s.readSchema(ctx, s.db)
 	if err != nil {
@@ -93,8 +185,17 @@ func (s *Store) Migrate(ctx context.Context) ([]string, error) {
 	if st.complete() {
 		return nil, nil
 	}
+	// Skip the write transaction and its advisory lock when the only thing
+	// to do is bound to fail: a least-privileged role has no CREATE.
+	if st.tableComplete() && !st.canCreate {
+		return nil, &fencingError{function: s.checkFunction().Sanitize(), schema: st.checkSchema}
+	}
 	changes, err := s.migrateLocked(ctx)
-	if err != nil {
+	var schemaErr *SchemaError
+	switch {
+	case errors.As(err, &schemaErr), errors.Is(err, ErrFencingUnavailable):
+		return nil, err
+	case err != nil:
 		return nil, fmt.Errorf("cannot create or upgrade lease table %s: %w", s.table.Sanitize(), classify(err))
 	}
 	return changes, nil
@@ -102,7 +203,9 @@ func (s *Store) Migrate(ctx context.Context) ([]string, error) {
 
 // ensureSchema runs Migrate once per Store. The catalog look-up comes first
 // because DDL takes an ACCESS EXCLUSIVE lock that would stall every other
-// instance and every reader of the table.
+// instance and every reader of the table. A function it may not create is
+// warned about once, not fatal: the lease needs only SELECT, INSERT, UPDATE
+// on a complete table.
 func (s *Store) ensureSchema(ctx context.Context) error {
 	s.schemaMu.Lock()
 	defer s.schemaMu.Unlock()
@@ -112,7 +215,13 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, schemaTimeout)
 	defer cancel()
 	changes, err := s.Migrate(ctx)
-	if err != nil {
+	var fe *fencingError
+	switch {
+	case errors.As(err, &fe):
+		s.log.Warn().Str("table", s.cfg.table).Msgf(
+			"fencing function %s is missing and cannot be created (needs CREATE on schema %s); runs go on without it",
+			CheckFunction, fe.schema)
+	case err != nil:
 		return err
 	}
 	for _, c := range changes {
@@ -124,7 +233,8 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 
 // migrateLocked runs the DDL in one transaction under the advisory lock, and
 // looks at the catalog again once it holds the lock: another instance may
-// have done the work while this one waited.
+// have done the work while this one waited, or the table may have changed
+// into one that is refused. Any refusal comes before the first DDL.
 func (s *Store) migrateLocked(ctx context.Context) ([]string, error) {
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
@@ -143,10 +253,25 @@ func (s *Store) migrateLocked(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	changes, err := s.migrateTable(ctx, tx, st)
+	if err != nil {
+		return nil, err
+	}
+	if !st.hasCheck {
+		change, err := s.createCheck(ctx, tx, st, len(changes) == 0)
+		if err != nil {
+			return nil, err
+		}
+		changes = append(changes, change)
+	}
+	return changes, tx.Commit(ctx)
+}
+
+// migrateTable creates the table or upgrades it to the columns and NOT NULLs
+// the statements need.
+func (s *Store) migrateTable(ctx context.Context, tx pgx.Tx, st schemaState) ([]string, error) {
 	table := s.table.Sanitize()
-	var changes []string
-	switch {
-	case !st.tableExists:
+	if !st.tableExists {
 		defs := make([]string, len(columns))
 		for i, c := range columns {
 			defs[i] = pgx.Identifier{c.name}.Sanitize() + " " + c.def
@@ -154,64 +279,235 @@ func (s *Store) migrateLocked(ctx context.Context) ([]string, error) {
 		if _, err := tx.Exec(ctx, "CREATE TABLE "+table+" (\n  "+strings.Join(defs, ",\n  ")+"\n)"); err != nil {
 			return nil, err
 		}
-		changes = append(changes, "created table "+table)
-	case len(st.missingColumns) > 0:
-		adds := make([]string, len(st.missingColumns))
-		for i, name := range st.missingColumns {
-			adds[i] = "ADD COLUMN IF NOT EXISTS " + pgx.Identifier{name}.Sanitize() + " " + columnDef(name)
-		}
-		if _, err := tx.Exec(ctx, "ALTER TABLE "+table+" "+strings.Join(adds, ", ")); err != nil {
-			return nil, err
-		}
-		changes = append(changes, fmt.Sprintf("upgraded table %s: added %s", table, strings.Join(st.missingColumns, ", ")))
+		return []string{"created table " + table}, nil
 	}
-	if !st.hasCheck {
-		fn := s.checkFunction().Sanitize()
-		if _, err := tx.Exec(ctx, "CREATE OR REPLACE FUNCTION "+fn+checkFunctionBody); err != nil {
-			return nil, err
-		}
-		changes = append(changes, "created function "+fn+"(job text, token bigint, lease_table text)")
+	if st.tableComplete() {
+		return nil, nil
 	}
-	return changes, tx.Commit(ctx)
+	var alters, done []string
+	for _, name := range st.missingColumns {
+		alters = append(alters, "ADD COLUMN IF NOT EXISTS "+pgx.Identifier{name}.Sanitize()+" "+columnDef(name))
+	}
+	if len(st.missingColumns) > 0 {
+		done = append(done, "added "+strings.Join(st.missingColumns, ", "))
+	}
+	for _, name := range st.setNotNull {
+		alters = append(alters, "ALTER COLUMN "+pgx.Identifier{name}.Sanitize()+" SET NOT NULL")
+	}
+	if len(st.setNotNull) > 0 {
+		done = append(done, "set NOT NULL on "+strings.Join(st.setNotNull, ", "))
+	}
+	if _, err := tx.Exec(ctx, "ALTER TABLE "+table+" "+strings.Join(alters, ", ")); err != nil {
+		return nil, s.nullsError(err)
+	}
+	return []string{fmt.Sprintf("upgraded table %s: %s", table, strings.Join(done, "; "))}, nil
 }
 
-func columnDef(name string) string {
-	for _, c := range columns {
-		if c.name == name {
-			return c.def
+// nullsError explains a SET NOT NULL that failed on rows holding NULL (the
+// article's table allows them): the transaction rolls back, so nothing is
+// altered, and the operator decides what those rows mean.
+func (s *Store) nullsError(err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23502" {
+		return err
+	}
+	col := pgErr.ColumnName
+	return &SchemaError{Table: s.table.Sanitize(), Column: col,
+		Found: columnType(col) + " with NULL in some rows",
+		Want:  columnType(col) + " NOT NULL (give those rows a value or delete them, then run leasewrap migrate)"}
+}
+
+// createCheck creates leasewrap_check. A refusal for want of privilege is a
+// *fencingError when nothing else was to change (alone is true), so that
+// acquiring goes on without the function.
+func (s *Store) createCheck(ctx context.Context, tx pgx.Tx, st schemaState, alone bool) (string, error) {
+	fn := s.checkFunction().Sanitize()
+	_, err := tx.Exec(ctx, "CREATE OR REPLACE FUNCTION "+fn+checkFunctionBody)
+	var pgErr *pgconn.PgError
+	switch {
+	case alone && errors.As(err, &pgErr) && pgErr.Code == "42501":
+		return "", &fencingError{function: fn, schema: st.checkSchema}
+	case err != nil:
+		return "", err
+	}
+	return "created function " + fn + "(job text, token bigint, lease_table text)", nil
+}
+
+func columnDef(name string) string { return findColumn(name).def }
+
+func columnType(name string) string {
+	if c := findColumn(name); c != nil {
+		return c.typ
+	}
+	return "a column"
+}
+
+func findColumn(name string) *column {
+	for i := range columns {
+		if columns[i].name == name {
+			return &columns[i]
 		}
 	}
-	panic("lease: unknown column " + name)
+	return nil
 }
 
 type queryer interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// readSchema looks the table and function up in the catalog without locking
-// either.
+// catalogQuery reads, in one round trip and without locking anything, the
+// table's kind, columns and primary key, whether a unique index on job_name
+// alone can serve ON CONFLICT (job_name), and whether leasewrap_check exists
+// and could be created. The catalogs are readable by every role, so this
+// needs no privilege beyond USAGE on the schema. $3 is the table's schema
+// as given, or NULL for the first one on search_path, where an unqualified
+// CREATE FUNCTION puts the function.
+const catalogQuery = `SELECT t.oid IS NOT NULL, coalesce(c.relkind::text, ''),
+  to_regprocedure($2) IS NOT NULL, x.nsp,
+  CASE WHEN x.nsp IN (SELECT nspname FROM pg_catalog.pg_namespace)
+    THEN pg_catalog.has_schema_privilege(x.nsp, 'CREATE') ELSE false END,
+  coalesce(a.names, '{}'), coalesce(a.types, '{}'), coalesce(a.notnull, '{}'), coalesce(a.filled, '{}'),
+  coalesce(k.pk, '{}'),
+  EXISTS (SELECT FROM pg_catalog.pg_index i
+    JOIN pg_catalog.pg_attribute ja ON ja.attrelid = i.indrelid AND ja.attnum = i.indkey[0]
+    WHERE i.indrelid = t.oid AND i.indisunique AND i.indimmediate AND i.indisvalid
+      AND i.indnkeyatts = 1 AND i.indexprs IS NULL AND i.indpred IS NULL AND ja.attname = 'job_name')
+FROM (SELECT to_regclass($1) AS oid) t
+CROSS JOIN (SELECT coalesce($3::text, current_schema()::text, '') AS nsp) x
+LEFT JOIN pg_catalog.pg_class c ON c.oid = t.oid
+LEFT JOIN LATERAL (
+  SELECT array_agg(attname::text ORDER BY attnum) AS names,
+    array_agg(pg_catalog.format_type(atttypid, atttypmod) ORDER BY attnum) AS types,
+    array_agg(attnotnull ORDER BY attnum) AS notnull,
+    array_agg(atthasdef OR attidentity <> '' OR attgenerated <> '' ORDER BY attnum) AS filled
+  FROM pg_catalog.pg_attribute WHERE attrelid = t.oid AND attnum > 0 AND NOT attisdropped) a ON true
+LEFT JOIN LATERAL (
+  SELECT array_agg(pa.attname::text ORDER BY k.ord) AS pk
+  FROM pg_catalog.pg_index i
+  CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
+  JOIN pg_catalog.pg_attribute pa ON pa.attrelid = i.indrelid AND pa.attnum = k.attnum
+  WHERE i.indrelid = t.oid AND i.indisprimary AND k.ord <= i.indnkeyatts) k ON true`
+
+// catalog is one row of catalogQuery.
+type catalog struct {
+	kind    string
+	names   []string
+	types   []string
+	notNull []bool
+	filled  []bool // has a default, or is an identity or generated column
+	pk      []string
+	jobKey  bool
+}
+
+// readSchema looks the table and function up in the catalog and checks that
+// the table is one leasewrap may use or upgrade; if not, it returns a
+// *SchemaError.
 func (s *Store) readSchema(ctx context.Context, q queryer) (schemaState, error) {
 	var (
-		st   schemaState
-		have []string
+		st  schemaState
+		cat catalog
+		nsp *string
 	)
-	err := q.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, to_regprocedure($2) IS NOT NULL,
-  coalesce((SELECT array_agg(a.attname::text) FROM pg_catalog.pg_attribute a
-            WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped), '{}')`,
-		s.table.Sanitize(), s.checkFunction().Sanitize()+"(text,bigint,text)").Scan(&st.tableExists, &st.hasCheck, &have)
+	if len(s.table) > 1 {
+		nsp = &s.table[0]
+	}
+	err := q.QueryRow(ctx, catalogQuery, s.table.Sanitize(), s.checkFunction().Sanitize()+"(text,bigint,text)", nsp).
+		Scan(&st.tableExists, &cat.kind, &st.hasCheck, &st.checkSchema, &st.canCreate,
+			&cat.names, &cat.types, &cat.notNull, &cat.filled, &cat.pk, &cat.jobKey)
 	if err != nil {
 		return schemaState{}, fmt.Errorf("cannot look up lease table %s: %w", s.table.Sanitize(), classify(err))
 	}
-	present := make(map[string]bool, len(have))
-	for _, name := range have {
-		present[name] = true
+	if !st.tableExists {
+		return st, nil
 	}
-	if st.tableExists {
-		for _, c := range columns {
-			if !present[c.name] {
-				st.missingColumns = append(st.missingColumns, c.name)
-			}
-		}
+	if mismatch := cat.check(&st); mismatch != nil {
+		mismatch.Table = s.table.Sanitize()
+		return schemaState{}, mismatch
 	}
 	return st, nil
+}
+
+// relkinds names the relation kinds that are not tables, for messages.
+var relkinds = map[string]string{"v": "a view", "m": "a materialized view", "f": "a foreign table",
+	"S": "a sequence", "i": "an index", "I": "an index", "c": "a composite type", "t": "a TOAST table"}
+
+// check returns the first reason the table is neither a lease table nor one
+// to upgrade, or fills in what the upgrade must do. Our columns come first,
+// in their order, so the message is the same on every run.
+func (cat catalog) check(st *schemaState) *SchemaError {
+	if cat.kind != "r" && cat.kind != "p" {
+		kind := relkinds[cat.kind]
+		if kind == "" {
+			kind = "relation kind " + cat.kind
+		}
+		return &SchemaError{Found: "it is " + kind, Want: "a table"}
+	}
+	at := make(map[string]int, len(cat.names))
+	for i, name := range cat.names {
+		at[name] = i
+	}
+	for _, c := range columns {
+		i, ok := at[c.name]
+		if !ok {
+			if c.core {
+				return &SchemaError{Column: c.name, Found: "missing", Want: c.typ}
+			}
+			st.missingColumns = append(st.missingColumns, c.name)
+			continue
+		}
+		if e := cat.checkColumn(c, i, st); e != nil {
+			return e
+		}
+	}
+	if e := cat.checkExtra(); e != nil {
+		return e
+	}
+	return cat.checkKey()
+}
+
+// checkColumn compares one of our columns with the catalog's. A missing NOT
+// NULL is added by the upgrade rather than refused: the article's table
+// declares holder and expires_at without it, and tolerating NULLs there is
+// not safe (see notNull). Rows that hold NULL make the upgrade fail as a
+// whole, with nothing altered.
+func (cat catalog) checkColumn(c column, i int, st *schemaState) *SchemaError {
+	switch {
+	case cat.types[i] != c.typ:
+		return &SchemaError{Column: c.name, Found: cat.types[i], Want: c.typ}
+	case c.nulls == notNull && !cat.notNull[i]:
+		st.setNotNull = append(st.setNotNull, c.name)
+	case c.nulls == nullable && cat.notNull[i]:
+		// Dropping the user's constraint is not ours to decide.
+		return &SchemaError{Column: c.name, Found: c.typ + " NOT NULL", Want: c.typ + " without NOT NULL (leasewrap clears it)"}
+	}
+	return nil
+}
+
+// checkExtra accepts columns that are not ours as long as leasewrap's INSERT
+// can leave them out: by then the article's three columns with their types
+// and key are in place, which no unrelated table is likely to have, and
+// people add notes or audit columns to a lease table. A NOT NULL column
+// without a default would make every first take of a job fail.
+func (cat catalog) checkExtra() *SchemaError {
+	for i, name := range cat.names {
+		if findColumn(name) == nil && cat.notNull[i] && !cat.filled[i] {
+			return &SchemaError{Column: name, Found: cat.types[i] + " NOT NULL without a default",
+				Want: "a column leasewrap need not fill: nullable or with a default"}
+		}
+	}
+	return nil
+}
+
+// checkKey requires what ON CONFLICT (job_name) needs: a primary key, or a
+// unique index that is neither partial nor deferrable, on job_name alone.
+// A primary key on other columns means the rows are keyed by something else.
+func (cat catalog) checkKey() *SchemaError {
+	want := "primary key (job_name)"
+	if len(cat.pk) > 0 && (len(cat.pk) != 1 || cat.pk[0] != "job_name") {
+		return &SchemaError{Found: "its primary key is (" + strings.Join(cat.pk, ", ") + ")", Want: want}
+	}
+	if !cat.jobKey {
+		return &SchemaError{Found: "it has no primary key or unique constraint on job_name", Want: want}
+	}
+	return nil
 }
