@@ -11,7 +11,6 @@ import (
 
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
-	"github.com/redbite/leasewrap/internal/tcpproxy"
 )
 
 // Three cron hosts whose clocks are 0, 1 and 2 seconds apart run a 200ms
@@ -157,9 +156,7 @@ func TestReleaseCommand(t *testing.T) {
 func TestRunHistoryRecordsAStopForLeaseLoss(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	cfg := d.pool.Config().ConnConfig
-	proxy := tcpproxy.Start(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
-	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=1", cfg.User, proxy.Addr(), cfg.Database)
+	proxy, url := pgtest.Proxied(t, d.pool)
 	p := lw(t, []string{child("ready block")}, d.args("--database-url", url, "--job", "j", "--", self())...)
 	p.Expect(t, "ready")
 	proxy.Blackhole()

@@ -51,7 +51,7 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 	log.Debug().Stringer("ttl", o.timings.TTL).Stringer("renew_interval", o.timings.RenewInterval).
 		Stringer("grace", o.timings.Grace).Stringer("retry_interval", o.timings.RetryInterval).
 		Strs("following_ttl", o.derived).Msg("timings")
-	mon := monitor.New(o.job, o.holder, o.timings.TTL)
+	mon := monitor.New(o.job, o.holder, o.timings.TTL, o.httpAddr != "")
 	if o.httpAddr != "" {
 		stop, bound, err := monitor.Serve(o.httpAddr, mon.Handler())
 		if err != nil {
@@ -190,8 +190,9 @@ func (w *wrapper) acquire(ctx context.Context) (*lease.Lease, error) {
 		w.log.Warn().Stringer("wait_timeout", w.o.waitTimeout).Msg("gave up standing by: --wait-timeout passed")
 		return nil, exitWith(exitWaitTimeout)
 	case errors.As(err, &held):
-		w.log.Info().Str("current_holder", held.Holder).Stringer("expires_in", held.ExpiresIn.Round(time.Millisecond)).
-			Int64("current_token", held.Token).Msg("skipped: lease held by another instance")
+		w.log.Info().Str("current_holder", held.Holder).Str("state", held.State).
+			Stringer("expires_in", held.ExpiresIn.Round(time.Millisecond)).Int64("current_token", held.Token).
+			Msg(skipMessages[held.State])
 		return nil, exitWith(w.o.skipExitCode)
 	default:
 		return nil, w.db.unavailable(err, w.log)
@@ -220,6 +221,13 @@ func causeOf(ctx context.Context, err error) error {
 		return context.Cause(ctx)
 	}
 	return err
+}
+
+// skipMessages say why this instance sat out, by the state of the lease.
+var skipMessages = map[string]string{
+	lease.StateHeld:      "skipped: lease held by another instance",
+	lease.StateKept:      "skipped: another instance ran the job and --hold-for keeps its lease",
+	lease.StateReleasing: "skipped: lease held by another instance, which an operator asked to stop",
 }
 
 var (

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/url"
 	"strings"
@@ -52,8 +53,8 @@ func (d *database) unavailable(err error, log zerolog.Logger) error {
 	cfg := d.pool.Config().ConnConfig
 	msg := strings.ReplaceAll(err.Error(), "\n\t", "; ")
 	ev := log.Error().Str("database", lease.Hosts(&cfg.Config)).Str("error", msg)
-	if false {
-		ev.Msg("refusing a table that is not a lease table")
+	if errors.Is(err, lease.ErrNotLeaseTable) {
+		ev.Msg("refusing a table that is not a lease table: check --table (or LEASEWRAP_TABLE)")
 	} else {
 		ev.Msg("lease store unavailable")
 	}

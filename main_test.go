@@ -151,6 +151,23 @@ func TestStolenLeaseStopsTheChildAndExits75(t *testing.T) {
 	}
 }
 
+// A renewal that finds the row gone (or older than this holder wrote it)
+// says so distinctly: a failover or an operator lost a committed write.
+func TestLostRowIsReportedAsSuch(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	p := lw(t, []string{child("trap ready block")}, d.args("--job", "j", "--", self())...)
+	p.Expect(t, "ready")
+	d.exec(t, `DELETE FROM TABLE`)
+	e := p.WaitLog(t, "lease lost")
+	if msg, _ := e["error"].(string); e["level"] != "error" || !strings.Contains(msg, "lost a committed write") {
+		t.Errorf("lease lost logged %v, want an error naming the lost write", e)
+	}
+	if got := p.Wait(t, 10*time.Second); got != 75 {
+		t.Errorf("exit %d, want 75", got)
+	}
+}
+
 // The database goes away mid-run, by a cut or a blackhole: the child must
 // be dead before the lease the database still records runs out.
 func TestDatabaseLostMidRunStopsTheChildBeforeExpiry(t *testing.T) {
@@ -159,9 +176,7 @@ func TestDatabaseLostMidRunStopsTheChildBeforeExpiry(t *testing.T) {
 		t.Run(fault, func(t *testing.T) {
 			t.Parallel()
 			d := newDB(t)
-			cfg := d.pool.Config().ConnConfig
-			proxy := tcpproxy.Start(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
-			url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=1", cfg.User, proxy.Addr(), cfg.Database)
+			proxy, url := pgtest.Proxied(t, d.pool)
 			// The later --database-url wins over the one args sets.
 			args := d.args("--database-url", url, "--job", "j", "--", self())
 			p := lw(t, []string{child("trap ready block")}, args...)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/redbite/leasewrap/internal/lwtest"
-	"github.com/redbite/leasewrap/internal/tcpproxy"
+	"github.com/redbite/leasewrap/internal/pgtest"
 )
 
 // get fetches path from a wrapper's HTTP address and returns status and body.
@@ -34,25 +34,19 @@ func httpAddr(t *testing.T, p *lwtest.Proc) string {
 // waitStatus polls path until it answers want.
 func waitStatus(t *testing.T, addr, path string, want int) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		code, body := get(t, addr, path)
-		if code == want {
-			return body
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s answered %d, want %d: %s", path, code, want, body)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var code int
+	var body string
+	pgtest.Eventually(t, 10*time.Second, fmt.Sprintf("%s answering %d", path, want), func() bool {
+		code, body = get(t, addr, path)
+		return code == want
+	})
+	return body
 }
 
 func TestHealthLeaderAndMetrics(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	cfg := d.pool.Config().ConnConfig
-	proxy := tcpproxy.Start(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
-	viaProxy := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=1", cfg.User, proxy.Addr(), cfg.Database)
+	proxy, viaProxy := pgtest.Proxied(t, d.pool)
 
 	leader := lw(t, []string{child("ignore-term ready block")}, d.args("--job", "j", "--id", "leader", "--http-addr", "127.0.0.1:0", "--", self())...)
 	leader.Expect(t, "ready")
@@ -66,6 +60,16 @@ func TestHealthLeaderAndMetrics(t *testing.T) {
 	waitStatus(t, standbyAddr, "/leader", 503)
 	waitStatus(t, leaderAddr, "/healthz", 200)
 	waitStatus(t, standbyAddr, "/healthz", 200)
+	// Series exist from the start, next to the Go runtime's and the process's.
+	waitMetrics(t, standbyAddr, `leasewrap_renewals_total{lease="j",result="failed"} 0`,
+		`leasewrap_lease_row_regressions_total{lease="j"} 0`, "go_goroutines ", "process_cpu_seconds_total ")
+	// HEAD answers at once (curl -I), with no body.
+	client := &http.Client{Timeout: 2 * time.Second}
+	if resp, err := client.Head("http://" + leaderAddr + "/healthz"); err != nil || resp.StatusCode != 200 {
+		t.Errorf("HEAD /healthz: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	waitMetrics(t, leaderAddr, `leasewrap_is_leader{lease="j"} 1`, `leasewrap_child_starts_total{lease="j"} 1`,
 		`leasewrap_acquisitions_total{lease="j"} 1`, `leasewrap_renewals_total{lease="j",result="ok"}`)
 	waitMetrics(t, standbyAddr, `leasewrap_is_leader{lease="j"} 0`)

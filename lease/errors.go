@@ -44,6 +44,9 @@ type HeldError struct {
 	// ExpiresIn is measured by the database clock when the row was read.
 	ExpiresIn time.Duration
 	Token     int64
+	// State is StateHeld, StateKept (its command finished; hold-for keeps
+	// the lease) or StateReleasing (an operator asked it to stop).
+	State string
 }
 
 func (e *HeldError) Error() string {
@@ -86,6 +89,9 @@ func classify(err error) error {
 // error that says the request itself is wrong (privileges, missing objects,
 // bad names), which waiting will not mend.
 func retryable(err error) bool {
+	if errors.Is(err, ErrNotLeaseTable) || errors.Is(err, ErrFencingUnavailable) {
+		return false
+	}
 	code := sqlState(err)
 	if code == "" || code == codeReadOnly {
 		return true

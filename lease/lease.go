@@ -192,7 +192,9 @@ func (l *Lease) renew(ctx context.Context) error {
 	err := s.db.QueryRow(ctx, s.sql.renew, l.job, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
 		Scan(&renewed, &token, &holder, &released)
 	if err != nil {
-		return fmt.Errorf("cannot renew lease %q: %w", l.job, classify(err))
+		err = fmt.Errorf("cannot renew lease %q: %w", l.job, classify(err))
+		s.cfg.observer.Failed(err)
+		return err
 	}
 	s.cfg.observer.Contacted()
 	switch {

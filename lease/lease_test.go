@@ -15,7 +15,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/redbite/leasewrap/internal/pgtest"
-	"github.com/redbite/leasewrap/internal/tcpproxy"
 	"github.com/redbite/leasewrap/lease"
 )
 
@@ -178,9 +177,8 @@ func TestUnreachableDatabaseEndsLeaseBeforeExpiry(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	cfg := pool.Config().ConnConfig
-	proxy := tcpproxy.Start(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
-	viaProxy, err := pgxpool.New(ctx(t), fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=1", cfg.User, proxy.Addr(), cfg.Database))
+	proxy, url := pgtest.Proxied(t, pool)
+	viaProxy, err := pgxpool.New(ctx(t), url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -523,13 +521,9 @@ func TestCheckFunctionHoldsOffATakeoverButNotRenewals(t *testing.T) {
 	}
 	// Renewals (every 200ms) keep succeeding while the transaction is open.
 	renewed := readRenewedAt(t, pool, table)
-	deadline := time.Now().Add(5 * time.Second)
-	for readRenewedAt(t, pool, table).Equal(renewed) {
-		if time.Now().After(deadline) {
-			t.Fatal("renewals blocked by the fenced transaction")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	pgtest.Eventually(t, 5*time.Second, "a renewal while the fenced transaction runs", func() bool {
+		return !readRenewedAt(t, pool, table).Equal(renewed)
+	})
 	// Expire the lease without touching the key; then a takeover must wait.
 	if _, err := pool.Exec(ctx(t), `UPDATE `+pgx.Identifier{table}.Sanitize()+` SET expires_at = now() - interval '1 second', holder = 'gone'`); err != nil {
 		t.Fatal(err)

@@ -80,6 +80,10 @@ func WithObserver(o Observer) Option { return func(c *config) { c.observer = o }
 type Observer interface {
 	// Contacted is called whenever the database answered a statement.
 	Contacted()
+	// Failed is called when a statement failed for a reason other than a
+	// lease held by another instance: the database is down, read-only, or
+	// refuses the table.
+	Failed(err error)
 	// Renewed is called after each renewal attempt with how long it took and
 	// its error: nil, one wrapping ErrLost, or another failure.
 	Renewed(took time.Duration, err error)
@@ -91,6 +95,7 @@ type Observer interface {
 type nopObserver struct{}
 
 func (nopObserver) Contacted()                   {}
+func (nopObserver) Failed(error)                 {}
 func (nopObserver) Renewed(time.Duration, error) {}
 func (nopObserver) Lost(error)                   {}
 

@@ -10,6 +10,11 @@ type statements struct {
 // every new fencing token.
 const clockToken = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 
+// heldState says how a live lease is held: StateHeld, StateKept (the
+// command finished, hold-for keeps it) or StateReleasing (an operator asked
+// the holder to stop).
+const heldState = `CASE WHEN released_at IS NULL THEN 'held' WHEN last_finished_at IS NOT NULL THEN 'kept' ELSE 'releasing' END`
+
 // A lease is live while expires_at > now(); all times come from the database
 // clock. Durations are passed in microseconds.
 func newStatements(table string) statements {
@@ -44,14 +49,14 @@ ON CONFLICT (job_name) DO UPDATE SET
   released_at = NULL
 WHERE l.expires_at <= now()
 RETURNING fencing_token)
-SELECT true, fencing_token, NULL::text, NULL::bigint FROM taken
+SELECT true, fencing_token, NULL::text, NULL::bigint, NULL::text FROM taken
 UNION ALL
-SELECT false, fencing_token, holder, (extract(epoch FROM expires_at - now()) * 1000000)::bigint
+SELECT false, fencing_token, holder, (extract(epoch FROM expires_at - now()) * 1000000)::bigint, ` + heldState + `
 FROM ` + table + ` WHERE job_name = $1::text AND NOT EXISTS (SELECT FROM taken)`,
 
 		holder: `SELECT holder,
   (extract(epoch FROM expires_at - now()) * 1000000)::bigint,
-  fencing_token
+  fencing_token, ` + heldState + `
 FROM ` + table + ` WHERE job_name = $1::text`,
 
 		// A lease an operator released is not renewed: the holder must stop.

@@ -139,20 +139,23 @@ func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, erro
 	var (
 		taken         bool
 		token         int64
-		holder        *string
+		holder, state *string
 		expiresMicros *int64
 	)
 	err := db.QueryRow(ctx, s.sql.acquire, job, s.cfg.holder, s.cfg.TTL.Microseconds()).
-		Scan(&taken, &token, &holder, &expiresMicros)
+		Scan(&taken, &token, &holder, &expiresMicros, &state)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("cannot acquire lease %q: %w", job, classify(err))
+		err = fmt.Errorf("cannot acquire lease %q: %w", job, classify(err))
+		s.cfg.observer.Failed(err)
+		return nil, err
 	}
 	s.cfg.observer.Contacted()
 	switch {
 	case err == nil && taken:
 		return newLease(s, job, token, t0+s.cfg.TTL), nil
 	case err == nil && *expiresMicros > 0:
-		return nil, &HeldError{Job: job, Holder: *holder, Token: token, ExpiresIn: time.Duration(*expiresMicros) * time.Microsecond}
+		return nil, &HeldError{Job: job, Holder: *holder, Token: token, State: *state,
+			ExpiresIn: time.Duration(*expiresMicros) * time.Microsecond}
 	default:
 		// The snapshot showed a free lease that another instance took first
 		// (or a row deleted by hand): read who holds it now.
@@ -164,7 +167,7 @@ func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, erro
 func (s *Store) held(ctx context.Context, db DB, job string) error {
 	e := &HeldError{Job: job}
 	var expiresInMicros int64
-	err := db.QueryRow(ctx, s.sql.holder, job).Scan(&e.Holder, &expiresInMicros, &e.Token)
+	err := db.QueryRow(ctx, s.sql.holder, job).Scan(&e.Holder, &expiresInMicros, &e.Token, &e.State)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Released and deleted by hand between the two statements: free now.
 		return e
@@ -175,6 +178,9 @@ func (s *Store) held(ctx context.Context, db DB, job string) error {
 	e.ExpiresIn = time.Duration(expiresInMicros) * time.Microsecond
 	return e
 }
+
+// failureLogInterval spaces the log lines of a standby that keeps failing.
+const failureLogInterval = time.Minute
 
 // Acquire waits until it holds the lease on job, or ctx ends. It listens
 // for releases (LISTEN/NOTIFY) and tries at once when one comes; it also
@@ -195,6 +201,7 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 	// LISTEN would not be announced to this standby.
 	recheck := sb.listening
 	lastHolder := ""
+	var lastFailure time.Time
 	for {
 		wait := jitter(s.cfg.RetryInterval)
 		if recheck || sb.listen(ctx) {
@@ -222,8 +229,12 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 			return nil, ctx.Err()
 		case !retryable(err):
 			return nil, err
-		default:
-			s.log.Warn().Err(err).Str("job", job).Msg("cannot reach lease store; retrying")
+		case time.Since(lastFailure) >= failureLogInterval:
+			// A failover may be under way: keep trying, but do not log
+			// every retry interval for as long as it takes.
+			lastFailure = time.Now()
+			s.log.Warn().Err(err).Str("job", job).Stringer("next_log_in", failureLogInterval).
+				Msg("cannot use the lease store; retrying")
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -36,27 +37,46 @@ type Monitor struct {
 
 	mu          sync.Mutex
 	lastContact time.Time
+	lastErr     error
 	leader      Leader
 
-	registry     *prometheus.Registry
-	isLeader     prometheus.Gauge
-	acquisitions prometheus.Counter
-	renewals     *prometheus.CounterVec
-	renewLatency prometheus.Histogram
-	losses       prometheus.Counter
-	childStarts  prometheus.Counter
-	childExits   *prometheus.CounterVec
+	metrics *metrics // nil: no --http-addr, nothing to serve them on
+}
+
+// metrics are a wrapper's Prometheus series, next to the Go runtime's and
+// the process's.
+type metrics struct {
+	registry      *prometheus.Registry
+	isLeader      prometheus.Gauge
+	acquisitions  prometheus.Counter
+	renewals      *prometheus.CounterVec
+	renewLatency  prometheus.Histogram
+	losses        prometheus.Counter
+	rowRegression prometheus.Counter
+	childStarts   prometheus.Counter
+	childExits    *prometheus.CounterVec
 }
 
 var _ lease.Observer = (*Monitor)(nil)
 
 // New returns a Monitor for one job and holder. A wrapper counts as healthy
-// while it heard from the database within staleAfter.
-func New(job, holder string, staleAfter time.Duration) *Monitor {
+// while it heard from the database within staleAfter. Metrics are kept only
+// withMetrics: building the registry costs start-up time that a cron run
+// without --http-addr should not pay.
+func New(job, holder string, staleAfter time.Duration, withMetrics bool) *Monitor {
+	m := &Monitor{job: job, holder: holder, staleAfter: staleAfter}
+	if withMetrics {
+		m.metrics = newMetrics(job)
+	}
+	return m
+}
+
+func newMetrics(job string) *metrics {
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	f := promauto.With(prometheus.WrapRegistererWith(prometheus.Labels{"lease": job}, reg))
-	return &Monitor{
-		job: job, holder: holder, staleAfter: staleAfter, registry: reg,
+	m := &metrics{
+		registry: reg,
 		isLeader: f.NewGauge(prometheus.GaugeOpts{Name: "leasewrap_is_leader",
 			Help: "1 while this instance holds the lease, else 0."}),
 		acquisitions: f.NewCounter(prometheus.CounterOpts{Name: "leasewrap_acquisitions_total",
@@ -68,43 +88,71 @@ func New(job, holder string, staleAfter time.Duration) *Monitor {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
 		losses: f.NewCounter(prometheus.CounterOpts{Name: "leasewrap_lease_losses_total",
 			Help: "Leases lost while held: taken over, released by an operator, or not renewed in time."}),
+		rowRegression: f.NewCounter(prometheus.CounterOpts{Name: "leasewrap_lease_row_regressions_total",
+			Help: "Renewals that found the lease row older than this holder had written it: an asynchronous failover, a restore or a manual delete."}),
 		childStarts: f.NewCounter(prometheus.CounterOpts{Name: "leasewrap_child_starts_total",
 			Help: "Commands started."}),
 		childExits: f.NewCounterVec(prometheus.CounterOpts{Name: "leasewrap_child_exits_total",
 			Help: "Commands ended, by exit status (128+N for signal N)."}, []string{"status"}),
 	}
+	// Series that exist from the start, so rate() and alerts work before
+	// the first event.
+	for _, result := range []string{"ok", "failed", "lost"} {
+		m.renewals.WithLabelValues(result)
+	}
+	m.childExits.WithLabelValues("0")
+	return m
 }
 
 // Contacted records that the database answered.
 func (m *Monitor) Contacted() {
 	m.mu.Lock()
 	m.lastContact = time.Now()
+	m.lastErr = nil
+	m.mu.Unlock()
+}
+
+// Failed records a statement that the database did not carry out.
+func (m *Monitor) Failed(err error) {
+	m.mu.Lock()
+	m.lastErr = err
 	m.mu.Unlock()
 }
 
 // Renewed records a renewal attempt.
 func (m *Monitor) Renewed(took time.Duration, err error) {
-	m.renewLatency.Observe(took.Seconds())
+	if m.metrics == nil {
+		return
+	}
+	m.metrics.renewLatency.Observe(took.Seconds())
 	switch {
 	case err == nil:
-		m.renewals.WithLabelValues("ok").Inc()
+		m.metrics.renewals.WithLabelValues("ok").Inc()
 	case errors.Is(err, lease.ErrLost):
-		m.renewals.WithLabelValues("lost").Inc()
+		m.metrics.renewals.WithLabelValues("lost").Inc()
 	default:
-		m.renewals.WithLabelValues("failed").Inc()
+		m.metrics.renewals.WithLabelValues("failed").Inc()
 	}
 }
 
 // Lost records the loss of a held lease.
-func (m *Monitor) Lost(error) {
-	m.losses.Inc()
-	m.isLeader.Set(0)
+func (m *Monitor) Lost(err error) {
+	if m.metrics == nil {
+		return
+	}
+	m.metrics.losses.Inc()
+	if errors.Is(err, lease.ErrRowRegressed) {
+		m.metrics.rowRegression.Inc()
+	}
+	m.metrics.isLeader.Set(0)
 }
 
 // Leading records that this instance acquired l and leads until l is done.
 func (m *Monitor) Leading(l Leader) {
-	m.acquisitions.Inc()
-	m.isLeader.Set(1)
+	if m.metrics != nil {
+		m.metrics.acquisitions.Inc()
+		m.metrics.isLeader.Set(1)
+	}
 	m.mu.Lock()
 	m.leader = l
 	m.mu.Unlock()
@@ -112,38 +160,55 @@ func (m *Monitor) Leading(l Leader) {
 
 // NotLeading records that this instance gave its lease back.
 func (m *Monitor) NotLeading() {
-	m.isLeader.Set(0)
+	if m.metrics != nil {
+		m.metrics.isLeader.Set(0)
+	}
 	m.mu.Lock()
 	m.leader = nil
 	m.mu.Unlock()
 }
 
 // ChildStarted counts a started command.
-func (m *Monitor) ChildStarted() { m.childStarts.Inc() }
+func (m *Monitor) ChildStarted() {
+	if m.metrics != nil {
+		m.metrics.childStarts.Inc()
+	}
+}
 
 // ChildExited counts an ended command by its status.
 func (m *Monitor) ChildExited(status int) {
-	m.childExits.WithLabelValues(strconv.Itoa(status)).Inc()
+	if m.metrics != nil {
+		m.metrics.childExits.WithLabelValues(strconv.Itoa(status)).Inc()
+	}
 }
 
-// Handler serves /healthz, /leader and /metrics.
+// Handler serves /healthz, /leader and, with metrics, /metrics. GET
+// patterns answer HEAD too.
 func (m *Monitor) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", m.healthz)
 	mux.HandleFunc("GET /leader", m.leaderz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
+	if m.metrics != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(m.metrics.registry, promhttp.HandlerOpts{}))
+	}
 	return mux
 }
 
-// healthz is 200 while the database was heard from recently, else 503.
+// healthz is 200 while the database was heard from recently, else 503 with
+// the last failure, if there was one.
 func (m *Monitor) healthz(w http.ResponseWriter, _ *http.Request) {
 	m.mu.Lock()
-	last := m.lastContact
+	last, lastErr := m.lastContact, m.lastErr
 	m.mu.Unlock()
 	if last.IsZero() || time.Since(last) > m.staleAfter {
-		http.Error(w, "no recent contact with the lease database", http.StatusServiceUnavailable)
+		msg := "no recent contact with the lease database"
+		if lastErr != nil {
+			msg += ": " + lastErr.Error()
+		}
+		http.Error(w, msg, http.StatusServiceUnavailable)
 		return
 	}
+	w.Header().Set("Content-Length", "3")
 	_, _ = w.Write([]byte("ok\n"))
 }
 
@@ -179,7 +244,8 @@ func Serve(addr string, h http.Handler) (stop func(), bound net.Addr, err error)
 	if err != nil {
 		return nil, nil, err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second}
 	done := make(chan struct{})
 	go func() {
 		_ = srv.Serve(ln)

@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redbite/leasewrap/internal/lwtest"
+	"github.com/redbite/leasewrap/internal/pgtest"
 )
 
 // requireTool returns the path of an executable found on PATH. A missing one
@@ -21,10 +21,7 @@ func requireTool(t *testing.T, name string) string {
 	t.Helper()
 	path, err := exec.LookPath(name)
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s not found under CI=true: CI must install it (see .ci/run)", name)
-		}
-		t.Skipf("%s not installed", name)
+		pgtest.Missing(t, "%s not installed (see .ci/run)", name)
 	}
 	return path
 }
@@ -89,15 +86,4 @@ func processes(match func(argv []string) bool) []int {
 	return pids
 }
 
-// poll calls cond every 20ms until it returns true, failing the test with
-// what after timeout.
-func poll(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+var poll = pgtest.Eventually

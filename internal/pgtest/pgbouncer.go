@@ -19,10 +19,7 @@ func StartPgBouncer(t testing.TB, target string) string {
 	t.Helper()
 	bin, err := exec.LookPath("pgbouncer")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("pgbouncer is not installed (Debian package pgbouncer)")
-		}
-		t.Skip("pgbouncer is not installed (Debian package pgbouncer)")
+		Missing(t, "pgbouncer is not installed (Debian package pgbouncer)")
 	}
 	host, port, err := net.SplitHostPort(target)
 	if err != nil {

@@ -6,7 +6,9 @@ package pgtest
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/redbite/leasewrap/internal/tcpproxy"
 )
 
 // DefaultURL is the database tests use unless LEASEWRAP_TEST_DATABASE_URL says otherwise.
@@ -41,10 +45,7 @@ func Pool(t testing.TB) *pgxpool.Pool {
 		if pool != nil {
 			pool.Close()
 		}
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("test database %s unreachable under CI=true: %v", URL(), err)
-		}
-		t.Skipf("test database unreachable (set LEASEWRAP_TEST_DATABASE_URL): %v", err)
+		Missing(t, "test database %s unreachable (set LEASEWRAP_TEST_DATABASE_URL): %v", URL(), err)
 	}
 	t.Cleanup(pool.Close)
 	return pool
@@ -80,4 +81,37 @@ func sanitize(s string) string {
 		}
 		return '_'
 	}, s)
+}
+
+// Missing fails the test under CI=true, where every tool the tests need is
+// installed and a skip would hide a broken setup, and skips it elsewhere.
+func Missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf(format+" (CI=true: tests must not skip)", args...)
+	}
+	t.Skipf(format, args...)
+}
+
+// Proxied starts a TCP proxy in front of pool's server, for injecting
+// network faults, and returns it with a connection string through it that
+// gives up connecting after a second.
+func Proxied(t testing.TB, pool *pgxpool.Pool) (*tcpproxy.Proxy, string) {
+	t.Helper()
+	cfg := pool.Config().ConnConfig
+	proxy := tcpproxy.Start(t, net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
+	return proxy, fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=1", cfg.User, proxy.Addr(), cfg.Database)
+}
+
+// Eventually polls cond every 20ms until it holds, failing the test with
+// what when within passes first.
+func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
