@@ -23,10 +23,11 @@ import (
 )
 
 // Build compiles leasewrap into dir (with -race when the tests themselves
-// run with it) and returns the binary's path.
+// run with it) and returns the binary's path. It uses the shipped binary's
+// build tag, urfave_cli_no_docs, so that tests run what users run.
 func Build(dir string) (string, error) {
 	binary := filepath.Join(dir, "leasewrap")
-	args := []string{"build", "-o", binary}
+	args := []string{"build", "-tags", "urfave_cli_no_docs", "-o", binary}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
