@@ -17,33 +17,40 @@ import (
 // subcommand would use its defaults).
 func run(args []string, stdout, stderr io.Writer) int {
 	own, child, hasChild := splitChild(args)
-	cmds := commands()
-	own, sub := subcommandFirst(own, cmds)
-	app := &cli.App{
+	app := newApp(stdout, stderr)
+	own, sub := subcommandFirst(own, app.Commands)
+	app.Metadata = map[string]any{argsKey: own}
+	switch {
+	case sub != nil && hasChild:
+		return report(stderr, usagef("%s runs no command: remove the -- and what follows it (%q)", sub.Name, child))
+	case sub != nil:
+		// Only the main command reads the run settings: a bad LEASEWRAP_TTL
+		// must not break status or version.
+		app.Flags = nil
+	default:
+		app.Action = func(c *cli.Context) error { return runAction(c, child, hasChild) }
+	}
+	return report(stderr, app.Run(own))
+}
+
+// newApp describes the whole command line: the main command's flags and
+// every subcommand.
+func newApp(stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
 		Name:            "leasewrap",
 		Usage:           "run a command on exactly one of N instances, coordinated by a PostgreSQL lease",
 		UsageText:       "leasewrap [flags] -- COMMAND [ARG...]\nleasewrap status|release|migrate|version [flags]",
 		Description:     description,
 		Version:         version(),
 		HideVersion:     true,
-		Commands:        cmds,
+		Flags:           runFlags(),
+		Commands:        commands(),
 		OnUsageError:    usageError,
 		ExitErrHandler:  func(*cli.Context, error) {}, // run alone decides the status
 		HideHelpCommand: true,
 		Writer:          stdout,
 		ErrWriter:       stderr,
-		Metadata:        map[string]any{argsKey: own},
 	}
-	switch {
-	case sub != nil && hasChild:
-		return report(stderr, usagef("%s runs no command: remove the -- and what follows it (%q)", sub.Name, child))
-	case sub == nil:
-		// Only the main command reads the run settings: a bad LEASEWRAP_TTL
-		// must not break status or version.
-		app.Flags = runFlags()
-		app.Action = func(c *cli.Context) error { return runAction(c, child, hasChild) }
-	}
-	return report(stderr, app.Run(own))
 }
 
 // report prints err's one line, if it has one, and returns its exit status.

@@ -28,8 +28,6 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
-
-	"github.com/redbite/leasewrap/runner"
 )
 
 const genDocsEnv = "LEASEWRAP_GEN_DOCS"
@@ -47,7 +45,7 @@ func init() {
 }
 
 func genDocs(dir string) error {
-	app := newApp(nil, false)
+	app := newApp(os.Stdout, os.Stderr)
 	man, err := manPage(app)
 	if err != nil {
 		return err
@@ -142,12 +140,15 @@ func exitStatusRoff() string {
 	}{
 		{"COMMAND's own status", "when this instance held the lease and ran COMMAND (128+N when a signal N ended it)"},
 		{"0, or --skip-exit-code", "when another instance holds the lease"},
-		{fmt.Sprint(runner.ExitUsage), "a mistake in the command line or the environment"},
-		{fmt.Sprint(runner.ExitUnavailable), "the database could not be reached or used; COMMAND did not run"},
-		{fmt.Sprint(runner.ExitLeaseLost), "the lease was lost while COMMAND ran; COMMAND was stopped"},
-		{fmt.Sprint(runner.ExitWaitTimeout), "--wait-timeout passed before this instance became the leader"},
-		{fmt.Sprint(runner.ExitNotExecutable), "COMMAND was found but is not executable"},
-		{fmt.Sprint(runner.ExitNotFound), "COMMAND was not found"},
+		{fmt.Sprint(exitUsage), "a mistake in the command line or the environment"},
+		{fmt.Sprint(exitUnavailable), "the database could not be reached or used; COMMAND did not run"},
+		{fmt.Sprint(exitLeaseLost), "the lease was lost while COMMAND ran; COMMAND was stopped"},
+		{fmt.Sprint(exitWaitTimeout), "--wait-timeout passed before this instance became the leader"},
+		{fmt.Sprint(exitNotExecutable), "COMMAND was found but is not executable"},
+		{fmt.Sprint(exitCommandNotFound), "COMMAND was not found"},
+		{fmt.Sprint(exitNotFound), "status or release: no such job, or no live lease of that holder"},
+		{fmt.Sprint(exitLastRunFailed), "status --fail-on-error: the last run of a job shown exited non-zero"},
+		{fmt.Sprint(exitIOErr), "status, release or migrate could not write its output"},
 	}
 	var b strings.Builder
 	b.WriteString(".SH EXIT STATUS\n")

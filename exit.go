@@ -26,6 +26,10 @@ const (
 	// exitWaitTimeout: --wait-timeout passed without becoming leader, as
 	// timeout(1) exits.
 	exitWaitTimeout = 124
+	// exitNotExecutable and exitCommandNotFound: COMMAND cannot run, as a
+	// shell says it.
+	exitNotExecutable   = runner.StatusNotExecutable
+	exitCommandNotFound = runner.StatusNotFound
 	// exitSignalBase plus N: the child, or leasewrap before the child
 	// started, was ended by signal N.
 	exitSignalBase = runner.StatusSignalBase
