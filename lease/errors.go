@@ -35,6 +35,10 @@ var (
 	// server refuses writes: a hot standby, or a session that is read-only by
 	// default.
 	ErrReadOnly = errors.New("the database is read-only (a standby, or default_transaction_read_only is on): point the connection string at the primary, for example with target_session_attrs=read-write")
+	// ErrPermission is returned (wrapped, with the server's own error, which
+	// names the object) when the role lacks a privilege: a configuration
+	// problem, not an outage.
+	ErrPermission = errors.New("the role lacks a privilege: run leasewrap migrate once as the table's owner, then GRANT SELECT, INSERT, UPDATE ON the lease table, and USAGE ON SCHEMA for a schema.table, to the role leasewrap runs as")
 )
 
 // HeldError is returned by TryAcquire when another holder's lease is live.
@@ -60,6 +64,8 @@ func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 const (
 	codeReadOnly       = "25006" // read_only_sql_transaction
 	codeUndefinedTable = "42P01"
+	codeNoPrivilege    = "42501" // insufficient_privilege
+	codeNotNull        = "23502" // not_null_violation
 )
 
 // sqlState returns the SQLSTATE of the server error in err's chain, or "".
@@ -72,14 +78,17 @@ func sqlState(err error) string {
 }
 
 // classify adds ErrReadOnly to the server's read-only refusal, and to pgx's
-// when target_session_attrs=read-write found no primary, keeping the original
-// error in the chain.
+// when target_session_attrs=read-write found no primary, and ErrPermission
+// to a missing privilege, keeping the original error in the chain.
 func classify(err error) error {
-	if err == nil || errors.Is(err, ErrReadOnly) {
+	if err == nil || errors.Is(err, ErrReadOnly) || errors.Is(err, ErrPermission) {
 		return err
 	}
-	if sqlState(err) == codeReadOnly || errors.Is(err, pgconn.ErrReadOnlyConnection) {
+	switch code := sqlState(err); {
+	case code == codeReadOnly || errors.Is(err, pgconn.ErrReadOnlyConnection):
 		return fmt.Errorf("%w: %w", ErrReadOnly, err)
+	case code == codeNoPrivilege:
+		return fmt.Errorf("%w: %w", ErrPermission, err)
 	}
 	return err
 }

@@ -308,7 +308,7 @@ func (s *Store) migrateTable(ctx context.Context, tx pgx.Tx, st schemaState) ([]
 // altered, and the operator decides what those rows mean.
 func (s *Store) nullsError(err error) error {
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "23502" {
+	if sqlState(err) != codeNotNull || !errors.As(err, &pgErr) {
 		return err
 	}
 	col := pgErr.ColumnName
@@ -323,9 +323,8 @@ func (s *Store) nullsError(err error) error {
 func (s *Store) createCheck(ctx context.Context, tx pgx.Tx, st schemaState, alone bool) (string, error) {
 	fn := s.checkFunction().Sanitize()
 	_, err := tx.Exec(ctx, "CREATE OR REPLACE FUNCTION "+fn+checkFunctionBody)
-	var pgErr *pgconn.PgError
 	switch {
-	case alone && errors.As(err, &pgErr) && pgErr.Code == "42501":
+	case alone && sqlState(err) == codeNoPrivilege:
 		return "", &fencingError{function: fn, schema: st.checkSchema}
 	case err != nil:
 		return "", err
