@@ -1,6 +1,7 @@
 // Package runner runs a child command for as long as a lease holds: it
 // starts the child in its own process group, forwards signals to it, stops
-// it before the lease could expire, and turns its end into the shell's
+// it (and, on Linux, every process it started, in its group or not) before
+// the lease could expire or be released, and turns its end into the shell's
 // status for it.
 package runner
 

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"syscall"
@@ -34,6 +35,7 @@ type Config struct {
 	// Log receives the child's start, stop and exit.
 	Log zerolog.Logger
 	// Reaper, when set, owns waiting for children (leasewrap as PID 1).
+	// On Linux Run uses signals.ProcessReaper in any case, as a subreaper.
 	Reaper *signals.Reaper
 	// Started, when set, is called once the child runs.
 	Started func()
@@ -55,12 +57,26 @@ type Result struct {
 const pollInterval = 20 * time.Millisecond
 
 // Run starts cmd in its own process group and waits for it while the lease
-// holds. When the lease's Done closes it sends SIGTERM to the group, and
-// SIGKILL after the grace or at the lease's deadline less the margin,
-// whichever comes first. Processes the child leaves behind in its group are
-// stopped too before Run returns, so nothing of the run outlives the lease.
-// A lease already in doubt is not used: the child does not start. cmd's
-// stdin, stdout and stderr must be files (or nil).
+// holds. A lease already in doubt is not used: the child does not start.
+// cmd's stdin, stdout and stderr must be files (or nil).
+//
+// Signals from cfg.Signals are forwarded to the child's group. When the
+// lease's Done closes, or a signal that asks to end (signals.Ends) arrives,
+// the child is stopped: the group gets SIGTERM (or that signal), and SIGKILL
+// after the grace or at the lease's deadline less the margin, whichever
+// comes first. The status is still the child's own; a lost lease shows in
+// Result.Lost.
+//
+// On Linux Run makes the process a child subreaper, so that orphans of the
+// run (a `setsid cmd &`, a double fork) stay its descendants, and all
+// waiting for children goes through signals.ProcessReaper: nothing else in
+// the process may wait for a child (exec.Cmd.Wait, os.Process.Wait).
+// Before Run returns, whether the child exited on its own or was stopped,
+// every process left of the run, in the group or not, gets SIGTERM and
+// SIGKILL at the same deadlines and is reaped: nothing of the run outlives
+// the lease. Elsewhere only the child's process group can be found and
+// stopped. An orphan cannot be traced to the run it came from: with several
+// Runs at once in one process, it is stopped with the first that ends.
 func Run(cmd *exec.Cmd, l Lease, cfg Config) Result {
 	log := cfg.Log
 	select {
@@ -69,19 +85,36 @@ func Run(cmd *exec.Cmd, l Lease, cfg Config) Result {
 		return Result{Lost: l.Err()}
 	default:
 	}
+	reaper := cfg.Reaper
+	if err := signals.Subreaper(); err == nil {
+		reaper = signals.ProcessReaper()
+	} else if !errors.Is(err, errors.ErrUnsupported) {
+		log.Warn().Err(err).Msg("cannot become a subreaper; processes that leave the child's process group may outlive the lease")
+	}
 	attr, foreground := signals.ChildAttr()
 	cmd.SysProcAttr = attr
 	if foreground {
 		// Also after a failed exec: the terminal was handed over before it.
 		defer signals.ReclaimTerminal()
 	}
-	waited, err := start(cmd, cfg.Reaper)
+	runs.Lock() // see runs
+	waited, err := start(cmd, reaper)
+	if err == nil {
+		runs.pgids[cmd.Process.Pid] = true
+	}
+	runs.Unlock()
 	if err != nil {
 		log.Error().Err(err).Msg("cannot start child")
 		return Result{Status: startStatus(err)}
 	}
 	started := time.Now()
 	pgid := cmd.Process.Pid
+	defer func() {
+		runs.Lock()
+		delete(runs.pgids, pgid)
+		runs.Unlock()
+	}()
+	fam := &family{pgid: pgid, reaper: reaper}
 	log.Info().Int("pid", pgid).Msg("child started")
 	if cfg.Started != nil {
 		cfg.Started()
@@ -94,6 +127,11 @@ func Run(cmd *exec.Cmd, l Lease, cfg Config) Result {
 		tick     <-chan time.Time
 		stopTick *time.Ticker
 	)
+	stopping := func(s *stopper) {
+		stop = s
+		stopTick = time.NewTicker(pollInterval)
+		tick = stopTick.C
+	}
 	defer func() {
 		if stopTick != nil {
 			stopTick.Stop()
@@ -108,26 +146,36 @@ func Run(cmd *exec.Cmd, l Lease, cfg Config) Result {
 				ev = log.Warn()
 			}
 			ev.Int("status", res.Status).Stringer("duration", time.Since(started).Round(time.Millisecond)).Msg("child exited")
-			if signals.GroupAlive(pgid) {
-				log.Warn().Int("pgid", pgid).Msg("child left processes in its group; stopping them")
-				if stop == nil {
-					stop = newStopper(pgid, l, cfg)
-				}
+			if stop == nil && fam.signal(0, 0) {
+				log.Warn().Int("pgid", pgid).Msg("child left processes behind; stopping them")
+				stop = newStopper(fam, l, cfg, unix.SIGTERM)
+			}
+			if stop != nil {
 				stop.wait(log)
 			}
 			return res
 		case sig := <-cfg.Signals:
-			if s, ok := sig.(unix.Signal); ok {
-				_ = signals.Group(pgid, s)
+			s, ok := sig.(unix.Signal)
+			if !ok {
+				continue
 			}
+			if signals.Ends(s) && stop == nil {
+				stopping(newStopper(fam, l, cfg, s)) // signal first, then log
+				log.Info().Str("signal", unix.SignalName(s)).Stringer("grace", cfg.Grace).
+					Msgf("received %s, stopping the command (grace %s)", unix.SignalName(s), cfg.Grace)
+				continue
+			}
+			fam.group(s) // a second ending signal too: the grace runs on
 			log.Debug().Str("signal", sig.String()).Msg("forwarded signal")
 		case <-leaseDone:
 			leaseDone = nil
 			lost = l.Err()
-			stop = newStopper(pgid, l, cfg) // signal first, then log
+			if stop == nil {
+				stopping(newStopper(fam, l, cfg, unix.SIGTERM)) // signal first, then log
+			} else {
+				stop.term() // already stopping for a signal: its clock runs on
+			}
 			log.Error().Err(lost).Stringer("grace", cfg.Grace).Msg("stopping child: lease can no longer be guaranteed")
-			stopTick = time.NewTicker(pollInterval)
-			tick = stopTick.C
 		case <-tick:
 			stop.check(log)
 		}
@@ -152,45 +200,69 @@ func start(cmd *exec.Cmd, reaper *signals.Reaper) (<-chan unix.WaitStatus, error
 	return waited, nil
 }
 
-// stopper ends a process group: SIGTERM at once, SIGKILL after the grace or
-// when the lease is about to run out, whichever comes first.
+// stopper ends a run's family of processes: a first signal at once (SIGTERM
+// to all, or the signal leasewrap received to the group and SIGTERM to the
+// rest), SIGKILL to all after the grace or when the lease is about to run
+// out, whichever comes first.
 type stopper struct {
-	pgid   int
+	fam    *family
 	lease  Lease
 	cfg    Config
+	first  unix.Signal // what the group got at termAt
 	termAt time.Time
 	killed bool
 }
 
-func newStopper(pgid int, l Lease, cfg Config) *stopper {
-	_ = signals.Group(pgid, unix.SIGTERM)
-	return &stopper{pgid: pgid, lease: l, cfg: cfg, termAt: time.Now()}
+func newStopper(fam *family, l Lease, cfg Config, first unix.Signal) *stopper {
+	fam.signal(first, unix.SIGTERM)
+	return &stopper{fam: fam, lease: l, cfg: cfg, first: first, termAt: time.Now()}
+}
+
+// term sends SIGTERM to a group that got another signal first (the lease
+// was lost after an outside SIGINT or SIGHUP), without moving the SIGKILL.
+func (s *stopper) term() {
+	if s.first != unix.SIGTERM && !s.killed {
+		s.fam.group(unix.SIGTERM)
+		s.first = unix.SIGTERM
+	}
+}
+
+// due reports whether SIGKILL is due.
+func (s *stopper) due() bool {
+	return time.Since(s.termAt) >= s.cfg.Grace || s.lease.Remaining() <= s.cfg.Margin
 }
 
 // check sends SIGKILL once it is due.
 func (s *stopper) check(log zerolog.Logger) {
-	if s.killed {
+	if s.killed || !s.due() {
 		return
 	}
-	if time.Since(s.termAt) >= s.cfg.Grace || s.lease.Remaining() <= s.cfg.Margin {
-		log.Warn().Int("pgid", s.pgid).Msg("child did not stop in time; sending SIGKILL")
-		_ = signals.Group(s.pgid, unix.SIGKILL)
-		s.killed = true
-	}
+	log.Warn().Int("pgid", s.fam.pgid).Msg("child did not stop in time; sending SIGKILL")
+	s.fam.signal(unix.SIGKILL, unix.SIGKILL)
+	s.killed = true
 }
 
-// wait polls until the group is gone, killing it when due. Processes that
-// cannot be reaped by anyone (zombies under a PID 1 that does not reap)
-// would keep the group alive, so the wait ends a little after SIGKILL.
+// wait polls until no process of the family is left, killing them when
+// due, and again each poll after that for any forked meanwhile. A process
+// SIGKILL cannot end (not ours to signal, or stuck in the kernel), or, where
+// only the process group is known, a zombie no one reaps, would keep it
+// waiting, so the wait ends a second after SIGKILL.
 func (s *stopper) wait(log zerolog.Logger) {
 	var giveUp time.Time
-	for signals.GroupAlive(s.pgid) {
+	for {
+		var sig unix.Signal
+		if s.killed {
+			sig = unix.SIGKILL
+		}
+		if !s.fam.signal(sig, sig) {
+			return
+		}
 		s.check(log)
 		if s.killed {
 			if giveUp.IsZero() {
 				giveUp = time.Now().Add(time.Second)
 			} else if time.Now().After(giveUp) {
-				log.Error().Int("pgid", s.pgid).Msg("processes of the child's group remain after SIGKILL (not ours to kill?); they may outlive the lease")
+				log.Error().Int("pgid", s.fam.pgid).Msg("processes of the run remain after SIGKILL (not ours to kill?); they may outlive the lease")
 				return
 			}
 		}

@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -287,4 +288,57 @@ func TestProcessesLeftBehindAreStoppedBeforeRunReturns(t *testing.T) {
 	if pid := lwtest.ReadPid(t, pidFile); !lwtest.ProcessGone(pid) {
 		t.Errorf("grandchild %d outlived Run", pid)
 	}
+}
+
+func TestOutsideSIGTERMStopsAChildIgnoringItAfterGrace(t *testing.T) {
+	t.Parallel()
+	c := newChild(t, "ignore-term ready block")
+	const grace = 2 * time.Second
+	var logs lwtest.SyncBuffer
+	sigs := make(chan os.Signal, 4)
+	res := make(chan runner.Result, 1)
+	go func() {
+		res <- runner.Run(c.cmd, newFakeLease(time.Hour), runner.Config{Grace: grace, Signals: sigs, Log: zerolog.New(&logs)})
+	}()
+	c.expect(t, "ready")
+	sent := time.Now()
+	sigs <- unix.SIGTERM
+	c.expect(t, "signal SIGTERM")
+	// A second one, well into the grace, is forwarded but moves nothing.
+	time.Sleep(grace * 6 / 10)
+	sigs <- unix.SIGTERM
+	c.expect(t, "signal SIGTERM")
+	var got runner.Result
+	select {
+	case got = <-res:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return: SIGTERM from outside never escalated")
+	}
+	took := time.Since(sent)
+	if got.Status != 128+int(unix.SIGKILL) || got.Lost != nil {
+		t.Errorf("result %+v, want the child's own 137", got)
+	}
+	// Had the second signal restarted the grace, SIGKILL would come at 1.6x.
+	if took < grace || took > grace*145/100 {
+		t.Errorf("SIGKILL came %s after SIGTERM, want within [%s, %s]", took, grace, grace*145/100)
+	}
+	const want = "received SIGTERM, stopping the command (grace 2s)"
+	if !hasLog(t, logs.String(), "info", want) {
+		t.Errorf("no info line %q in logs:\n%s", want, logs.String())
+	}
+}
+
+// hasLog reports whether the JSON logs hold a line with level and message.
+func hasLog(t *testing.T, logs, level, message string) bool {
+	t.Helper()
+	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		var e map[string]any
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("log line is not JSON: %q", line)
+		}
+		if e["level"] == level && e["message"] == message {
+			return true
+		}
+	}
+	return false
 }

@@ -11,27 +11,46 @@ import (
 )
 
 // Reaper owns waiting for every child of the process. As PID 1 (a container
-// entrypoint) the wrapper inherits every orphan of the container and must
-// reap them, or they stay zombies for good. Reaping with wait4(-1) in the
-// same process as exec.Cmd.Wait would race it for the main child's status,
-// so with a Reaper nothing else may wait: it hands each started child's
-// status to its channel and discards the orphans'.
+// entrypoint) or as a child subreaper (see Subreaper) the wrapper inherits
+// orphans and must reap them, or they stay zombies for good. Reaping with
+// wait4(-1) in the same process as exec.Cmd.Wait would race it for the main
+// child's status (supercronic issues 88 and 171), so with a Reaper nothing
+// else may wait: it hands each started child's status to its channel and
+// discards the orphans'. A process has one Reaper (ProcessReaper).
 type Reaper struct {
 	mu      sync.Mutex
 	waiting map[int]chan unix.WaitStatus
 	sigchld chan os.Signal
 }
 
-// NeedReaper reports whether this process must reap orphans: it is PID 1.
+// NeedReaper reports whether this process must reap orphans because it is
+// PID 1. A subreaper must too; runner.Run takes care of both.
 func NeedReaper() bool { return os.Getpid() == 1 }
 
-// NewReaper starts reaping on every SIGCHLD.
-func NewReaper() *Reaper {
+var theReaper = sync.OnceValue(func() *Reaper {
 	r := &Reaper{waiting: map[int]chan unix.WaitStatus{}, sigchld: make(chan os.Signal, 1)}
 	signal.Notify(r.sigchld, unix.SIGCHLD)
 	go r.loop()
 	return r
-}
+})
+
+// ProcessReaper returns the process's Reaper, and starts it reaping on
+// every SIGCHLD the first time. There is only one: two would race each
+// other's wait4(-1) just as a Reaper and exec.Cmd.Wait would.
+func ProcessReaper() *Reaper { return theReaper() }
+
+// NewReaper returns ProcessReaper(); every call returns the same Reaper.
+func NewReaper() *Reaper { return ProcessReaper() }
+
+var subreaper = sync.OnceValue(becomeSubreaper)
+
+// Subreaper makes the process a child subreaper (Linux's
+// PR_SET_CHILD_SUBREAPER) the first time it is called, and returns nil if
+// the process is one. From then on every orphan among the process's
+// descendants becomes its child, so all waiting for children must go
+// through ProcessReaper. Elsewhere than on Linux it returns
+// errors.ErrUnsupported.
+func Subreaper() error { return subreaper() }
 
 // Start starts cmd and returns the channel its wait status arrives on. The
 // child is registered before any SIGCHLD can be handled, so its status
@@ -48,16 +67,29 @@ func (r *Reaper) Start(cmd *exec.Cmd) (<-chan unix.WaitStatus, error) {
 	return ch, nil
 }
 
+// Hold reaps every child that has exited, runs fn while no child can be
+// reaped, and reaps again. So the process's own zombies are gone when fn
+// starts, those fn sees (children that exited meanwhile) are gone when Hold
+// returns, and the pid of any child fn finds alive cannot be reused by
+// another process before fn returns: fn may signal children by pid.
+func (r *Reaper) Hold(fn func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reapLocked()
+	fn()
+	r.reapLocked()
+}
+
 func (r *Reaper) loop() {
 	for range r.sigchld {
-		r.reap()
+		r.mu.Lock()
+		r.reapLocked()
+		r.mu.Unlock()
 	}
 }
 
-// reap collects every child that has exited.
-func (r *Reaper) reap() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// reapLocked collects every child that has exited.
+func (r *Reaper) reapLocked() {
 	for {
 		var ws unix.WaitStatus
 		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)

@@ -1,6 +1,8 @@
-// Package signals knows Unix signals and process groups: which signals a
-// wrapper forwards, how a child is put in its own group, and how a whole
-// group is signalled.
+// Package signals knows Unix signals, processes and reaping: which signals a
+// wrapper forwards, how a child is put in its own group, how a whole group
+// is signalled, how orphans are kept (a subreaper on Linux) and reaped
+// without racing exec.Cmd.Wait, and how a process's descendants are found
+// in the process table.
 package signals
 
 import (

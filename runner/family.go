@@ -1,0 +1,107 @@
+package runner
+
+import (
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/redbite/leasewrap/signals"
+)
+
+// family is every process of one run that must be stopped with it: the
+// child's process group and, where leasewrap reaps its orphans (a
+// subreaper on Linux, or PID 1) and has /proc to find them, every other
+// process descending from leasewrap that belongs to no other run. As a
+// subreaper leasewrap becomes the parent of every orphan of the run
+// (`setsid cmd &`, a double fork), so nothing the child starts leaves the
+// family but by leaving leasewrap's descendants altogether: started by a
+// service manager (systemd-run, a daemon's own supervisor), for instance.
+type family struct {
+	pgid   int
+	reaper *signals.Reaper // nil: the process group is all there is
+}
+
+// runs holds the process groups of the children being supervised in this
+// process. An orphan cannot be traced back to the run it came from, so it
+// belongs to every run in progress; with one child at a time, as leasewrap
+// runs, that is exact. Processes of another run's group or tree are never
+// this run's. runs is locked before the reaper's lock, and while a child
+// starts, so no reading of the process table sees a child not yet in it.
+var runs = struct {
+	sync.Mutex
+	pgids map[int]bool
+}{pgids: map[int]bool{}}
+
+// group sends sig to the child's process group only: forwarding.
+func (f *family) group(sig unix.Signal) {
+	_ = signals.Group(f.pgid, sig)
+}
+
+// signal sends groupSig to the child's process group and otherSig to every
+// other process of the family (0 sends nothing), and reports whether any
+// process of the family was alive. Zombies do not count: the family's own
+// are reaped first, and a zombie left to another parent cannot run.
+func (f *family) signal(groupSig, otherSig unix.Signal) (alive bool) {
+	if f.reaper == nil {
+		return f.groupOnly(groupSig)
+	}
+	runs.Lock()
+	defer runs.Unlock()
+	var err error
+	f.reaper.Hold(func() {
+		var procs []signals.Process
+		if procs, err = signals.Processes(); err != nil {
+			return
+		}
+		if groupSig != 0 {
+			f.group(groupSig)
+		}
+		for _, p := range f.members(procs) {
+			if p.Zombie {
+				continue
+			}
+			alive = true
+			if p.Pgid != f.pgid && otherSig != 0 {
+				// Gone meanwhile (ESRCH) is fine; EPERM is reported by
+				// the process staying alive.
+				_ = unix.Kill(p.Pid, otherSig)
+			}
+		}
+	})
+	if err != nil {
+		return f.groupOnly(groupSig) // no /proc
+	}
+	return alive
+}
+
+// groupOnly is signal where the process group is all that can be found.
+// Its liveness test counts zombies, which only their parent can remove.
+func (f *family) groupOnly(sig unix.Signal) bool {
+	if sig != 0 {
+		f.group(sig)
+	}
+	return signals.GroupAlive(f.pgid)
+}
+
+// members picks the family out of the process table: the child's group,
+// and leasewrap's descendants but other runs' children, their groups and
+// everything below them. runs must be locked.
+func (f *family) members(procs []signals.Process) []signals.Process {
+	other := func(pgid int) bool { return pgid != f.pgid && runs.pgids[pgid] }
+	out := signals.Descendants(procs, os.Getpid(), func(p signals.Process) bool {
+		return other(p.Pid) || other(p.Pgid)
+	})
+	// A member of the group found outside leasewrap's descendants (the
+	// table was read while it changed) is in the family all the same.
+	in := make(map[int]bool, len(out))
+	for _, p := range out {
+		in[p.Pid] = true
+	}
+	for _, p := range procs {
+		if p.Pgid == f.pgid && !in[p.Pid] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
