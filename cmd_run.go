@@ -103,8 +103,6 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = childEnv(os.Environ(), w.o.job, w.o.holder, l.Token(), w.store.Table())
 	cfg := runner.Config{
-		Grace:   w.o.timings.Grace,
-		Margin:  lease.SafetyMargin(w.o.timings.TTL),
 		Signals: w.sigs,
 		Log:     log,
 		Started: mon.ChildStarted,

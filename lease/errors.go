@@ -20,8 +20,9 @@ var (
 	// gone, or carries an older token.
 	ErrRowRegressed = fmt.Errorf("the lease row lost a committed write: asynchronous failover, restore or manual delete? (%w)", ErrLost)
 	// ErrReleasedByOperator (which also matches ErrLost) means an operator
-	// asked the holder to hand the lease back (leasewrap release --id).
-	ErrReleasedByOperator = fmt.Errorf("an operator released the lease (%w)", ErrLost)
+	// asked the holder to hand the lease back (leasewrap release --id). Its
+	// Planned method says so to code that cannot import this package.
+	ErrReleasedByOperator error = operatorRelease{}
 	// ErrHeld means another holder has a live lease; the error is a *HeldError.
 	ErrHeld = errors.New("lease held by another instance")
 	// ErrReleased is the Err of a lease that was handed back by Release.
@@ -40,6 +41,14 @@ var (
 	// problem, not an outage.
 	ErrPermission = errors.New("the role lacks a privilege: run leasewrap migrate once as the table's owner, then GRANT SELECT, INSERT, UPDATE ON the lease table, and USAGE ON SCHEMA for a schema.table, to the role leasewrap runs as")
 )
+
+type operatorRelease struct{}
+
+func (operatorRelease) Error() string { return "an operator released the lease (lease lost)" }
+func (operatorRelease) Unwrap() error { return ErrLost }
+
+// Planned reports that the lease ended by plan, not by a fault.
+func (operatorRelease) Planned() bool { return true }
 
 // HeldError is returned by TryAcquire when another holder's lease is live.
 type HeldError struct {

@@ -19,17 +19,15 @@ type Lease interface {
 	Done() <-chan struct{}
 	// Err says why Done was closed.
 	Err() error
-	// Remaining is how long the lease is certainly still valid.
-	Remaining() time.Duration
+	// Grace is how long the child gets between SIGTERM and SIGKILL.
+	Grace() time.Duration
+	// KillIn is how long until the child must be dead whatever the grace:
+	// SIGKILL is due once it is not positive.
+	KillIn() time.Duration
 }
 
-// Config sets how a child is supervised.
+// Config sets how a child is supervised. The deadlines come from the Lease.
 type Config struct {
-	// Grace is the SIGTERM to SIGKILL delay.
-	Grace time.Duration
-	// Margin is how long before the lease's local deadline the child must be
-	// dead (lease.SafetyMargin).
-	Margin time.Duration
 	// Signals are forwarded to the child's process group.
 	Signals <-chan os.Signal
 	// Log receives the child's start, stop and exit.
@@ -161,8 +159,8 @@ func Run(cmd *exec.Cmd, l Lease, cfg Config) Result {
 			}
 			if signals.Ends(s) && stop == nil {
 				stopping(newStopper(fam, l, cfg, s)) // signal first, then log
-				log.Info().Str("signal", unix.SignalName(s)).Stringer("grace", cfg.Grace).
-					Msgf("received %s, stopping the command (grace %s)", unix.SignalName(s), cfg.Grace)
+				log.Info().Str("signal", unix.SignalName(s)).Stringer("grace", l.Grace()).
+					Msgf("received %s, stopping the command (grace %s)", unix.SignalName(s), l.Grace())
 				continue
 			}
 			fam.group(s) // a second ending signal too: the grace runs on
@@ -175,11 +173,22 @@ func Run(cmd *exec.Cmd, l Lease, cfg Config) Result {
 			} else {
 				stop.term() // already stopping for a signal: its clock runs on
 			}
-			log.Error().Err(lost).Stringer("grace", cfg.Grace).Msg("stopping child: lease can no longer be guaranteed")
+			ev := log.Error()
+			if planned(lost) {
+				ev = log.Warn()
+			}
+			ev.Err(lost).Stringer("grace", l.Grace()).Msg("stopping child: lease can no longer be guaranteed")
 		case <-tick:
 			stop.check(log)
 		}
 	}
+}
+
+// planned reports whether a lease ended by plan (an operator's release),
+// which deserves a warning rather than an error.
+func planned(err error) bool {
+	var p interface{ Planned() bool }
+	return errors.As(err, &p) && p.Planned()
 }
 
 // start starts cmd and returns the channel its wait status arrives on:
@@ -229,7 +238,7 @@ func (s *stopper) term() {
 
 // due reports whether SIGKILL is due.
 func (s *stopper) due() bool {
-	return time.Since(s.termAt) >= s.cfg.Grace || s.lease.Remaining() <= s.cfg.Margin
+	return time.Since(s.termAt) >= s.lease.Grace() || s.lease.KillIn() <= 0
 }
 
 // check sends SIGKILL once it is due.

@@ -30,11 +30,12 @@ func TestMain(m *testing.M) {
 // fakeLease lets a test end the lease at will; its deadline is on the
 // monotonic clock.
 type fakeLease struct {
-	done     chan struct{}
-	once     sync.Once
-	mu       sync.Mutex
-	err      error
-	deadline time.Time
+	done          chan struct{}
+	once          sync.Once
+	mu            sync.Mutex
+	err           error
+	deadline      time.Time
+	grace, margin time.Duration
 }
 
 func newFakeLease(validFor time.Duration) *fakeLease {
@@ -47,10 +48,21 @@ func (f *fakeLease) Err() error {
 	defer f.mu.Unlock()
 	return f.err
 }
+func (f *fakeLease) Grace() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.grace
+}
+func (f *fakeLease) KillIn() time.Duration { return f.Remaining() - f.margin }
 func (f *fakeLease) Remaining() time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return time.Until(f.deadline)
+}
+func (f *fakeLease) setTimings(grace, margin time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.grace, f.margin = grace, margin
 }
 func (f *fakeLease) setValidFor(d time.Duration) {
 	f.mu.Lock()
@@ -107,11 +119,13 @@ type run struct {
 	sigs chan os.Signal
 }
 
-func start(t *testing.T, c *child, l runner.Lease, grace, margin time.Duration) *run {
+// start runs c under l, whose grace and margin it sets.
+func start(t *testing.T, c *child, l *fakeLease, grace, margin time.Duration) *run {
 	t.Helper()
+	l.setTimings(grace, margin)
 	r := &run{res: make(chan runner.Result, 1), sigs: make(chan os.Signal, 4)}
 	go func() {
-		r.res <- runner.Run(c.cmd, l, runner.Config{Grace: grace, Margin: margin, Signals: r.sigs, Log: zerolog.New(io.Discard)})
+		r.res <- runner.Run(c.cmd, l, runner.Config{Signals: r.sigs, Log: zerolog.New(io.Discard)})
 	}()
 	return r
 }
@@ -298,7 +312,9 @@ func TestOutsideSIGTERMStopsAChildIgnoringItAfterGrace(t *testing.T) {
 	sigs := make(chan os.Signal, 4)
 	res := make(chan runner.Result, 1)
 	go func() {
-		res <- runner.Run(c.cmd, newFakeLease(time.Hour), runner.Config{Grace: grace, Signals: sigs, Log: zerolog.New(&logs)})
+		l := newFakeLease(time.Hour)
+		l.setTimings(grace, 0)
+		res <- runner.Run(c.cmd, l, runner.Config{Signals: sigs, Log: zerolog.New(&logs)})
 	}()
 	c.expect(t, "ready")
 	sent := time.Now()

@@ -67,7 +67,7 @@ func ChildAttr() (attr *syscall.SysProcAttr, foreground bool) {
 	attr = &syscall.SysProcAttr{Setpgid: true}
 	if pgrp, err := unix.IoctlGetInt(0, unix.TIOCGPGRP); err == nil && pgrp == unix.Getpgrp() {
 		attr.Foreground = true
-		attr.Ctty = 0 // stdin, in the child
+		attr.Ctty = 0 // with Foreground, a descriptor of leasewrap: its stdin
 	}
 	setParentDeathSignal(attr)
 	return attr, attr.Foreground
