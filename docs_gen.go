@@ -229,92 +229,9 @@ func compCommands(app *cli.App) []compCommand {
 	return out
 }
 
-func bashCompletion(app *cli.App) string {
-	cmds := compCommands(app)
-	var subs []string
-	for _, c := range cmds[1:] {
-		subs = append(subs, c.name)
-	}
-	var b strings.Builder
-	b.WriteString(`# bash completion for leasewrap. Generated at release time from the
-# commands and flags (LEASEWRAP_GEN_DOCS=DIR go run -tags leasewrap_docs .).
-
-_leasewrap() {
-  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-  local cmd="" i w
-  for ((i = 1; i < COMP_CWORD; i++)); do
-    w=${COMP_WORDS[i]}
-    case $w in
-    --)
-      # The rest is the child's command line.
-      _leasewrap_child $((i + 1))
-      return
-      ;;
-    -*=*) ;;
-`)
-	// Skip the value of a flag that takes one, so that "--job status" does
-	// not look like the status command: for each such flag, the commands
-	// it takes a value in.
-	takers := map[string][]string{}
-	var order []string
-	for _, c := range cmds {
-		for _, f := range c.flags {
-			if !f.value {
-				continue
-			}
-			for _, n := range f.names {
-				if _, seen := takers[n]; !seen {
-					order = append(order, n)
-				}
-				takers[n] = append(takers[n], shellWord(c.name))
-			}
-		}
-	}
-	groups := map[string][]string{}
-	var groupOrder []string
-	for _, n := range order {
-		key := strings.Join(takers[n], "|")
-		if _, seen := groups[key]; !seen {
-			groupOrder = append(groupOrder, key)
-		}
-		groups[key] = append(groups[key], n)
-	}
-	for _, key := range groupOrder {
-		fmt.Fprintf(&b, "    %s)\n      case $cmd in %s) ((++i < COMP_CWORD)) || { _leasewrap_value \"$w\"; return; } ;; esac\n      ;;\n",
-			strings.Join(groups[key], "|"), key)
-	}
-	fmt.Fprintf(&b, `    -*) ;;
-    *)
-      if [[ -z $cmd ]]; then
-        case $w in
-        %s) cmd=$w ;;
-        *)
-          # Without "--", the first other word starts the child's command.
-          _leasewrap_child "$i"
-          return
-          ;;
-        esac
-      fi
-      ;;
-    esac
-  done
-
-  local opts
-  case $cmd in
-`, strings.Join(subs, "|"))
-	for _, c := range cmds {
-		label := shellWord(c.name)
-		if c.name == "" {
-			label = `""`
-		}
-		fmt.Fprintf(&b, "  %s)\n", label)
-		var names []string
-		for _, f := range c.flags {
-			names = append(names, f.names...)
-		}
-		fmt.Fprintf(&b, "    opts=%s\n    ;;\n", shellQuote(strings.Join(names, " ")))
-	}
-	fmt.Fprintf(&b, `  esac
+// bashTail completes flags, subcommands and the child's command line, and
+// values: the words between its %s are the subcommands and the value cases.
+const bashTail = `  esac
   if [[ $cur == -* ]]; then
     COMPREPLY=($(compgen -W "$opts" -- "$cur"))
   elif [[ -z $cmd ]]; then
@@ -344,8 +261,108 @@ _leasewrap_child() {
 }
 
 complete -F _leasewrap leasewrap
-`, shellQuote(strings.Join(subs, " ")), valueCases(cmds))
+`
+
+func bashCompletion(app *cli.App) string {
+	cmds := compCommands(app)
+	var subs []string
+	for _, c := range cmds[1:] {
+		subs = append(subs, c.name)
+	}
+	var b strings.Builder
+	b.WriteString(`# bash completion for leasewrap. Generated at release time from the
+# commands and flags (LEASEWRAP_GEN_DOCS=DIR go run -tags leasewrap_docs .).
+
+_leasewrap() {
+  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
+  local cmd="" i w
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    w=${COMP_WORDS[i]}
+    case $w in
+    --)
+      # The rest is the child's command line.
+      _leasewrap_child $((i + 1))
+      return
+      ;;
+    -*=*) ;;
+`)
+	b.WriteString(skipValueCases(cmds))
+	fmt.Fprintf(&b, `    -*) ;;
+    *)
+      if [[ -z $cmd ]]; then
+        case $w in
+        %s) cmd=$w ;;
+        *)
+          # Without "--", the first other word starts the child's command.
+          _leasewrap_child "$i"
+          return
+          ;;
+        esac
+      fi
+      ;;
+    esac
+  done
+
+  local opts
+  case $cmd in
+`, strings.Join(subs, "|"))
+	b.WriteString(optsCases(cmds))
+	fmt.Fprintf(&b, bashTail, shellQuote(strings.Join(subs, " ")), valueCases(cmds))
 	return b.String()
+}
+
+// skipValueCases are the case branches that skip the value of a flag that
+// takes one, so that "--job status" does not look like the status command:
+// for each such flag, the commands it takes a value in.
+func skipValueCases(cmds []compCommand) string {
+	var out strings.Builder
+	takers := map[string][]string{}
+	var order []string
+	for _, c := range cmds {
+		for _, f := range c.flags {
+			if !f.value {
+				continue
+			}
+			for _, n := range f.names {
+				if _, seen := takers[n]; !seen {
+					order = append(order, n)
+				}
+				takers[n] = append(takers[n], shellWord(c.name))
+			}
+		}
+	}
+	groups := map[string][]string{}
+	var groupOrder []string
+	for _, n := range order {
+		key := strings.Join(takers[n], "|")
+		if _, seen := groups[key]; !seen {
+			groupOrder = append(groupOrder, key)
+		}
+		groups[key] = append(groups[key], n)
+	}
+	for _, key := range groupOrder {
+		fmt.Fprintf(&out, "    %s)\n      case $cmd in %s) ((++i < COMP_CWORD)) || { _leasewrap_value \"$w\"; return; } ;; esac\n      ;;\n",
+			strings.Join(groups[key], "|"), key)
+	}
+	return out.String()
+}
+
+// optsCases set opts to each command's flags.
+func optsCases(cmds []compCommand) string {
+	var out strings.Builder
+	for _, c := range cmds {
+		label := shellWord(c.name)
+		if c.name == "" {
+			label = `""`
+		}
+		fmt.Fprintf(&out, "  %s)\n", label)
+		var names []string
+		for _, f := range c.flags {
+			names = append(names, f.names...)
+		}
+		fmt.Fprintf(&out, "    opts=%s\n    ;;\n", shellQuote(strings.Join(names, " ")))
+	}
+	return out.String()
 }
 
 // valueCases are the case branches of _leasewrap_value: the flags that take

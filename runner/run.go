@@ -105,83 +105,110 @@ func Run(cmd *exec.Cmd, l Lease, cfg Config) Result {
 		log.Error().Err(err).Msg("cannot start child")
 		return Result{Status: startStatus(err)}
 	}
-	started := time.Now()
 	pgid := cmd.Process.Pid
 	defer func() {
 		runs.Lock()
 		delete(runs.pgids, pgid)
 		runs.Unlock()
 	}()
-	fam := &family{pgid: pgid, reaper: reaper}
 	log.Info().Int("pid", pgid).Msg("child started")
 	if cfg.Started != nil {
 		cfg.Started()
 	}
+	sv := &supervision{fam: &family{pgid: pgid, reaper: reaper}, lease: l, cfg: cfg, log: log, started: time.Now()}
+	return sv.run(waited)
+}
 
-	leaseDone := l.Done()
-	var (
-		lost     error
-		stop     *stopper
-		tick     <-chan time.Time
-		stopTick *time.Ticker
-	)
-	stopping := func(s *stopper) {
-		stop = s
-		stopTick = time.NewTicker(pollInterval)
-		tick = stopTick.C
-	}
+// supervision is one running child: the loop that owns its end.
+type supervision struct {
+	fam     *family
+	lease   Lease
+	cfg     Config
+	log     zerolog.Logger
+	started time.Time
+
+	lost     error
+	stop     *stopper // set once the child is being stopped
+	stopTick *time.Ticker
+}
+
+// run waits for the child's end while forwarding signals, stopping it when
+// the lease ends or leasewrap is told to end, and killing it when due.
+func (sv *supervision) run(waited <-chan unix.WaitStatus) Result {
 	defer func() {
-		if stopTick != nil {
-			stopTick.Stop()
+		if sv.stopTick != nil {
+			sv.stopTick.Stop()
 		}
 	}()
+	leaseDone := sv.lease.Done()
+	var tick <-chan time.Time
 	for {
 		select {
 		case ws := <-waited:
-			res := Result{Started: true, Status: waitStatus(ws), Lost: lost}
-			ev := log.Info()
-			if res.Status != 0 {
-				ev = log.Warn()
+			return sv.exited(ws)
+		case sig := <-sv.cfg.Signals:
+			if s, ok := sig.(unix.Signal); ok {
+				sv.signalled(s)
 			}
-			ev.Int("status", res.Status).Stringer("duration", time.Since(started).Round(time.Millisecond)).Msg("child exited")
-			if stop == nil && fam.signal(0, 0) {
-				log.Warn().Int("pgid", pgid).Msg("child left processes behind; stopping them")
-				stop = newStopper(fam, l, cfg, unix.SIGTERM)
-			}
-			if stop != nil {
-				stop.wait(log)
-			}
-			return res
-		case sig := <-cfg.Signals:
-			s, ok := sig.(unix.Signal)
-			if !ok {
-				continue
-			}
-			if signals.Ends(s) && stop == nil {
-				stopping(newStopper(fam, l, cfg, s)) // signal first, then log
-				log.Info().Str("signal", unix.SignalName(s)).Stringer("grace", l.Grace()).
-					Msgf("received %s, stopping the command (grace %s)", unix.SignalName(s), l.Grace())
-				continue
-			}
-			fam.group(s) // a second ending signal too: the grace runs on
-			log.Debug().Str("signal", sig.String()).Msg("forwarded signal")
 		case <-leaseDone:
 			leaseDone = nil
-			lost = l.Err()
-			if stop == nil {
-				stopping(newStopper(fam, l, cfg, unix.SIGTERM)) // signal first, then log
-			} else {
-				stop.term() // already stopping for a signal: its clock runs on
-			}
-			ev := log.Error()
-			if planned(lost) {
-				ev = log.Warn()
-			}
-			ev.Err(lost).Stringer("grace", l.Grace()).Msg("stopping child: lease can no longer be guaranteed")
+			sv.leaseEnded()
 		case <-tick:
-			stop.check(log)
+			sv.stop.check(sv.log)
+		}
+		if sv.stop != nil && tick == nil {
+			sv.stopTick = time.NewTicker(pollInterval)
+			tick = sv.stopTick.C
 		}
 	}
+}
+
+// exited logs the child's end and stops whatever of the run is left.
+func (sv *supervision) exited(ws unix.WaitStatus) Result {
+	res := Result{Started: true, Status: waitStatus(ws), Lost: sv.lost}
+	ev := sv.log.Info()
+	if res.Status != 0 {
+		ev = sv.log.Warn()
+	}
+	ev.Int("status", res.Status).Stringer("duration", time.Since(sv.started).Round(time.Millisecond)).Msg("child exited")
+	if sv.stop == nil && sv.fam.signal(0, 0) {
+		sv.log.Warn().Int("pgid", sv.fam.pgid).Msg("child left processes behind; stopping them")
+		sv.stop = newStopper(sv.fam, sv.lease, unix.SIGTERM)
+	}
+	if sv.stop != nil {
+		sv.stop.wait(sv.log)
+	}
+	return res
+}
+
+// signalled forwards s; the first signal that asks to end leasewrap also
+// starts the stop, so a child that ignores it is killed after the grace.
+func (sv *supervision) signalled(s unix.Signal) {
+	if signals.Ends(s) && sv.stop == nil {
+		sv.stop = newStopper(sv.fam, sv.lease, s) // signal first, then log
+		grace := sv.lease.Grace()
+		sv.log.Info().Str("signal", unix.SignalName(s)).Stringer("grace", grace).
+			Msgf("received %s, stopping the command (grace %s)", unix.SignalName(s), grace)
+		return
+	}
+	sv.fam.group(s) // a second ending signal too: the grace runs on
+	sv.log.Debug().Str("signal", s.String()).Msg("forwarded signal")
+}
+
+// leaseEnded starts the stop, or has a stop already under way for a signal
+// send SIGTERM too, without moving its SIGKILL.
+func (sv *supervision) leaseEnded() {
+	sv.lost = sv.lease.Err()
+	if sv.stop == nil {
+		sv.stop = newStopper(sv.fam, sv.lease, unix.SIGTERM) // signal first, then log
+	} else {
+		sv.stop.term()
+	}
+	ev := sv.log.Error()
+	if planned(sv.lost) {
+		ev = sv.log.Warn()
+	}
+	ev.Err(sv.lost).Stringer("grace", sv.lease.Grace()).Msg("stopping child: lease can no longer be guaranteed")
 }
 
 // planned reports whether a lease ended by plan (an operator's release),
@@ -216,15 +243,14 @@ func start(cmd *exec.Cmd, reaper *signals.Reaper) (<-chan unix.WaitStatus, error
 type stopper struct {
 	fam    *family
 	lease  Lease
-	cfg    Config
 	first  unix.Signal // what the group got at termAt
 	termAt time.Time
 	killed bool
 }
 
-func newStopper(fam *family, l Lease, cfg Config, first unix.Signal) *stopper {
+func newStopper(fam *family, l Lease, first unix.Signal) *stopper {
 	fam.signal(first, unix.SIGTERM)
-	return &stopper{fam: fam, lease: l, cfg: cfg, first: first, termAt: time.Now()}
+	return &stopper{fam: fam, lease: l, first: first, termAt: time.Now()}
 }
 
 // term sends SIGTERM to a group that got another signal first (the lease

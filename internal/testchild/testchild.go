@@ -86,24 +86,9 @@ func run(steps []string) int {
 		case "ignore-term":
 			trap(true)
 		case "env":
-			var lines []string
-			for _, kv := range os.Environ() {
-				if strings.HasPrefix(kv, "LEASEWRAP_") && !strings.HasPrefix(kv, Env+"=") {
-					lines = append(lines, kv)
-				}
-			}
-			sort.Strings(lines)
-			for _, l := range lines {
-				say("%s", l)
-			}
+			printEnv()
 		case "grandchild":
-			cmd := exec.Command(os.Args[0])
-			cmd.Env = append(os.Environ(), Env+"=ignore-term block", NoRaceExitDelay)
-			if err := cmd.Start(); err != nil {
-				say("grandchild: %v", err)
-				return 3
-			}
-			if err := os.WriteFile(arg, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+			if err := grandchild(arg); err != nil {
 				say("grandchild: %v", err)
 				return 3
 			}
@@ -146,6 +131,31 @@ func run(steps []string) int {
 	}
 	finish(0)
 	return 0
+}
+
+// printEnv prints the LEASEWRAP_ variables, sorted.
+func printEnv() {
+	var lines []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "LEASEWRAP_") && !strings.HasPrefix(kv, Env+"=") {
+			lines = append(lines, kv)
+		}
+	}
+	sort.Strings(lines)
+	for _, l := range lines {
+		say("%s", l)
+	}
+}
+
+// grandchild starts a child of its own that ignores SIGTERM and blocks, and
+// writes its pid to path.
+func grandchild(path string) error {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), Env+"=ignore-term block", NoRaceExitDelay)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
 }
 
 // trap prints every forwarded signal. Unless ignoreTerm, a signal that asks
