@@ -353,6 +353,27 @@ func TestUnreachableDatabaseExits69WithoutThePassword(t *testing.T) {
 	}
 }
 
+// Every log line passes the redactor: here the server itself echoes the
+// password, which the connection string also uses as the database name.
+func TestPasswordIsRedactedEvenWhenTheServerEchoesIt(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	cfg := d.pool.Config().ConnConfig
+	const secret = "lw-secret-7f3a"
+	url := fmt.Sprintf("postgres://%s:%s@%s:%d/%s?sslmode=disable", cfg.User, secret, cfg.Host, cfg.Port, secret)
+	p := lw(t, nil, "--database-url", url, "--job", "j", "--log-format", "json", "--", "true")
+	if got := p.Wait(t, 15*time.Second); got != 69 {
+		t.Errorf("exit %d, want 69", got)
+	}
+	e := p.WaitLog(t, "lease store unavailable")
+	if msg, _ := e["error"].(string); !strings.Contains(msg, "xxxxx") {
+		t.Errorf("error %q: want the server's message with the password masked", msg)
+	}
+	if strings.Contains(p.Logs.String(), secret) {
+		t.Errorf("password in the output: %s", p.Logs)
+	}
+}
+
 func TestBadInputExits64WithOneLine(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
