@@ -42,6 +42,39 @@ func TestHoldForKeepsLateCronPeersOut(t *testing.T) {
 	}
 }
 
+// A finished job whose lease --hold-for keeps is shown as kept, skips say
+// so, and release explains how to end the hold.
+func TestHoldForIsVisible(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	storeArgs := []string{"--database-url", pgtest.URL(), "--table", d.table, "--log-format", "json", "--job", "report"}
+	if got := lw(t, nil, d.args("--job", "report", "--id", "host-a", "--hold-for", "10m", "--", "true")...).Wait(t, 10*time.Second); got != 0 {
+		t.Fatalf("first run exited %d", got)
+	}
+	skip := lw(t, nil, d.args("--job", "report", "--id", "host-b", "--", "true")...)
+	if e := skip.WaitLog(t, "skipped: another instance ran the job and --hold-for keeps its lease"); e["state"] != "kept" {
+		t.Errorf("skip logged %v", e)
+	}
+	st := lw(t, nil, append([]string{"status", "--json"}, storeArgs...)...)
+	var out strings.Builder
+	for line := range st.Lines {
+		out.WriteString(line)
+	}
+	if !strings.Contains(out.String(), `"state": "kept"`) {
+		t.Errorf("status --json: %s, want state kept", out.String())
+	}
+	rel := lw(t, nil, append([]string{"release", "--id", "host-a"}, storeArgs...)...)
+	if got := rel.Wait(t, 10*time.Second); got != 1 || !strings.Contains(rel.Logs.String(), "add --force to end the hold now") {
+		t.Errorf("release --id of a kept lease: exit %d, %q", got, rel.Logs)
+	}
+	if got := lw(t, nil, append([]string{"release", "--force"}, storeArgs...)...).Wait(t, 10*time.Second); got != 0 {
+		t.Errorf("release --force of a kept lease exited %d, want 0 without --yes", got)
+	}
+	if in := d.expiresIn(t, "report"); in > 0 {
+		t.Errorf("lease still kept for %s after release --force", in)
+	}
+}
+
 func TestStatusShowsTheLastRun(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
@@ -116,6 +149,10 @@ func TestReleaseCommand(t *testing.T) {
 		if got := release(tc.args...).Wait(t, 10*time.Second); got != tc.want {
 			t.Errorf("release %q exited %d, want %d", tc.args, got, tc.want)
 		}
+	}
+	// A planned hand-over reads as one on the holder's side.
+	if e := p.WaitLog(t, "lease lost"); e["level"] != "warn" {
+		t.Errorf("holder logged %v, want a warning for an operator's release", e)
 	}
 	// Asked to give the lease back, the live holder stops its command at its
 	// next renewal; the lease stays held until then, so nothing overlaps.
