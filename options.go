@@ -145,6 +145,11 @@ func parseJob(s settings, required bool) (string, error) {
 	if job == "" {
 		return "", usagef("missing --job (or LEASEWRAP_JOB): name the lease, as in --job nightly_report")
 	}
+	// Inside a leasewrap's command, LEASEWRAP_JOB names the outer job: a
+	// nested leasewrap that took it for its own would always sit out.
+	if required && !fromCommandLine(s.args, "job") && os.Getenv("LEASEWRAP_FENCING_TOKEN") != "" {
+		return "", usagef("LEASEWRAP_JOB=%s is the job of the leasewrap this runs under: name this one's with --job", job)
+	}
 	if err := lease.CheckJob(job); err != nil {
 		return "", usagef("invalid %s: %v", s.source("job"), err)
 	}

@@ -81,9 +81,15 @@ func TestBadSettingsSayWhatToChange(t *testing.T) {
 		{"skip code", map[string]string{"LEASEWRAP_SKIP_EXIT_CODE": "300"}, nil, []string{"LEASEWRAP_SKIP_EXIT_CODE", "0-255"}},
 		{"wait-timeout alone", nil, []string{"--wait-timeout", "1m"}, []string{"--wait"}},
 		{"table", nil, []string{"--table", "a.b.c"}, []string{"--table"}},
+		{"outer job inherited", map[string]string{"LEASEWRAP_JOB": "outer", "LEASEWRAP_FENCING_TOKEN": "7"}, nil,
+			[]string{"LEASEWRAP_JOB=outer", "--job"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := parse(t, tc.env, append(append([]string{"--job", "j"}, tc.args...), "--", "true")...)
+			args := []string{"--job", "j"}
+			if _, ok := tc.env["LEASEWRAP_JOB"]; ok {
+				args = nil
+			}
+			_, err := parse(t, tc.env, append(append(args, tc.args...), "--", "true")...)
 			code, msg := exitCode(err)
 			if code != exitUsage || msg == nil {
 				t.Fatalf("got %d %v, want a usage error", code, msg)
