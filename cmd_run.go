@@ -98,34 +98,51 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 		}
 	default:
 	}
+	var res runner.Result
+	for attempt := 1; ; attempt++ {
+		res = w.attempt(path, l, mon, log)
+		if !w.retryAfter(res, attempt, l, log) {
+			break
+		}
+	}
+	if !res.Started {
+		logRelease(l.Abandon(context.Background()), log)
+		return exitStatus(res)
+	}
+	logRelease(l.Release(context.Background(), &res.Status), log)
+	return exitStatus(res)
+}
+
+// attempt runs the command once while l holds.
+func (w *wrapper) attempt(path string, l *lease.Lease, mon *monitor.Monitor, log zerolog.Logger) runner.Result {
 	cmd := exec.Command(path, w.o.command[1:]...)
 	cmd.Args[0] = w.o.command[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = childEnv(os.Environ(), w.o.job, w.o.holder, l.Token(), w.store.Table())
 	cfg := runner.Config{
-		Signals: w.sigs,
-		Log:     log,
-		Started: mon.ChildStarted,
+		Signals:    w.sigs,
+		Log:        log,
+		Started:    mon.ChildStarted,
+		MaxRuntime: w.o.maxRuntime,
 	}
 	if signals.NeedReaper() {
 		cfg.Reaper = signals.NewReaper()
 	}
 	res := runner.Run(cmd, l, cfg)
-	if !res.Started {
-		logRelease(l.Abandon(context.Background()), log)
-		return exitStatus(res)
+	if res.Started {
+		mon.ChildExited(res.Status)
 	}
-	mon.ChildExited(res.Status)
-	logRelease(l.Release(context.Background(), &res.Status), log)
-	return exitStatus(res)
+	return res
 }
 
 // exitStatus is leasewrap's status for a run: 75 if the child had to be
-// stopped for the lease, else the child's own.
+// stopped for the lease, 124 if for --max-runtime, else the child's own.
 func exitStatus(res runner.Result) error {
 	switch {
 	case res.Lost != nil:
 		return exitWith(exitLeaseLost)
+	case res.TimedOut:
+		return exitWith(exitTimedOut)
 	case res.Status != 0:
 		return exitWith(res.Status)
 	}

@@ -26,6 +26,10 @@ const (
 	// exitWaitTimeout: --wait-timeout passed without becoming leader, as
 	// timeout(1) exits.
 	exitWaitTimeout = 124
+	// exitTimedOut: the command ran past --max-runtime and was stopped, as
+	// timeout(1) exits; the log line and the history tell it from
+	// exitWaitTimeout.
+	exitTimedOut = 124
 	// exitNotExecutable and exitCommandNotFound: COMMAND cannot run, as a
 	// shell says it.
 	exitNotExecutable   = runner.StatusNotExecutable

@@ -58,6 +58,12 @@ func runFlags() []cli.Flag {
 			Usage: "keep the lease at least this long after acquiring, even once the command has exited"},
 		&cli.StringFlag{Name: "skip-exit-code", EnvVars: []string{"LEASEWRAP_SKIP_EXIT_CODE"}, Value: "0",
 			Usage: "exit status when another instance holds the lease"},
+		&cli.StringFlag{Name: "max-runtime", EnvVars: []string{"LEASEWRAP_MAX_RUNTIME"}, Value: "0s",
+			Usage: "stop the command (SIGTERM, SIGKILL --grace later) once it ran this long, and exit 124 (0s: no limit)"},
+		&cli.StringFlag{Name: "retries", EnvVars: []string{"LEASEWRAP_RETRIES"}, Value: "0",
+			Usage: "run a failed command again up to this many times, keeping the lease in between"},
+		&cli.StringFlag{Name: "retry-delay", EnvVars: []string{"LEASEWRAP_RETRY_DELAY"}, Value: "10s",
+			Usage: "wait before the first retry, doubled for each next one (at most 10m)"},
 		&cli.StringFlag{Name: "http-addr", EnvVars: []string{"LEASEWRAP_HTTP_ADDR"},
 			Usage: "serve /healthz, /leader and /metrics on this address, as in :8080 (default: off)"},
 	}, storeFlags()...)

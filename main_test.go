@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -463,5 +464,52 @@ func TestMultiHostConnectionString(t *testing.T) {
 	p := lw(t, []string{child("exit:0")}, d.args("--database-url", dsn, "--job", "j", "--", self())...)
 	if got := p.Wait(t, 15*time.Second); got != 0 {
 		t.Errorf("exit %d, want 0", got)
+	}
+}
+
+// A command that hangs past --max-runtime is stopped (SIGKILL after the
+// grace when it ignores SIGTERM), the lease released, and leasewrap exits 124.
+func TestMaxRuntimeStopsAHungCommand(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	p := lw(t, []string{child("ignore-term ready block")}, d.args("--job", "hung", "--max-runtime", "700ms", "--", self())...)
+	p.Expect(t, "ready")
+	if got := p.Wait(t, 15*time.Second); got != 124 {
+		t.Errorf("exit %d, want 124", got)
+	}
+	if e := p.WaitLog(t, "stopping the command: it ran longer than --max-runtime 700ms (grace 500ms)"); e["level"] != "warn" {
+		t.Errorf("logged %v", e)
+	}
+	if in := d.expiresIn(t, "hung"); in > 0 {
+		t.Errorf("lease still held for %s after the timed-out command", in)
+	}
+}
+
+// A flaky command that fails twice runs a third time, under the same lease
+// and token, and leasewrap exits with the last attempt's status.
+func TestRetriesKeepTheLease(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	dir := t.TempDir()
+	flaky := `n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n >count; echo $LEASEWRAP_FENCING_TOKEN >>tokens; [ $n -ge 3 ]`
+	for _, tc := range []struct {
+		retries string
+		want    int
+		runs    string
+	}{{"2", 0, "3"}, {"1", 1, "2"}} {
+		os.Remove(filepath.Join(dir, "count"))
+		os.Remove(filepath.Join(dir, "tokens"))
+		p := lw(t, nil, d.args("--job", "flaky", "--retries", tc.retries, "--retry-delay", "50ms", "--", "sh", "-c", "cd "+dir+" && "+flaky)...)
+		if got := p.Wait(t, 15*time.Second); got != tc.want {
+			t.Errorf("--retries %s: exit %d, want %d", tc.retries, got, tc.want)
+		}
+		count, _ := os.ReadFile(filepath.Join(dir, "count"))
+		tokens, _ := os.ReadFile(filepath.Join(dir, "tokens"))
+		if strings.TrimSpace(string(count)) != tc.runs {
+			t.Errorf("--retries %s: ran %s times, want %s", tc.retries, strings.TrimSpace(string(count)), tc.runs)
+		}
+		if lines := strings.Fields(string(tokens)); len(lines) == 0 || slices.Contains(lines, "") || len(slices.Compact(lines)) != 1 {
+			t.Errorf("--retries %s: tokens %q, want one token for every attempt", tc.retries, lines)
+		}
 	}
 }

@@ -31,6 +31,9 @@ type runOptions struct {
 	holdFor      time.Duration
 	skipExitCode int
 	httpAddr     string
+	maxRuntime   time.Duration // 0: no limit
+	retries      int
+	retryDelay   time.Duration
 }
 
 // storeOptions are the settings of every command that talks to the table.
@@ -133,7 +136,25 @@ func parseRunOptions(c *cli.Context, child []string, hasChild bool) (runOptions,
 		return o, usagef("invalid %s %q: must be a number 0-255", s.source("skip-exit-code"), c.String("skip-exit-code"))
 	}
 	o.skipExitCode = code
-	return o, nil
+	return o, parseAttempts(s, &o)
+}
+
+// parseAttempts reads how long one run may take and how often a failed one
+// is tried again.
+func parseAttempts(s settings, o *runOptions) error {
+	var err error
+	if o.maxRuntime, err = s.duration("max-runtime"); err != nil {
+		return err
+	}
+	if o.retryDelay, err = s.duration("retry-delay"); err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(s.c.String("retries"))
+	if err != nil || n < 0 || n > 100 {
+		return usagef("invalid %s %q: must be a number 0-100", s.source("retries"), s.c.String("retries"))
+	}
+	o.retries = n
+	return nil
 }
 
 // parseJob reads --job, which the main command and release need.

@@ -234,3 +234,11 @@ func TestStatusGolden(t *testing.T) {
 	golden(t, "status.txt", table.String())
 	golden(t, "status.json", js.String())
 }
+
+func TestRetryDelayDoublesUpToACap(t *testing.T) {
+	for n, want := range map[int]time.Duration{1: 10 * time.Second, 2: 20 * time.Second, 3: 40 * time.Second, 7: 10 * time.Minute, 60: 10 * time.Minute} {
+		if got := retryDelay(10*time.Second, n); got != want {
+			t.Errorf("retry %d: %s, want %s", n, got, want)
+		}
+	}
+}

@@ -37,6 +37,9 @@ type Config struct {
 	Reaper *signals.Reaper
 	// Started, when set, is called once the child runs.
 	Started func()
+	// MaxRuntime, when positive, is how long the child may run: it is then
+	// stopped as for a lost lease (SIGTERM, SIGKILL after the grace).
+	MaxRuntime time.Duration
 }
 
 // Result is how a child run ended.
@@ -49,6 +52,11 @@ type Result struct {
 	Status int
 	// Lost is why the lease ended while the child ran, or nil.
 	Lost error
+	// Signal is the signal asking leasewrap to end that stopped the child,
+	// or nil.
+	Signal os.Signal
+	// TimedOut is set when the child ran past MaxRuntime and was stopped.
+	TimedOut bool
 }
 
 // pollInterval is how often a stopping child's deadlines are checked.
@@ -128,6 +136,8 @@ type supervision struct {
 	started time.Time
 
 	lost     error
+	signal   os.Signal
+	timedOut bool
 	stop     *stopper // set once the child is being stopped
 	stopTick *time.Ticker
 }
@@ -141,11 +151,19 @@ func (sv *supervision) run(waited <-chan unix.WaitStatus) Result {
 		}
 	}()
 	leaseDone := sv.lease.Done()
-	var tick <-chan time.Time
+	var tick, maxRuntime <-chan time.Time
+	if sv.cfg.MaxRuntime > 0 {
+		t := time.NewTimer(sv.cfg.MaxRuntime - time.Since(sv.started))
+		defer t.Stop()
+		maxRuntime = t.C
+	}
 	for {
 		select {
 		case ws := <-waited:
 			return sv.exited(ws)
+		case <-maxRuntime:
+			maxRuntime = nil
+			sv.ranTooLong()
 		case sig := <-sv.cfg.Signals:
 			if s, ok := sig.(unix.Signal); ok {
 				sv.signalled(s)
@@ -165,7 +183,7 @@ func (sv *supervision) run(waited <-chan unix.WaitStatus) Result {
 
 // exited logs the child's end and stops whatever of the run is left.
 func (sv *supervision) exited(ws unix.WaitStatus) Result {
-	res := Result{Started: true, Status: waitStatus(ws), Lost: sv.lost}
+	res := Result{Started: true, Status: waitStatus(ws), Lost: sv.lost, Signal: sv.signal, TimedOut: sv.timedOut}
 	ev := sv.log.Info()
 	if res.Status != 0 {
 		ev = sv.log.Warn()
@@ -184,6 +202,9 @@ func (sv *supervision) exited(ws unix.WaitStatus) Result {
 // signalled forwards s; the first signal that asks to end leasewrap also
 // starts the stop, so a child that ignores it is killed after the grace.
 func (sv *supervision) signalled(s unix.Signal) {
+	if signals.Ends(s) && sv.signal == nil {
+		sv.signal = s
+	}
 	if signals.Ends(s) && sv.stop == nil {
 		sv.stop = newStopper(sv.fam, sv.lease, s) // signal first, then log
 		grace := sv.lease.Grace()
@@ -193,6 +214,17 @@ func (sv *supervision) signalled(s unix.Signal) {
 	}
 	sv.fam.group(s) // a second ending signal too: the grace runs on
 	sv.log.Debug().Str("signal", s.String()).Msg("forwarded signal")
+}
+
+// ranTooLong stops a child that ran past --max-runtime, as a lost lease does.
+func (sv *supervision) ranTooLong() {
+	if sv.stop != nil {
+		return // already stopping: its clock runs on
+	}
+	sv.timedOut = true
+	sv.stop = newStopper(sv.fam, sv.lease, unix.SIGTERM) // signal first, then log
+	sv.log.Warn().Stringer("max_runtime", sv.cfg.MaxRuntime).Stringer("grace", sv.lease.Grace()).
+		Msgf("stopping the command: it ran longer than --max-runtime %s (grace %s)", sv.cfg.MaxRuntime, sv.lease.Grace())
 }
 
 // leaseEnded starts the stop, or has a stop already under way for a signal

@@ -358,3 +358,40 @@ func hasLog(t *testing.T, logs, level, message string) bool {
 	}
 	return false
 }
+
+// A child that runs past MaxRuntime is stopped as for a lost lease: SIGTERM,
+// then SIGKILL after the grace if it ignores it.
+func TestMaxRuntimeStopsAHungChild(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		script string
+		status int
+	}{{"trap ready block", 128 + int(unix.SIGTERM)}, {"ignore-term ready block", 128 + int(unix.SIGKILL)}} {
+		t.Run(tc.script, func(t *testing.T) {
+			t.Parallel()
+			const maxRuntime, grace = 300 * time.Millisecond, 300 * time.Millisecond
+			c := newChild(t, tc.script)
+			l := newFakeLease(time.Hour)
+			l.setTimings(grace, 0)
+			res := make(chan runner.Result, 1)
+			began := time.Now()
+			go func() {
+				res <- runner.Run(c.cmd, l, runner.Config{MaxRuntime: maxRuntime, Log: zerolog.New(io.Discard)})
+			}()
+			c.expect(t, "ready")
+			var got runner.Result
+			select {
+			case got = <-res:
+			case <-time.After(20 * time.Second):
+				t.Fatal("Run did not return: --max-runtime never stopped the child")
+			}
+			took := time.Since(began)
+			if !got.TimedOut || got.Status != tc.status || got.Lost != nil {
+				t.Errorf("result %+v, want timed out with status %d", got, tc.status)
+			}
+			if took < maxRuntime {
+				t.Errorf("stopped after %s, before --max-runtime %s", took, maxRuntime)
+			}
+		})
+	}
+}
