@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -29,12 +30,20 @@ type Cluster struct {
 // elsewhere.
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
+	c := newCluster(t)
+	c.run(t, "initdb", "-D", c.data(), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
+	c.pgctl(t, "start")
+	return c
+}
+
+// newCluster prepares a directory and a free port for a server, without
+// initialising it. The server, if one runs there when the test ends, is
+// stopped and the directory removed.
+func newCluster(t testing.TB) *Cluster {
+	t.Helper()
 	bin := serverBinDir()
 	if bin == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("PostgreSQL server binaries (initdb, pg_ctl) not found under /usr/lib/postgresql")
-		}
-		t.Skip("PostgreSQL server binaries (initdb, pg_ctl) not found under /usr/lib/postgresql")
+		Missing(t, "PostgreSQL server binaries (initdb, pg_ctl) not found under /usr/lib/postgresql")
 	}
 	c := &Cluster{bin: bin, Port: freePort(t)}
 	dir, err := os.MkdirTemp("", "leasewrap-pg")
@@ -48,9 +57,11 @@ func StartCluster(t testing.TB) *Cluster {
 			t.Fatal(err)
 		}
 	}
-	c.run(t, "initdb", "-D", c.data(), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
-	c.pgctl(t, "start")
-	t.Cleanup(func() { c.run(t, "pg_ctl", "-D", c.data(), "-m", "immediate", "-w", "stop") })
+	t.Cleanup(func() {
+		if c.Running() {
+			c.run(t, "pg_ctl", "-D", c.data(), "-m", "immediate", "-w", "stop")
+		}
+	})
 	return c
 }
 
@@ -75,9 +86,45 @@ func (c *Cluster) Stop(t testing.TB) {
 	c.run(t, "pg_ctl", "-D", c.data(), "-m", "fast", "-w", "stop")
 }
 
+// Crash stops the server like a power cut (immediate shutdown: no
+// checkpoint, sessions and replication connections cut, WAL not yet sent to
+// a standby never will be).
+func (c *Cluster) Crash(t testing.TB) {
+	t.Helper()
+	c.run(t, "pg_ctl", "-D", c.data(), "-m", "immediate", "-w", "stop")
+}
+
 // Start starts a stopped server and waits until it accepts connections.
 func (c *Cluster) Start(t testing.TB) {
 	t.Helper()
+	c.pgctl(t, "start")
+}
+
+// Running reports whether a server runs on the cluster's data directory.
+func (c *Cluster) Running() bool {
+	_, err := os.Stat(filepath.Join(c.data(), "postmaster.pid"))
+	return err == nil
+}
+
+// Promote ends a standby's recovery and waits until it accepts writes.
+func (c *Cluster) Promote(t testing.TB) {
+	t.Helper()
+	c.run(t, "pg_ctl", "-D", c.data(), "-w", "-t", "60", "promote")
+}
+
+// rebuildFrom replaces the cluster's data with a base backup of the server
+// at host:port, configured (-R) to stream from there as a standby, and
+// starts it. The cluster must be stopped.
+func (c *Cluster) rebuildFrom(t testing.TB, host string, port int) {
+	t.Helper()
+	if c.Running() {
+		t.Fatalf("cannot rebuild the cluster on port %d: it is running", c.Port)
+	}
+	if err := os.RemoveAll(c.data()); err != nil {
+		t.Fatal(err)
+	}
+	c.run(t, "pg_basebackup", "-D", c.data(), "-h", host, "-p", strconv.Itoa(port), "-U", "postgres",
+		"-R", "-X", "stream", "-c", "fast", "--no-sync")
 	c.pgctl(t, "start")
 }
 
@@ -86,7 +133,7 @@ func (c *Cluster) data() string { return filepath.Join(c.dir, "data") }
 func (c *Cluster) pgctl(t testing.TB, action string, extra ...string) {
 	t.Helper()
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=150", c.Port, c.dir)
-	c.run(t, "pg_ctl", append([]string{"-D", c.data(), "-l", filepath.Join(c.dir, "log"), "-w", "-o", opts, action}, extra...)...)
+	c.run(t, "pg_ctl", append([]string{"-D", c.data(), "-l", filepath.Join(c.dir, "log"), "-w", "-t", "60", "-o", opts, action}, extra...)...)
 }
 
 func (c *Cluster) run(t testing.TB, name string, args ...string) {
@@ -95,7 +142,10 @@ func (c *Cluster) run(t testing.TB, name string, args ...string) {
 	cmd.Dir = c.dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
 	if out, err := cmd.CombinedOutput(); err != nil {
-		log, _ := os.ReadFile(filepath.Join(c.dir, "log"))
+		log, lerr := os.ReadFile(filepath.Join(c.dir, "log"))
+		if errors.Is(lerr, os.ErrNotExist) {
+			log = []byte("(no server log)")
+		}
 		t.Fatalf("%s %v: %v\n%s\n%s", name, args, err, out, log)
 	}
 }
