@@ -208,7 +208,11 @@ func (l *Lease) renew(ctx context.Context) error {
 	case *token == l.token && *holder == s.cfg.holder && released:
 		return fmt.Errorf("cannot renew lease %q: %w", l.job, ErrReleasedByOperator)
 	default:
-		return fmt.Errorf("cannot renew lease %q: %w (taken over by %q with token %d)", l.job, ErrLost, *holder, *token)
+		// This holder's lease was still valid (renewals stop before the local
+		// deadline, which is never later than the database's expiry), so no
+		// take could have been legitimate.
+		return fmt.Errorf("cannot renew lease %q: %w: taken over by %q with token %d while this holder's lease was valid (release --force, a write lost in a failover, or a change by hand?)",
+			l.job, ErrLost, *holder, *token)
 	}
 }
 

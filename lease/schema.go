@@ -361,6 +361,11 @@ type queryer interface {
 // needs no privilege beyond USAGE on the schema. $3 is the table's schema
 // as given, or NULL for the first one on search_path, where an unqualified
 // CREATE FUNCTION puts the function.
+//
+// to_regclass resolves the name on the newest catalog, the joins read the
+// statement's snapshot: a table another instance created in between would
+// show as an oid without a pg_class row. Resolving through pg_class makes
+// it "no table yet" instead, which the advisory lock then sorts out.
 const catalogQuery = `SELECT t.oid IS NOT NULL, coalesce(c.relkind::text, ''),
   to_regprocedure($2) IS NOT NULL, x.nsp,
   CASE WHEN x.nsp IN (SELECT nspname FROM pg_catalog.pg_namespace)
@@ -371,7 +376,7 @@ const catalogQuery = `SELECT t.oid IS NOT NULL, coalesce(c.relkind::text, ''),
     JOIN pg_catalog.pg_attribute ja ON ja.attrelid = i.indrelid AND ja.attnum = i.indkey[0]
     WHERE i.indrelid = t.oid AND i.indisunique AND i.indimmediate AND i.indisvalid
       AND i.indnkeyatts = 1 AND i.indexprs IS NULL AND i.indpred IS NULL AND ja.attname = 'job_name')
-FROM (SELECT to_regclass($1) AS oid) t
+FROM (SELECT (SELECT oid FROM pg_catalog.pg_class WHERE oid = to_regclass($1)) AS oid) t
 CROSS JOIN (SELECT coalesce($3::text, current_schema()::text, '') AS nsp) x
 LEFT JOIN pg_catalog.pg_class c ON c.oid = t.oid
 LEFT JOIN LATERAL (

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"sort"
 	"strings"
@@ -428,5 +429,47 @@ func TestLeastPrivilegedRoleRunsWithoutTheCheckFunction(t *testing.T) {
 	if err := admin.QueryRow(ctx(t), `SELECT holder, released_at IS NOT NULL FROM `+quoted+` WHERE job_name = 'job'`).
 		Scan(&holder, &released); err != nil || holder != "low" || !released {
 		t.Errorf("lease row: holder %q, released %v, %v; want low's, released", holder, released, err)
+	}
+}
+
+// Wrappers starting together on a database without the table: one creates
+// it while the others look at the catalog, and none may mistake the table
+// it half sees for a foreign one.
+func TestConcurrentFirstUseNeverRefusesTheNewTable(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	for round := range 40 {
+		table := pgtest.Table(t, pool)
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for i := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				own, err := pgxpool.New(ctx(t), pgtest.URL()) // a connection each, as wrappers have
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer own.Close()
+				s, err := lease.New(own, lease.WithTable(table), lease.WithHolder(fmt.Sprint("w", i)))
+				if err != nil {
+					errs <- err
+					return
+				}
+				l, err := s.TryAcquire(ctx(t), "job")
+				if err == nil {
+					defer l.Release(ctx(t), nil)
+				}
+				if err != nil && !errors.Is(err, lease.ErrHeld) {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("round %d: %v", round, err)
+		}
 	}
 }
