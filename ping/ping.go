@@ -269,7 +269,7 @@ func (p *Pinger) Start() {
 		return
 	}
 	p.started = true
-	p.queue <- event{start: true}
+	p.deliver(event{start: true})
 }
 
 // Finish queues the final ping and returns at once: success for status 0,

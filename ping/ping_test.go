@@ -325,6 +325,7 @@ func TestUnreachableMonitorIsLoggedWithoutTheSecret(t *testing.T) {
 }
 
 func TestHangingMonitorBlocksNothing(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	m := newMonitor(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		select {
@@ -368,6 +369,7 @@ func TestHangingMonitorBlocksNothing(t *testing.T) {
 }
 
 func TestCloseWithoutDeadlineIsBounded(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	m := newMonitor(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		select {
