@@ -242,7 +242,9 @@ cost_leader=$!
 until "${PSQL[@]}" -d cost -c "SELECT 1 FROM leader_lease WHERE job_name = 'cost' AND expires_at > now()" | grep -q 1; do sleep 0.05; done
 "$LW" --database-url "$(as_role bench_standby)" --job cost --wait --log-level warn -- true &
 cost_standby=$!
-sleep 1
+# A backend reports its counts at most once a second, once idle: let the
+# start-up statements (catalog check, look, LISTEN) be counted before.
+sleep 3
 "${PSQL[@]}" -c "SELECT pg_stat_statements_reset()" >/dev/null
 # Transactions committed in the cost database (every statement is one, a
 # pool's ping too), transaction ids (the next one to be assigned: reading
