@@ -62,8 +62,49 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	}
 }
 
-// BenchmarkAcquireHeld is a standby's poll: the acquire that finds the lease
-// held, and the read of the holder.
+// BenchmarkFirstAcquireRelease is a cron run's lease on a fresh Store: the
+// acquire with its shape check in one pipeline (no catalog query), then the
+// release.
+func BenchmarkFirstAcquireRelease(b *testing.B) {
+	s := benchStore(b)
+	ctx := context.Background()
+	for b.Loop() {
+		fresh, err := New(s.db, WithTable(s.cfg.table), WithHolder("bench"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		l, err := fresh.TryAcquire(ctx, "job")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLook is a standby's look at a held lease: a plain SELECT.
+func BenchmarkLook(b *testing.B) {
+	s := benchStore(b)
+	ctx := context.Background()
+	l, err := s.TryAcquire(ctx, "job")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Release(ctx, nil)
+	other, err := New(s.db, WithTable(s.cfg.table), WithHolder("other"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := other.look(ctx, other.db, "job"); err == nil {
+			b.Fatal("a held lease looked free")
+		}
+	}
+}
+
+// BenchmarkAcquireHeld is the take that finds the lease held (what a
+// standby's poll was before it looked first).
 func BenchmarkAcquireHeld(b *testing.B) {
 	s := benchStore(b)
 	ctx := context.Background()

@@ -40,6 +40,12 @@ func Connect(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	if !strings.Contains(dsn, "default_query_exec_mode") {
 		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
+	// pgxpool pings a connection that was idle for over a second before
+	// handing it out: an empty statement, but one that PostgreSQL counts as
+	// a transaction, so a leader's renewals would cost two each. A renewal
+	// that finds its connection broken is retried at once instead, on a
+	// fresh one (Lease.renew); other statements retry as they did.
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 	cfg.MaxConns = 2
 	cfg.MinConns = 0
 	return pgxpool.NewWithConfig(ctx, cfg)

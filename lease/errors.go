@@ -1,10 +1,13 @@
 package lease
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -74,8 +77,40 @@ const (
 	codeReadOnly       = "25006" // read_only_sql_transaction
 	codeUndefinedTable = "42P01"
 	codeNoPrivilege    = "42501" // insufficient_privilege
-	codeNotNull        = "23502" // not_null_violation
+	codeAdminShutdown  = "57P01"
+	// Class 42 (syntax error or access rule violation) holds what a table
+	// of the wrong shape makes the acquire fail with: undefined_table,
+	// undefined_column (42703), undefined_function (42883),
+	// datatype_mismatch (42804), wrong_object_type (42809),
+	// invalid_column_reference (42P10: no unique index ON CONFLICT can use),
+	// and undefined_object (42704), which the shape check raises.
+	classAccessRule = "42"
+	// codeNotNull: a NOT NULL column the INSERT does not fill.
+	codeNotNull = "23502"
+	// codeNotInPrerequisiteState: among others, a deferrable unique
+	// constraint that ON CONFLICT cannot use as its arbiter.
+	codeNotInPrerequisiteState = "55000"
 )
+
+// connectionLost reports whether err says the connection broke rather than
+// that the server refused the statement: a network or protocol error, a
+// connection exception (class 08), or the server ending the session
+// (57P01 admin_shutdown, after a restart).
+func connectionLost(err error) bool {
+	if err == nil || errors.Is(err, pgx.ErrNoRows) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	code := sqlState(err)
+	return code == "" || strings.HasPrefix(code, "08") || code == codeAdminShutdown
+}
+
+// needsCatalog reports whether a failed acquire may be the table's fault
+// (missing, older, or not a lease table), so that the catalog should be read
+// to create, upgrade or refuse it.
+func needsCatalog(err error) bool {
+	code := sqlState(err)
+	return strings.HasPrefix(code, classAccessRule) || code == codeNotNull || code == codeNotInPrerequisiteState
+}
 
 // sqlState returns the SQLSTATE of the server error in err's chain, or "".
 func sqlState(err error) string {

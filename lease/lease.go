@@ -191,6 +191,14 @@ func (l *Lease) renew(ctx context.Context) error {
 	)
 	err := s.db.QueryRow(ctx, s.sql.renew, l.job, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
 		Scan(&renewed, &token, &holder, &released)
+	if connectionLost(err) && ctx.Err() == nil {
+		// The pool does not ping idle connections (see Connect): one that
+		// broke while idle fails here once, and the pool dials a fresh one.
+		// Sending the renewal twice is harmless: it is conditional on the
+		// holder and token, and t0 is from before the first.
+		err = s.db.QueryRow(ctx, s.sql.renew, l.job, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
+			Scan(&renewed, &token, &holder, &released)
+	}
 	if err != nil {
 		err = fmt.Errorf("cannot renew lease %q: %w", l.job, classify(err))
 		s.cfg.observer.Failed(err)

@@ -134,7 +134,7 @@ func testRefused(t *testing.T, c refusedCase) {
 	pool := pgtest.Pool(t)
 	schema := leaseSchema(t, pool)
 	table, quoted := leaseTable(schema)
-	mustExec(t, pool, strings.ReplaceAll(c.create, "{{table}}", quoted))
+	mustExec(t, pool, strings.NewReplacer("{{table}}", quoted, "{{schema}}", pgx.Identifier{schema}.Sanitize()).Replace(c.create))
 	if c.rows != "" {
 		mustExec(t, pool, `INSERT INTO `+quoted+` VALUES `+c.rows)
 	}

@@ -84,17 +84,18 @@ func (sb *standby) db() DB {
 	return sb.store.db
 }
 
-// wait returns after d, or earlier when the job's lease is released, or
-// when ctx ends.
-func (sb *standby) wait(ctx context.Context, d time.Duration) error {
+// wait returns after d, or earlier when the job's lease is released
+// (notified is then true), when the listening connection breaks (the caller
+// looks at once, through the pool, and listens again), or when ctx ends.
+func (sb *standby) wait(ctx context.Context, d time.Duration) (notified bool, err error) {
 	if !sb.listening {
 		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		case <-t.C:
-			return nil
+			return false, nil
 		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, d)
@@ -103,24 +104,20 @@ func (sb *standby) wait(ctx context.Context, d time.Duration) error {
 		n, err := sb.conn.WaitForNotification(wctx)
 		switch {
 		case ctx.Err() != nil:
-			return ctx.Err()
+			return false, ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded) || wctx.Err() != nil:
-			return nil
+			return false, nil
 		case err != nil:
-			// The connection broke: poll until listening again.
+			// A release may have gone unannounced while the connection was
+			// down: the caller looks now, and listens again on its next wait.
 			sb.store.log.Debug().Err(err).Str("job", sb.job).Msg("listening connection lost; polling for now")
 			sb.listening = false
 			sb.close(ctx)
-			return sb.wait(ctx, max(time.Until(deadlineOf(wctx)), 0))
+			return false, nil
 		case n.Payload == sb.job:
-			return nil
+			return true, nil
 		}
 	}
-}
-
-func deadlineOf(ctx context.Context) time.Time {
-	d, _ := ctx.Deadline()
-	return d
 }
 
 // close closes the standby's own connection (a connection that listened

@@ -128,9 +128,6 @@ func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, erro
 	if err := CheckJob(job); err != nil {
 		return nil, err
 	}
-	if err := s.ensureSchema(ctx); err != nil {
-		return nil, err
-	}
 	t0 := s.cfg.clock.Now()
 	// A lease that takes longer than this to come back would be in doubt
 	// (Done closed) before work could start.
@@ -142,8 +139,12 @@ func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, erro
 		holder, state *string
 		expiresMicros *int64
 	)
-	err := db.QueryRow(ctx, s.sql.acquire, job, s.cfg.holder, s.cfg.TTL.Microseconds()).
+	err := s.acquireRow(ctx, db, job, s.cfg.holder, s.cfg.TTL.Microseconds()).
 		Scan(&taken, &token, &holder, &expiresMicros, &state)
+	var schemaErr *schemaStepError
+	if errors.As(err, &schemaErr) {
+		return nil, schemaErr.err
+	}
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		err = fmt.Errorf("cannot acquire lease %q: %w", job, classify(err))
 		s.cfg.observer.Failed(err)
@@ -182,15 +183,28 @@ func (s *Store) held(ctx context.Context, db DB, job string) error {
 // failureLogInterval spaces the log lines of a standby that keeps failing.
 const failureLogInterval = time.Minute
 
-// Acquire waits until it holds the lease on job, or ctx ends. It listens
-// for releases (LISTEN/NOTIFY) and tries at once when one comes; it also
-// polls every retry interval and tries early when the lease it saw is due to
-// expire, so nothing depends on a notification arriving.
+// Acquire waits until it holds the lease on job, or ctx ends. It reads the
+// catalog once, up front (a standby lives long; see hotpath.go), then looks
+// at the lease with a plain SELECT and tries to take it only when it looks
+// free or expired, so that standing by writes nothing.
+//
+// It listens for releases (LISTEN/NOTIFY) and takes the lease at once when
+// one comes. A listening standby needs the database only at the expiry it
+// last saw (a crashed leader), after its connection was replaced, and once
+// every renew interval as a keepalive that proves the connection alive and
+// catches a notification that was lost. A standby that cannot listen looks
+// every retry interval, and also just after the expiry it saw.
 // An error on the first attempt is returned at once (a wrong address or
 // missing privilege should not look like a long wait); later database errors
-// are logged and retried.
+// are logged and retried every retry interval.
 func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
-	l, err := s.TryAcquire(ctx, job)
+	if err := CheckJob(job); err != nil {
+		return nil, err
+	}
+	if err := s.ensureSchema(ctx); err != nil {
+		return nil, err
+	}
+	l, err := s.lookThenTake(ctx, s.db, job)
 	var held *HeldError
 	if err == nil || !errors.As(err, &held) {
 		return l, err
@@ -202,8 +216,12 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 	recheck := sb.listening
 	lastHolder := ""
 	var lastFailure time.Time
+	failed := false
 	for {
 		wait := jitter(s.cfg.RetryInterval)
+		if sb.listening && !failed {
+			wait = jitter(s.cfg.RenewInterval)
+		}
 		if recheck || sb.listen(ctx) {
 			wait, recheck = 0, false
 		}
@@ -216,11 +234,18 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 			// Try again just after the expiry it observed, if that comes first.
 			wait = min(wait, held.ExpiresIn+time.Millisecond)
 		}
-		if err := sb.wait(ctx, max(wait, time.Millisecond)); err != nil {
+		notified, err := sb.wait(ctx, max(wait, time.Millisecond))
+		if err != nil {
 			return nil, err
 		}
-		l, err = s.tryAcquire(ctx, sb.db(), job)
-		held = nil
+		if notified {
+			// The release that announced itself freed the lease: take it
+			// without looking first, one round trip sooner.
+			l, err = s.tryAcquire(ctx, sb.db(), job)
+		} else {
+			l, err = s.lookThenTake(ctx, sb.db(), job)
+		}
+		held, failed = nil, false
 		switch {
 		case err == nil:
 			return l, nil
@@ -229,12 +254,15 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 			return nil, ctx.Err()
 		case !retryable(err):
 			return nil, err
-		case time.Since(lastFailure) >= failureLogInterval:
-			// A failover may be under way: keep trying, but do not log
-			// every retry interval for as long as it takes.
-			lastFailure = time.Now()
-			s.log.Warn().Err(err).Str("job", job).Stringer("next_log_in", failureLogInterval).
-				Msg("cannot use the lease store; retrying")
+		default:
+			failed = true
+			if time.Since(lastFailure) >= failureLogInterval {
+				// A failover may be under way: keep trying, but do not log
+				// every retry interval for as long as it takes.
+				lastFailure = time.Now()
+				s.log.Warn().Err(err).Str("job", job).Stringer("next_log_in", failureLogInterval).
+					Msg("cannot use the lease store; retrying")
+			}
 		}
 	}
 }

@@ -1,0 +1,350 @@
+package lease_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/lease"
+)
+
+// tracer records every round trip a pool's connections make (a statement,
+// or a pipeline of them), including those of a connection hijacked from it
+// to LISTEN: a count of real calls to the real server.
+type tracer struct {
+	mu    sync.Mutex
+	trips []trip
+}
+
+type trip struct {
+	at  time.Time
+	sql []string // one for a statement, several for a pipeline
+}
+
+func (tr *tracer) add(sql ...string) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.trips = append(tr.trips, trip{at: time.Now(), sql: sql})
+}
+
+func (tr *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	tr.add(d.SQL)
+	return ctx
+}
+func (tr *tracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (tr *tracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	var sql []string
+	for _, q := range d.Batch.QueuedQueries {
+		sql = append(sql, q.SQL)
+	}
+	tr.add(sql...)
+	return ctx
+}
+func (tr *tracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (tr *tracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// since returns the round trips from index i on.
+func (tr *tracer) since(i int) []trip {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return append([]trip(nil), tr.trips[min(i, len(tr.trips)):]...)
+}
+
+func (tr *tracer) len() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return len(tr.trips)
+}
+
+// tracedPool connects to url like lease.Connect does (exec mode), with tr
+// watching every connection.
+func tracedPool(t *testing.T, url string, tr *tracer) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	cfg.ConnConfig.Tracer = tr
+	pool, err := pgxpool.NewWithConfig(ctx(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// What a trip is, by the statements leasewrap sends.
+func isLook(tr trip) bool   { return len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "SELECT holder,") }
+func isTake(tr trip) bool   { return strings.HasPrefix(tr.sql[len(tr.sql)-1], "WITH taken AS") }
+func isListen(tr trip) bool { return len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "LISTEN ") }
+
+// A cron run's acquire on a complete table is one round trip: no catalog
+// query of its own (the shape check rides in the acquire's pipeline). The
+// wrong tables it must still refuse are in schema_test.go (testRefused runs
+// a first acquire on each).
+func TestFirstAcquireIsOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	if _, err := newStore(t, pool, table, "setup").Migrate(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	var tr tracer
+	traced := tracedPool(t, pgtest.URL(), &tr)
+	l := mustAcquire(t, newStore(t, traced, table, "a"), "job")
+	trips := tr.since(0)
+	if len(trips) != 1 || !isTake(trips[0]) {
+		t.Errorf("first acquire made %d round trips, want 1 (the take): %v", len(trips), trips)
+	}
+	if err := l.Release(ctx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	// A table made on the first run goes through the catalog, once.
+	fresh := pgtest.Table(t, pool)
+	s := newStore(t, traced, fresh, "b")
+	for range 2 {
+		if err := mustAcquire(t, s, "job").Release(ctx(t), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var tables int
+	if err := pool.QueryRow(ctx(t), `SELECT count(*) FROM pg_class WHERE relname = $1`, fresh).Scan(&tables); err != nil || tables != 1 {
+		t.Errorf("fresh table: %d, %v; want it created", tables, err)
+	}
+}
+
+// A standby that polls (no LISTEN) looks with a SELECT: many looks, no
+// transaction id. On a cluster of its own, so no one else moves the counter.
+func TestStandbyLookTakesNoTransactionID(t *testing.T) {
+	t.Parallel()
+	cluster := pgtest.StartCluster(t)
+	admin, err := pgxpool.New(ctx(t), cluster.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	// Long renewals: the leader writes nothing while the standby is watched.
+	slow := []lease.Option{lease.WithTTL(30 * time.Second), lease.WithRenewInterval(20 * time.Second),
+		lease.WithGrace(time.Second), lease.WithRetryInterval(20 * time.Millisecond)}
+	leader := mustAcquire(t, newStore(t, admin, "lease", "leader", slow...), "job")
+	defer leader.Release(context.Background(), nil)
+
+	var tr tracer
+	standby := newStore(t, tracedPool(t, cluster.URL(), &tr), "lease", "standby",
+		append(slow, lease.WithListen(false))...)
+	sctx, cancel := context.WithCancel(ctx(t))
+	done := make(chan error, 1)
+	go func() {
+		_, err := standby.Acquire(sctx, "job")
+		done <- err
+	}()
+	looks := func() (n int) {
+		for _, trip := range tr.since(0) {
+			if isLook(trip) || isTake(trip) { // a take: what a look replaced
+				n++
+			}
+		}
+		return n
+	}
+	pgtest.Eventually(t, 10*time.Second, "standby's first look", func() bool { return looks() >= 1 })
+	nextXID := func() (x int64) {
+		if err := admin.QueryRow(ctx(t), `SELECT txid_snapshot_xmax(txid_current_snapshot())`).Scan(&x); err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	before, looked := nextXID(), looks()
+	pgtest.Eventually(t, 10*time.Second, "20 more looks", func() bool { return looks() >= looked+20 })
+	after := nextXID()
+	cancel()
+	<-done
+	if after != before {
+		t.Errorf("%d attempts took %d transaction ids, want none", looks()-looked, after-before)
+	}
+	for _, trip := range tr.since(0) {
+		if isTake(trip) {
+			t.Errorf("standby tried to take a live lease: %v", trip.sql)
+		}
+	}
+}
+
+// A listening standby is quiet between notifications: after its LISTEN and
+// one look, only a keepalive look every renew interval (jitter shortens it
+// by at most a tenth), never a poll every retry interval. A release wakes it
+// and its next statement is the take, with no look in front.
+func TestListeningStandbyOnlyKeepsAlive(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	timings := []lease.Option{lease.WithTTL(20 * time.Second), lease.WithRenewInterval(time.Second),
+		lease.WithGrace(time.Second), lease.WithRetryInterval(20 * time.Millisecond)}
+	leader := mustAcquire(t, newStore(t, pool, table, "leader", timings...), "job")
+
+	var tr tracer
+	standby := newStore(t, tracedPool(t, pgtest.URL(), &tr), table, "standby", timings...)
+	got := make(chan *lease.Lease, 1)
+	go func() {
+		l, err := standby.Acquire(ctx(t), "job")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	listened := -1
+	pgtest.Eventually(t, 10*time.Second, "standby listens", func() bool {
+		for i, trip := range tr.since(0) {
+			if isListen(trip) {
+				listened = i
+				return true
+			}
+		}
+		return false
+	})
+	pgtest.Eventually(t, 15*time.Second, "three keepalives", func() bool { return len(tr.since(listened+1)) >= 4 })
+	trips := tr.since(listened + 1)
+	for i, trip := range trips {
+		if !isLook(trip) {
+			t.Fatalf("standing by, statement %d is not a look: %v", i, trip.sql)
+		}
+		if i >= 2 {
+			if gap := trip.at.Sub(trips[i-1].at); gap < 850*time.Millisecond {
+				t.Errorf("looks %d and %d are %s apart, want a renew interval (1s, less 10%% jitter)", i-1, i, gap)
+			}
+		}
+	}
+	n := tr.len()
+	if err := leader.Release(ctx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-got:
+		defer l.Release(ctx(t), nil)
+	case <-time.After(10 * time.Second):
+		t.Fatal("standby was not woken by the release")
+	}
+	if after := tr.since(n); len(after) == 0 || !isTake(after[0]) {
+		t.Errorf("after the release the standby sent %v, want the take first", after)
+	}
+}
+
+// A crashed leader renews no more; a listening standby, which no longer
+// polls, still tries just after the expiry it saw, measured on the
+// database's clock.
+func TestListeningStandbyTakesJustAfterTheExpiryItSaw(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	quoted := pgx.Identifier{table}.Sanitize()
+	slow := []lease.Option{lease.WithTTL(30 * time.Second), lease.WithRenewInterval(20 * time.Second),
+		lease.WithGrace(time.Second), lease.WithRetryInterval(20 * time.Millisecond)}
+	if err := mustAcquire(t, newStore(t, pool, table, "setup", slow...), "job").Release(ctx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	// A leader that died a moment ago: 1.5 s left, nobody renewing.
+	mustExec(t, pool, `UPDATE `+quoted+` SET holder = 'dead', released_at = NULL, expires_at = now() + interval '1.5 seconds'`)
+	var expiry time.Time
+	if err := pool.QueryRow(ctx(t), `SELECT expires_at FROM `+quoted).Scan(&expiry); err != nil {
+		t.Fatal(err)
+	}
+	l, err := newStore(t, pool, table, "standby", slow...).Acquire(ctx(t), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx(t), nil)
+	var acquired time.Time
+	if err := pool.QueryRow(ctx(t), `SELECT acquired_at FROM `+quoted).Scan(&acquired); err != nil {
+		t.Fatal(err)
+	}
+	if late := acquired.Sub(expiry); late < 0 || late > 100*time.Millisecond {
+		t.Errorf("standby took the lease %s after it expired, want within 100ms", late)
+	}
+}
+
+// Idle connections are not pinged before use (a ping is a transaction to
+// PostgreSQL, one per renewal); a renewal whose idle connection was cut is
+// retried at once on a fresh one, so the cut costs no failed renewal.
+func TestRenewalSurvivesACutIdleConnection(t *testing.T) {
+	t.Parallel()
+	admin := pgtest.Pool(t)
+	table := pgtest.Table(t, admin)
+	app := "lw_renew_" + strings.TrimPrefix(table, "lw_")
+	if len(app) > 63 {
+		app = app[:63]
+	}
+	pool, err := lease.Connect(ctx(t), pgtest.URL()+"&application_name="+app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	// nil is pgxpool's default: ping after a second idle.
+	if ping := pool.Config().ShouldPing; ping == nil || ping(ctx(t), pgxpool.ShouldPingParams{IdleDuration: time.Hour}) {
+		t.Error("Connect's pool pings connections idle for an hour before use")
+	}
+	obs := &renewals{}
+	l := mustAcquire(t, newStore(t, pool, table, "a", lease.WithObserver(obs)), "job")
+	defer l.Release(ctx(t), nil)
+	pgtest.Eventually(t, 5*time.Second, "a first renewal", func() bool { ok, _ := obs.counts(); return ok >= 1 })
+	mustExec(t, admin, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '`+app+`'`)
+	ok0, _ := obs.counts()
+	pgtest.Eventually(t, 5*time.Second, "three renewals after the cut", func() bool { ok, _ := obs.counts(); return ok >= ok0+3 })
+	if _, failed := obs.counts(); failed != 0 {
+		t.Errorf("%d renewals failed after an idle connection was cut, want none", failed)
+	}
+}
+
+// renewals counts a lease's renewal attempts.
+type renewals struct {
+	mu         sync.Mutex
+	ok, failed int
+}
+
+func (r *renewals) Contacted()   {}
+func (r *renewals) Failed(error) {}
+func (r *renewals) Lost(error)   {}
+func (r *renewals) Renewed(_ time.Duration, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.failed++
+	} else {
+		r.ok++
+	}
+}
+
+func (r *renewals) counts() (int, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ok, r.failed
+}
+
+// Tables the acquire itself would write to without complaint, since
+// PostgreSQL converts a timestamp without time zone to and from one with:
+// the first acquire must refuse them as the catalog check does, before it
+// writes. The fencing function is in place, so the table alone is at fault.
+func TestFirstAcquireRefusesATableItCouldWriteTo(t *testing.T) {
+	t.Parallel()
+	withoutTZ := func(col string) string {
+		return `CREATE TABLE {{table}} (` + strings.Replace(full, col+" timestamptz", col+" timestamp", 1) + `, PRIMARY KEY (job_name));
+CREATE FUNCTION {{schema}}.` + lease.CheckFunction + `(job text, token bigint, lease_table text DEFAULT 'leader_lease')
+  RETURNS void LANGUAGE sql AS ''`
+	}
+	for _, c := range []refusedCase{
+		{name: "expires_at", create: withoutTZ("expires_at"), rows: `('job', 'someone', now() - interval '1 hour')`,
+			column: "expires_at", found: "timestamp without time zone", want: "timestamp with time zone"},
+		{name: "renewed_at", create: withoutTZ("renewed_at"), rows: `('job', 'someone', now() - interval '1 hour')`,
+			column: "renewed_at", found: "timestamp without time zone", want: "timestamp with time zone"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			testRefused(t, c)
+		})
+	}
+}
