@@ -58,6 +58,10 @@ func runFlags() []cli.Flag {
 			Usage: "keep the lease at least this long after acquiring, even once the command has exited"},
 		&cli.StringFlag{Name: "skip-exit-code", EnvVars: []string{"LEASEWRAP_SKIP_EXIT_CODE"}, Value: "0",
 			Usage: "exit status when another instance holds the lease"},
+		&cli.StringFlag{Name: "slots", EnvVars: []string{"LEASEWRAP_SLOTS"}, Value: "1",
+			Usage: "let up to N instances run the command at once, each in a slot of its own with its own lease (every instance of a job must use the same N)"},
+		&cli.StringFlag{Name: "history-keep", EnvVars: []string{"LEASEWRAP_HISTORY_KEEP"}, Value: "720h",
+			Usage: "keep finished runs in the history table this long (0s: for ever)"},
 		&cli.StringFlag{Name: "http-addr", EnvVars: []string{"LEASEWRAP_HTTP_ADDR"},
 			Usage: "serve /healthz, /leader and /metrics on this address, as in :8080 (default: off)"},
 	}, storeFlags()...)

@@ -32,6 +32,9 @@ type Lease struct {
 	store *Store
 	job   string
 	token int64
+	// row is the lease row's name: the job, or job#slot (see SlotRow).
+	row  string
+	slot int
 
 	mu       sync.Mutex
 	deadline time.Duration // local clock; never later than the database's expiry
@@ -46,10 +49,16 @@ type Lease struct {
 }
 
 func newLease(s *Store, job string, token int64, deadline time.Duration) *Lease {
+	return newSlotLease(s, job, 1, token, deadline)
+}
+
+func newSlotLease(s *Store, job string, slot int, token int64, deadline time.Duration) *Lease {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Lease{
 		store:      s,
 		job:        job,
+		row:        SlotRow(job, slot),
+		slot:       slot,
 		token:      token,
 		deadline:   deadline,
 		done:       make(chan struct{}),
@@ -62,6 +71,14 @@ func newLease(s *Store, job string, token int64, deadline time.Duration) *Lease 
 
 // Job returns the lease's job name.
 func (l *Lease) Job() string { return l.job }
+
+// Slot returns which of the job's slots this lease is (1 for a job with
+// one slot).
+func (l *Lease) Slot() int { return l.slot }
+
+// Row returns the lease row's name: the job for slot 1, "job#N" for slot
+// N. leasewrap_check takes it as its job argument.
+func (l *Lease) Row() string { return l.row }
 
 // Token returns the fencing token: it rises with every acquisition of the
 // job, so a store that sees a write with an older token can reject it.
@@ -189,7 +206,7 @@ func (l *Lease) renew(ctx context.Context) error {
 		holder   *string
 		released bool
 	)
-	err := s.db.QueryRow(ctx, s.sql.renew, l.job, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
+	err := s.db.QueryRow(ctx, s.sql.renew, l.row, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
 		Scan(&renewed, &token, &holder, &released)
 	if err != nil {
 		err = fmt.Errorf("cannot renew lease %q: %w", l.job, classify(err))
@@ -219,17 +236,42 @@ func (l *Lease) renew(ctx context.Context) error {
 // error wrapping ErrLost. Only the first call acts; later ones return its
 // result.
 func (l *Lease) Release(ctx context.Context, exitCode *int) error {
-	return l.release(ctx, l.store.cfg.holdFor, exitCode)
+	outcome := OutcomeExited
+	if l.Err() != nil && !errors.Is(l.Err(), ErrReleased) {
+		outcome = OutcomeLost
+	}
+	return l.Finish(ctx, End{ExitCode: exitCode, Outcome: outcome})
+}
+
+// End is how a run ended, for the history: the command's exit status (nil
+// when there was none) and one of the Outcome constants.
+type End struct {
+	ExitCode *int
+	Outcome  string
+}
+
+// Finish is Release that records the run in the history with end's
+// outcome, in the same statement as the release (when the history table
+// is there). A lease that was lost records nothing: whoever took it over
+// closed the run.
+func (l *Lease) Finish(ctx context.Context, end End) error {
+	return l.release(ctx, l.store.cfg.holdFor, end.ExitCode, end.Outcome)
 }
 
 // Abandon hands the lease back at once, without hold-for: for a lease taken
 // for work that then never started (a signal came, or the lease came too
 // late to be safe). Like Release, only the first of the two calls acts.
 func (l *Lease) Abandon(ctx context.Context) error {
-	return l.release(ctx, 0, nil)
+	return l.release(ctx, 0, nil, "")
 }
 
-func (l *Lease) release(ctx context.Context, holdFor time.Duration, exitCode *int) error {
+// AbandonWith is Abandon that records the run that never started, with
+// end's outcome (OutcomeCouldNotStart) and exit status.
+func (l *Lease) AbandonWith(ctx context.Context, end End) error {
+	return l.release(ctx, 0, end.ExitCode, end.Outcome)
+}
+
+func (l *Lease) release(ctx context.Context, holdFor time.Duration, exitCode *int, outcome string) error {
 	l.releaseOnce.Do(func() {
 		l.stopKeeper()
 		<-l.keeperDone
@@ -237,19 +279,20 @@ func (l *Lease) release(ctx context.Context, holdFor time.Duration, exitCode *in
 		l.mu.Lock()
 		l.deadline = min(l.deadline, l.store.cfg.clock.Now())
 		l.mu.Unlock()
-		l.releaseErr = l.releaseRow(ctx, holdFor, exitCode)
+		l.releaseErr = l.releaseRow(ctx, holdFor, exitCode, outcome)
 	})
 	return l.releaseErr
 }
 
 // releaseRow runs the release statement, retrying failures that may pass
 // until ReleaseTimeout.
-func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, exitCode *int) error {
+func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, exitCode *int, outcome string) error {
 	s := l.store
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
+	query, args := s.releaseArgs(l, holdFor, exitCode, outcome)
 	for {
-		tag, err := s.db.Exec(ctx, s.sql.release, l.job, s.cfg.holder, l.token, holdFor.Microseconds(), exitCode, s.channel)
+		tag, err := s.db.Exec(ctx, query, args...)
 		switch {
 		case err == nil && tag.RowsAffected() == 0:
 			return fmt.Errorf("cannot release lease %q: %w", l.job, ErrLost)
@@ -268,6 +311,25 @@ func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, exitCode 
 		case <-t.C:
 		}
 	}
+}
+
+// releaseArgs is the release statement for the schema found, with its
+// arguments (see releaseSQL).
+func (s *Store) releaseArgs(l *Lease, holdFor time.Duration, exitCode *int, outcome string) (string, []any) {
+	args := []any{l.row, s.cfg.holder, l.token, holdFor.Microseconds(), exitCode, s.channel, l.job}
+	h := s.hist.Load()
+	if h == nil {
+		return s.sql.release, args
+	}
+	var out *string
+	if outcome != "" {
+		out = &outcome
+	}
+	args = append(args, l.slot, out)
+	if h.prune {
+		args = append(args, s.cfg.historyKeep.Microseconds())
+	}
+	return h.release, args
 }
 
 // Do waits for the lease on job, runs fn while holding it, and releases it
