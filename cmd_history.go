@@ -268,7 +268,7 @@ func printTimeline(w io.Writer, runs []lease.Run, from, to time.Time, width int)
 	for _, job := range jobs {
 		jr := byJob[job]
 		slices.SortStableFunc(jr, func(a, b lease.Run) int { return a.StartedAt.Compare(b.StartedAt) })
-		fmt.Fprintf(&b, "\n%s\n%s%s\n", printable(job), pad, ruler(width))
+		fmt.Fprintf(&b, "\n%s\n%s%s\n%s%s\n", printable(job), pad, labels(from, step, width), pad, ruler(width))
 		var holders []string
 		lanes := map[string][]byte{}
 		for _, r := range jr {
@@ -325,13 +325,33 @@ func countMark(n int) byte {
 	return '+'
 }
 
-// ruler marks every tenth column.
+// ruler marks every tenth column, under its time in labels.
 func ruler(width int) string {
 	r := []byte(strings.Repeat("-", width))
-	for i := 0; i < width; i += 10 {
+	for i := 10; i < width; i += 10 {
 		r[i] = '+'
 	}
 	return "+" + string(r) + "+"
+}
+
+// labels prints the time at the start of the lanes and at every tenth
+// column, in as few characters as the period needs.
+func labels(from time.Time, step time.Duration, width int) string {
+	layout := "15:04"
+	switch {
+	case step*time.Duration(width) > 48*time.Hour:
+		layout = "Jan 02"
+	case step*10 < time.Minute:
+		layout = "15:04:05"
+	}
+	line := []byte(strings.Repeat(" ", width+2))
+	for i := 0; i < width; i += 10 {
+		label := from.Add(step * time.Duration(i)).UTC().Format(layout)
+		if i+1+len(label) <= len(line) {
+			copy(line[i+1:], label) // column i of the lanes is at i+1, after the "|"
+		}
+	}
+	return strings.TrimRight(string(line), " ")
 }
 
 func laneName(holder string) string {
