@@ -139,6 +139,12 @@ func (s *Store) readHistory(ctx context.Context, q queryer) (historyState, error
 	if err != nil {
 		return hs, fmt.Errorf("cannot look up history table %s: %w", name, classify(err))
 	}
+	if hs.exists && cat.kind == "" {
+		// Committed while this statement ran: its name resolves but its
+		// catalog row is not in this statement's snapshot. Look again
+		// under the schema lock.
+		hs = historyState{}
+	}
 	if !hs.exists {
 		return hs, nil
 	}
