@@ -285,6 +285,19 @@ func (c *cluster) check(name string, rep *report, allowOverlap bool) {
 		name, rep.trials, len(runs), len(rep.overlaps), total.Round(time.Millisecond), worst, median)
 	c.t.Log(line)
 	fmt.Println(line)
+	if os.Getenv("LEASEWRAP_FAULT_TIMELINE") != "" {
+		c.printTimeline()
+	}
+}
+
+// printTimeline prints leasewrap history --timeline of the scenario's job.
+func (c *cluster) printTimeline() {
+	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", c.dbUser, c.dbAddr, c.dbName)
+	p := lwtest.Start(c.t, binary, nil, "history", "--database-url", url, "--table", c.table, "--timeline", "--width", "60")
+	for line := range p.Lines {
+		fmt.Println(line)
+	}
+	p.Wait(c.t, 10*time.Second)
 }
 
 // checkSlots verifies a history of a job with several slots: fencing
