@@ -470,6 +470,12 @@ func (s *Store) readSchema(ctx context.Context, q queryer) (schemaState, error) 
 	if st.history, err = s.readHistory(ctx, q); err != nil {
 		return schemaState{}, err
 	}
+	if st.tableExists && cat.kind == "" {
+		// Created by a transaction that committed while this statement
+		// ran: the name resolves, the catalog row is not in its snapshot.
+		// Migrate looks again under the schema lock.
+		st = schemaState{history: st.history, checkSchema: st.checkSchema, canCreate: st.canCreate}
+	}
 	if !st.tableExists {
 		return st, nil
 	}

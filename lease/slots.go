@@ -119,7 +119,7 @@ RETURNING fencing_token, slot)` + lost + `
 SELECT true, t.fencing_token, t.slot, NULL::text, NULL::bigint, NULL::text, NULL::integer, NULL::text, false
 FROM taken t
 UNION ALL
-(SELECT false, c.fencing_token, c.slot, c.holder, ` + micros + `, ` + heldState + `,
+(SELECT false, coalesce(c.fencing_token, 0), c.slot, c.holder, ` + micros + `, ` + heldState + `,
   v.recorded, v.foreign_name, EXISTS (SELECT FROM pick)
 FROM cur c, verdict v WHERE NOT EXISTS (SELECT FROM taken)
 ORDER BY (c.present AND c.expires_at > now()) DESC, c.expires_at LIMIT 1)`
