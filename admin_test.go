@@ -143,16 +143,11 @@ func TestReleaseCommand(t *testing.T) {
 		{[]string{"--id", "other-host"}, 1}, // not this id's lease
 		{[]string{"--id", "other-host", "--force"}, 1}, // --force keeps to --id
 		{[]string{"--force"}, 64},                      // a live holder: needs --yes
-		{[]string{"--id", "host-a"}, 0},
-		{[]string{"--id", "host-a"}, 1}, // already pending
+		{[]string{"--id", "host-a"}, 0},                // last: the holder stops at its next renewal
 	} {
 		if got := release(tc.args...).Wait(t, 10*time.Second); got != tc.want {
 			t.Errorf("release %q exited %d, want %d", tc.args, got, tc.want)
 		}
-	}
-	// A planned hand-over reads as one on the holder's side.
-	if e := p.WaitLog(t, "lease lost"); e["level"] != "warn" {
-		t.Errorf("holder logged %v, want a warning for an operator's release", e)
 	}
 	// Asked to give the lease back, the live holder stops its command at its
 	// next renewal; the lease stays held until then, so nothing overlaps.
@@ -162,6 +157,10 @@ func TestReleaseCommand(t *testing.T) {
 	p.Expect(t, "signal SIGTERM")
 	if got := p.Wait(t, 10*time.Second); got != 75 {
 		t.Errorf("holder exited %d after a release, want 75", got)
+	}
+	// A planned hand-over reads as one on the holder's side.
+	if e := p.WaitLog(t, "lease lost"); e["level"] != "warn" {
+		t.Errorf("holder logged %v, want a warning for an operator's release", e)
 	}
 	if in := d.expiresIn(t, "j"); in > 0 {
 		t.Errorf("lease still held for %s after its holder stopped", in)

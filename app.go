@@ -39,7 +39,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
 		Name:            "leasewrap",
 		Usage:           "run a command on exactly one of N instances, coordinated by a PostgreSQL lease",
-		UsageText:       "leasewrap [flags] -- COMMAND [ARG...]\nleasewrap status|release|migrate|version [flags]",
+		UsageText:       "leasewrap [flags] -- COMMAND [ARG...]\nleasewrap status|history|release|migrate|version [flags]",
 		Description:     description,
 		Version:         version(),
 		HideVersion:     true,
@@ -63,7 +63,7 @@ func report(stderr io.Writer, err error) int {
 }
 
 func commands() []*cli.Command {
-	return []*cli.Command{statusCommand(), releaseCommand(), migrateCommand(), versionCommand()}
+	return []*cli.Command{statusCommand(), historyCommand(), releaseCommand(), migrateCommand(), versionCommand()}
 }
 
 // splitChild splits args at the first "--": leasewrap's own arguments before

@@ -62,6 +62,7 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 	}
 	store, err := lease.New(db.pool, lease.WithTable(o.store.table), lease.WithHolder(o.holder),
 		lease.WithTimings(o.timings), lease.WithHoldFor(o.holdFor), lease.WithListen(o.listen),
+		lease.WithSlots(o.slots), lease.WithHistoryKeep(o.historyKeep),
 		lease.WithLogger(storeLog), lease.WithObserver(mon))
 	if err != nil {
 		return usagef("%v", err)
@@ -88,7 +89,11 @@ type wrapper struct {
 // runChild runs the command while l holds, hands the lease back, and
 // returns the exit status: the child's, or 75 when the lease was lost.
 func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) error {
-	log := w.log.With().Int64("fencing_token", l.Token()).Logger()
+	logCtx := w.log.With().Int64("fencing_token", l.Token())
+	if w.o.slots > 1 {
+		logCtx = logCtx.Int("slot", l.Slot()).Int("slots", w.o.slots)
+	}
+	log := logCtx.Logger()
 	log.Info().Stringer("ttl", w.o.timings.TTL).Msg("acquired")
 	// A signal to end that came just as the lease was taken: do not start.
 	select {
@@ -98,18 +103,25 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 		}
 	default:
 	}
-	var res runner.Result
-	for attempt := 1; ; attempt++ {
+	var (
+		res     runner.Result
+		attempt = 1
+	)
+	for ; ; attempt++ {
 		res = w.attempt(path, l, mon, log)
 		if !w.retryAfter(res, attempt, l, log) {
 			break
 		}
 	}
 	if !res.Started {
-		logRelease(l.Abandon(context.Background()), log)
+		end := lease.End{Outcome: lease.OutcomeCouldNotStart, Attempt: attempt}
+		if res.Lost == nil {
+			end.ExitCode = &res.Status
+		}
+		logRelease(l.AbandonWith(context.Background(), end), log)
 		return exitStatus(res)
 	}
-	logRelease(l.Release(context.Background(), &res.Status), log)
+	logRelease(l.Finish(context.Background(), lease.End{ExitCode: &res.Status, Outcome: runOutcome(res), Attempt: attempt}), log)
 	return exitStatus(res)
 }
 
@@ -118,7 +130,8 @@ func (w *wrapper) attempt(path string, l *lease.Lease, mon *monitor.Monitor, log
 	cmd := exec.Command(path, w.o.command[1:]...)
 	cmd.Args[0] = w.o.command[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = childEnv(os.Environ(), w.o.job, w.o.holder, l.Token(), w.store.Table())
+	cmd.Env = append(childEnv(os.Environ(), w.o.job, w.o.holder, l.Token(), w.store.Table()),
+		"LEASEWRAP_SLOT="+strconv.Itoa(l.Slot()), "LEASEWRAP_LEASE="+l.Row())
 	cfg := runner.Config{
 		Signals:    w.sigs,
 		Log:        log,
@@ -133,6 +146,25 @@ func (w *wrapper) attempt(path string, l *lease.Lease, mon *monitor.Monitor, log
 		mon.ChildExited(res.Status)
 	}
 	return res
+}
+
+// runOutcome is how the history records a run that started: stopped for
+// an operator's release, stopped for a lost lease, stopped for running past
+// --max-runtime, ended by a signal (a
+// status of 128+N, as a shell reports its own child's death too), or
+// exited.
+func runOutcome(res runner.Result) string {
+	switch {
+	case errors.Is(res.Lost, lease.ErrReleasedByOperator):
+		return lease.OutcomeStopped
+	case res.Lost != nil:
+		return lease.OutcomeLost
+	case res.TimedOut:
+		return lease.OutcomeTimedOut
+	case res.Status > exitSignalBase && res.Status <= exitSignalBase+64:
+		return lease.OutcomeSignalled
+	}
+	return lease.OutcomeExited
 }
 
 // exitStatus is leasewrap's status for a run: 75 if the child had to be
@@ -193,7 +225,10 @@ func (w *wrapper) acquire(ctx context.Context) (*lease.Lease, error) {
 	close(watchDone)
 	sig := <-received
 
-	var held *lease.HeldError
+	var (
+		held     *lease.HeldError
+		slotsErr *lease.SlotsError
+	)
 	switch {
 	case sig != nil:
 		// Also a signal that came while the statement was on its way: hand
@@ -205,10 +240,15 @@ func (w *wrapper) acquire(ctx context.Context) (*lease.Lease, error) {
 		w.log.Warn().Stringer("wait_timeout", w.o.waitTimeout).Msg("gave up standing by: --wait-timeout passed")
 		return nil, exitWith(exitWaitTimeout)
 	case errors.As(err, &held):
-		w.log.Info().Str("current_holder", held.Holder).Str("state", held.State).
-			Stringer("expires_in", held.ExpiresIn.Round(time.Millisecond)).Int64("current_token", held.Token).
-			Msg(skipMessages[held.State])
+		ev := w.log.Info().Str("current_holder", held.Holder).Str("state", held.State).
+			Stringer("expires_in", held.ExpiresIn.Round(time.Millisecond)).Int64("current_token", held.Token)
+		if held.Slots > 1 {
+			ev = ev.Int("slot", held.Slot).Int("slots", held.Slots)
+		}
+		ev.Msg(skipMessages[held.State])
 		return nil, exitWith(w.o.skipExitCode)
+	case errors.As(err, &slotsErr):
+		return nil, usagef("refusing %s %d: %v", "--slots", w.o.slots, err)
 	default:
 		return nil, w.db.unavailable(err, w.log)
 	}

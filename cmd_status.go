@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -86,6 +87,10 @@ type statusJSON struct {
 	LastDurationSeconds *float64   `json:"last_duration_seconds"`
 	LastExitCode        *int       `json:"last_exit_code"`
 	LastHolder          *string    `json:"last_holder"`
+	// Slot and Slots are there for a job with more than one slot: one
+	// object per slot.
+	Slot  *int `json:"slot,omitempty"`
+	Slots *int `json:"slots,omitempty"`
 }
 
 func printStatusJSON(w io.Writer, jobs []lease.JobStatus) error {
@@ -99,6 +104,9 @@ func printStatusJSON(w io.Writer, jobs []lease.JobStatus) error {
 		if d, ok := lastDuration(j); ok {
 			s.LastDurationSeconds = ptr(d.Seconds())
 		}
+		if j.Slots > 1 {
+			s.Slot, s.Slots = ptr(j.Slot), ptr(j.Slots)
+		}
 		out = append(out, s)
 	}
 	enc := json.NewEncoder(w)
@@ -108,7 +116,15 @@ func printStatusJSON(w io.Writer, jobs []lease.JobStatus) error {
 
 func printStatusTable(w io.Writer, jobs []lease.JobStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tHOLDER\tSTATE\tEXPIRES IN\tTOKEN\tLAST START\tDURATION\tEXIT\tBY")
+	// A SLOT column only when a job has several: a fleet without slots
+	// reads as it always did.
+	slotted := slices.ContainsFunc(jobs, func(j lease.JobStatus) bool { return j.Slots > 1 })
+	if slotted {
+		fmt.Fprint(tw, "JOB\tSLOT\t")
+	} else {
+		fmt.Fprint(tw, "JOB\t")
+	}
+	fmt.Fprintln(tw, "HOLDER\tSTATE\tEXPIRES IN\tTOKEN\tLAST START\tDURATION\tEXIT\tBY")
 	for _, j := range jobs {
 		expires, start, duration, exit, by := "-", "-", "-", "-", "-"
 		if j.Live() {
@@ -128,7 +144,11 @@ func printStatusTable(w io.Writer, jobs []lease.JobStatus) error {
 		if j.LastHolder != nil {
 			by = *j.LastHolder
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", printable(j.Job), printable(j.Holder), j.State,
+		fmt.Fprintf(tw, "%s\t", printable(j.Job))
+		if slotted {
+			fmt.Fprintf(tw, "%d/%d\t", max(j.Slot, 1), max(j.Slots, 1))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", printable(j.Holder), j.State,
 			expires, j.FencingToken, start, duration, exit, printable(by))
 	}
 	return tw.Flush()

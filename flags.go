@@ -64,6 +64,10 @@ func runFlags() []cli.Flag {
 			Usage: "run a failed command again up to this many times, keeping the lease in between"},
 		&cli.StringFlag{Name: "retry-delay", EnvVars: []string{"LEASEWRAP_RETRY_DELAY"}, Value: "10s",
 			Usage: "wait before the first retry, doubled for each next one (at most 10m)"},
+		&cli.StringFlag{Name: "slots", EnvVars: []string{"LEASEWRAP_SLOTS"}, Value: "1",
+			Usage: "let up to N instances run the command at once, each in a slot of its own with its own lease (every instance of a job must use the same N)"},
+		&cli.StringFlag{Name: "history-keep", EnvVars: []string{"LEASEWRAP_HISTORY_KEEP"}, Value: "720h",
+			Usage: "keep finished runs in the history table this long (0s: for ever)"},
 		&cli.StringFlag{Name: "http-addr", EnvVars: []string{"LEASEWRAP_HTTP_ADDR"},
 			Usage: "serve /healthz, /leader and /metrics on this address, as in :8080 (default: off)"},
 	}, storeFlags()...)

@@ -34,6 +34,8 @@ type runOptions struct {
 	maxRuntime   time.Duration // 0: no limit
 	retries      int
 	retryDelay   time.Duration
+	slots        int
+	historyKeep  time.Duration
 }
 
 // storeOptions are the settings of every command that talks to the table.
@@ -136,6 +138,12 @@ func parseRunOptions(c *cli.Context, child []string, hasChild bool) (runOptions,
 		return o, usagef("invalid %s %q: must be a number 0-255", s.source("skip-exit-code"), c.String("skip-exit-code"))
 	}
 	o.skipExitCode = code
+	if o.slots, err = strconv.Atoi(c.String("slots")); err != nil || o.slots < 1 || o.slots > lease.MaxSlots {
+		return o, usagef("invalid %s %q: must be a number 1-%d", s.source("slots"), c.String("slots"), lease.MaxSlots)
+	}
+	if o.historyKeep, err = s.duration("history-keep"); err != nil {
+		return o, err
+	}
 	return o, parseAttempts(s, &o)
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -35,6 +36,10 @@ func (w *wrapper) retryAfter(res runner.Result, attempt int, l *lease.Lease, log
 	if !failed || !res.Started || res.Lost != nil || res.Signal != nil || attempt > w.o.retries {
 		return false
 	}
+	end := lease.End{ExitCode: &res.Status, Outcome: runOutcome(res), Attempt: attempt}
+	if err := l.RecordAttempt(context.Background(), end); err != nil {
+		log.Warn().Err(err).Msg("cannot record the attempt in the history")
+	}
 	delay := retryDelay(w.o.retryDelay, attempt)
 	log.Warn().Int("attempt", attempt).Int("attempts", w.o.retries+1).Int("status", res.Status).
 		Bool("timed_out", res.TimedOut).Stringer("retry_in", delay).Msg("the command failed; running it again, keeping the lease")
@@ -43,6 +48,9 @@ func (w *wrapper) retryAfter(res runner.Result, attempt int, l *lease.Lease, log
 	for {
 		select {
 		case <-t.C:
+			if err := l.StartAttempt(context.Background()); err != nil {
+				log.Warn().Err(err).Msg("cannot record the next attempt's start")
+			}
 			return true
 		case <-l.Done():
 			log.Error().Err(l.Err()).Msg("not retrying: lease can no longer be guaranteed")

@@ -38,6 +38,9 @@ type JobStatus struct {
 	LastFinished *time.Time
 	LastExitCode *int
 	LastHolder   *string
+	// Slot is which of the job's Slots this row is (1 of 1 for a job with
+	// one slot).
+	Slot, Slots int
 }
 
 // Live reports whether no other holder can take the lease now.
@@ -71,7 +74,7 @@ func (s *Store) Status(ctx context.Context, job string) ([]JobStatus, error) {
 		released      bool
 	)
 	_, err = pgx.ForEachRow(rows, []any{&js.Job, &js.Holder, &js.FencingToken, &expiresMicros, &released,
-		&js.LastStarted, &js.LastFinished, &js.LastExitCode, &js.LastHolder}, func() error {
+		&js.LastStarted, &js.LastFinished, &js.LastExitCode, &js.LastHolder, &js.Slot, &js.Slots}, func() error {
 		js.ExpiresIn = time.Duration(expiresMicros) * time.Microsecond
 		switch {
 		case js.ExpiresIn > 0 && !released:

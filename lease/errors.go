@@ -63,9 +63,16 @@ type HeldError struct {
 	// State is StateHeld, StateKept (its command finished; hold-for keeps
 	// the lease) or StateReleasing (an operator asked it to stop).
 	State string
+	// Slot is the slot whose holder is named, of Slots (both 0 for a job
+	// with one slot). With several slots every one is held, and this one
+	// expires first.
+	Slot, Slots int
 }
 
 func (e *HeldError) Error() string {
+	if e.Slots > 1 {
+		return fmt.Sprintf("all %d slots of lease %q held; slot %d by %q for another %s", e.Slots, e.Job, e.Slot, e.Holder, e.ExpiresIn.Round(time.Millisecond))
+	}
 	return fmt.Sprintf("lease %q held by %q for another %s", e.Job, e.Holder, e.ExpiresIn.Round(time.Millisecond))
 }
 
@@ -142,7 +149,7 @@ func classify(err error) error {
 // error that says the request itself is wrong (privileges, missing objects,
 // bad names), which waiting will not mend.
 func retryable(err error) bool {
-	if errors.Is(err, ErrNotLeaseTable) || errors.Is(err, ErrFencingUnavailable) {
+	if errors.Is(err, ErrNotLeaseTable) || errors.Is(err, ErrFencingUnavailable) || errors.Is(err, ErrSlotsMismatch) {
 		return false
 	}
 	code := sqlState(err)

@@ -79,6 +79,35 @@ ELSE pg_catalog.current_setting('leasewrap: the lease table needs a catalog chec
 FROM pg_catalog.pg_class c WHERE c.oid = $1::text::regclass`
 }
 
+// historyShapeCheck fails like shapeCheck unless the history table has every
+// history column with its type, no column of the operator's that an INSERT
+// would have to fill, and this role may INSERT and SELECT (and DELETE, when
+// $2 says old runs are pruned). $1 is the quoted history table.
+var historyShapeCheck = newHistoryShapeCheck()
+
+func newHistoryShapeCheck() string {
+	want := make([]string, len(historyColumns))
+	names := make([]string, len(historyColumns))
+	for i, c := range historyColumns {
+		want[i] = "(" + quoteLiteral(c.name) + ", " + quoteLiteral(c.typ) + ")"
+		names[i] = quoteLiteral(c.name)
+	}
+	return `SELECT CASE WHEN c.relkind IN ('r', 'p')
+  AND (SELECT count(*) FROM pg_catalog.pg_attribute a
+    JOIN (VALUES ` + strings.Join(want, ", ") + `) AS w(name, typ) ON w.name = a.attname::text
+    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+      AND pg_catalog.format_type(a.atttypid, a.atttypmod) = w.typ) = ` + strconv.Itoa(len(historyColumns)) + `
+  AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a
+    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attnotnull
+      AND NOT (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '')
+      AND a.attname::text <> ALL (ARRAY[` + strings.Join(names, ", ") + `]))
+  AND pg_catalog.has_table_privilege(c.oid, 'INSERT') AND pg_catalog.has_table_privilege(c.oid, 'SELECT')
+  AND (NOT $2::boolean OR pg_catalog.has_table_privilege(c.oid, 'DELETE'))
+THEN true
+ELSE pg_catalog.current_setting('leasewrap: the history table needs a catalog check')::boolean END
+FROM pg_catalog.pg_class c WHERE c.oid = $1::text::regclass`
+}
+
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // batcher is what *pgxpool.Pool and *pgx.Conn offer for pipelines.
@@ -93,18 +122,19 @@ type schemaStepError struct{ err error }
 func (e *schemaStepError) Error() string { return e.err.Error() }
 func (e *schemaStepError) Unwrap() error { return e.err }
 
-// acquireRow runs the acquire statement with args when scanned: with the
-// shape check in front until the Store's table is known to be right, and
-// through ensureSchema when that fails (see above).
-func (s *Store) acquireRow(ctx context.Context, db DB, args ...any) pgx.Row {
-	return acquireRow{s: s, ctx: ctx, db: db, args: args}
+// acquireRow runs the acquire statement query with args when scanned: with
+// the shape checks in front until the Store's tables are known to be right,
+// and through ensureSchema when that fails (see above).
+func (s *Store) acquireRow(ctx context.Context, db DB, query string, args ...any) pgx.Row {
+	return acquireRow{s: s, ctx: ctx, db: db, query: query, args: args}
 }
 
 type acquireRow struct {
-	s    *Store
-	ctx  context.Context
-	db   DB
-	args []any
+	s     *Store
+	ctx   context.Context
+	db    DB
+	query string
+	args  []any
 }
 
 func (r acquireRow) Scan(dest ...any) error {
@@ -114,6 +144,7 @@ func (r acquireRow) Scan(dest ...any) error {
 			err := r.checked(b, dest)
 			if err == nil || errors.Is(err, pgx.ErrNoRows) {
 				s.setSchemaChecked()
+				s.useHistory(historyState{exists: true, complete: true, canWrite: true, canPrune: true})
 				return err
 			}
 			if !needsCatalog(err) {
@@ -123,17 +154,29 @@ func (r acquireRow) Scan(dest ...any) error {
 		if err := s.ensureSchema(r.ctx); err != nil {
 			return &schemaStepError{err}
 		}
+		// ensureSchema decided whether runs are recorded.
+		if h := s.hist.Load(); h != nil {
+			return r.db.QueryRow(r.ctx, h.acquire, r.args...).Scan(dest...)
+		}
+		return r.db.QueryRow(r.ctx, s.sql.acquire, r.args...).Scan(dest...)
 	}
-	return r.db.QueryRow(r.ctx, s.sql.acquire, r.args...).Scan(dest...)
+	return r.db.QueryRow(r.ctx, r.query, r.args...).Scan(dest...)
 }
 
-// checked sends the shape check and the acquire in one pipeline.
+// checked sends the shape checks of both tables and the acquire that also
+// records runs in one pipeline. The history check also asks for the
+// privileges recording and pruning need; without them, the catalog decides.
 func (r acquireRow) checked(b batcher, dest []any) error {
+	s := r.s
 	batch := &pgx.Batch{}
-	batch.Queue(shapeCheck, r.s.table.Sanitize(), r.s.checkFunction().Sanitize()+"(text,bigint,text)")
-	batch.Queue(r.s.sql.acquire, r.args...)
+	batch.Queue(shapeCheck, s.table.Sanitize(), s.checkFunction().Sanitize()+"(text,bigint,text)")
+	batch.Queue(historyShapeCheck, s.history.Sanitize(), s.cfg.historyKeep > 0)
+	batch.Queue(acquireSQL(s.table.Sanitize(), s.history.Sanitize()), r.args...)
 	br := b.SendBatch(r.ctx, batch)
 	_, err := br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
 	if err == nil {
 		err = br.QueryRow().Scan(dest...)
 	}
@@ -187,6 +230,11 @@ func (s *Store) look(ctx context.Context, db DB, job string) error {
 
 // lookThenTake tries to take job's lease only when a look finds it free.
 func (s *Store) lookThenTake(ctx context.Context, db DB, job string) (*Lease, error) {
+	// A look reads one row; a job of several slots is read, and taken, by
+	// the slot statement itself.
+	if s.cfg.slots > 1 {
+		return s.tryAcquire(ctx, db, job)
+	}
 	if err := s.look(ctx, db, job); err != nil {
 		return nil, err
 	}

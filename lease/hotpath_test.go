@@ -83,7 +83,7 @@ func tracedPool(t *testing.T, url string, tr *tracer) *pgxpool.Pool {
 
 // What a trip is, by the statements leasewrap sends.
 func isLook(tr trip) bool   { return len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "SELECT holder,") }
-func isTake(tr trip) bool   { return strings.HasPrefix(tr.sql[len(tr.sql)-1], "WITH taken AS") }
+func isTake(tr trip) bool   { return strings.Contains(tr.sql[len(tr.sql)-1], "taken AS (\nINSERT INTO") }
 func isListen(tr trip) bool { return len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "LISTEN ") }
 
 // A cron run's acquire on a complete table is one round trip: no catalog

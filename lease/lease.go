@@ -32,6 +32,9 @@ type Lease struct {
 	store *Store
 	job   string
 	token int64
+	// row is the lease row's name: the job, or job#slot (see SlotRow).
+	row  string
+	slot int
 
 	mu       sync.Mutex
 	deadline time.Duration // local clock; never later than the database's expiry
@@ -46,10 +49,16 @@ type Lease struct {
 }
 
 func newLease(s *Store, job string, token int64, deadline time.Duration) *Lease {
+	return newSlotLease(s, job, 1, token, deadline)
+}
+
+func newSlotLease(s *Store, job string, slot int, token int64, deadline time.Duration) *Lease {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Lease{
 		store:      s,
 		job:        job,
+		row:        SlotRow(job, slot),
+		slot:       slot,
 		token:      token,
 		deadline:   deadline,
 		done:       make(chan struct{}),
@@ -62,6 +71,14 @@ func newLease(s *Store, job string, token int64, deadline time.Duration) *Lease 
 
 // Job returns the lease's job name.
 func (l *Lease) Job() string { return l.job }
+
+// Slot returns which of the job's slots this lease is (1 for a job with
+// one slot).
+func (l *Lease) Slot() int { return l.slot }
+
+// Row returns the lease row's name: the job for slot 1, "job#N" for slot
+// N. leasewrap_check takes it as its job argument.
+func (l *Lease) Row() string { return l.row }
 
 // Token returns the fencing token: it rises with every acquisition of the
 // job, so a store that sees a write with an older token can reject it.
@@ -189,7 +206,7 @@ func (l *Lease) renew(ctx context.Context) error {
 		holder   *string
 		released bool
 	)
-	err := s.db.QueryRow(ctx, s.sql.renew, l.job, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
+	err := s.db.QueryRow(ctx, s.sql.renew, l.row, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
 		Scan(&renewed, &token, &holder, &released)
 	if connectionLost(err) && ctx.Err() == nil {
 		// The pool does not ping idle connections (see Connect): one that
@@ -231,17 +248,75 @@ func (l *Lease) renew(ctx context.Context) error {
 // error wrapping ErrLost. Only the first call acts; later ones return its
 // result.
 func (l *Lease) Release(ctx context.Context, exitCode *int) error {
-	return l.release(ctx, l.store.cfg.holdFor, exitCode)
+	outcome := OutcomeExited
+	if l.Err() != nil && !errors.Is(l.Err(), ErrReleased) {
+		outcome = OutcomeLost
+	}
+	return l.Finish(ctx, End{ExitCode: exitCode, Outcome: outcome})
+}
+
+// End is how a run ended, for the history: the command's exit status (nil
+// when there was none) and one of the Outcome constants.
+type End struct {
+	ExitCode *int
+	Outcome  string
+	// Attempt numbers the run's attempts under one lease (--retries); 0 is
+	// the first.
+	Attempt int
+}
+
+// Finish is Release that records the run in the history with end's
+// outcome, in the same statement as the release (when the history table
+// is there). A lease that was lost records nothing: whoever took it over
+// closed the run.
+func (l *Lease) Finish(ctx context.Context, end End) error {
+	return l.release(ctx, l.store.cfg.holdFor, end)
+}
+
+// RecordAttempt records in the history an attempt that ended while the
+// lease is kept for another one (a retry). It does nothing without a
+// history table.
+func (l *Lease) RecordAttempt(ctx context.Context, end End) error {
+	s := l.store
+	h := s.hist.Load()
+	if h == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
+	defer cancel()
+	_, err := s.db.Exec(ctx, h.recordAttempt, l.row, s.cfg.holder, l.token, l.job, l.slot, max(end.Attempt, 1), end.ExitCode, end.Outcome)
+	if err != nil {
+		return fmt.Errorf("cannot record attempt %d of lease %q: %w", end.Attempt, l.job, classify(err))
+	}
+	return nil
+}
+
+// StartAttempt marks the start of the next attempt of the run in the lease
+// row, which the history takes the attempt's start from.
+func (l *Lease) StartAttempt(ctx context.Context) error {
+	s := l.store
+	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
+	defer cancel()
+	if _, err := s.db.Exec(ctx, s.sql.startAttempt, l.row, s.cfg.holder, l.token); err != nil {
+		return fmt.Errorf("cannot mark the next attempt of lease %q: %w", l.job, classify(err))
+	}
+	return nil
 }
 
 // Abandon hands the lease back at once, without hold-for: for a lease taken
 // for work that then never started (a signal came, or the lease came too
 // late to be safe). Like Release, only the first of the two calls acts.
 func (l *Lease) Abandon(ctx context.Context) error {
-	return l.release(ctx, 0, nil)
+	return l.release(ctx, 0, End{})
 }
 
-func (l *Lease) release(ctx context.Context, holdFor time.Duration, exitCode *int) error {
+// AbandonWith is Abandon that records the run that never started, with
+// end's outcome (OutcomeCouldNotStart) and exit status.
+func (l *Lease) AbandonWith(ctx context.Context, end End) error {
+	return l.release(ctx, 0, end)
+}
+
+func (l *Lease) release(ctx context.Context, holdFor time.Duration, end End) error {
 	l.releaseOnce.Do(func() {
 		l.stopKeeper()
 		<-l.keeperDone
@@ -249,19 +324,20 @@ func (l *Lease) release(ctx context.Context, holdFor time.Duration, exitCode *in
 		l.mu.Lock()
 		l.deadline = min(l.deadline, l.store.cfg.clock.Now())
 		l.mu.Unlock()
-		l.releaseErr = l.releaseRow(ctx, holdFor, exitCode)
+		l.releaseErr = l.releaseRow(ctx, holdFor, end)
 	})
 	return l.releaseErr
 }
 
 // releaseRow runs the release statement, retrying failures that may pass
 // until ReleaseTimeout.
-func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, exitCode *int) error {
+func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, end End) error {
 	s := l.store
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
+	query, args := s.releaseArgs(l, holdFor, end)
 	for {
-		tag, err := s.db.Exec(ctx, s.sql.release, l.job, s.cfg.holder, l.token, holdFor.Microseconds(), exitCode, s.channel)
+		tag, err := s.db.Exec(ctx, query, args...)
 		switch {
 		case err == nil && tag.RowsAffected() == 0:
 			return fmt.Errorf("cannot release lease %q: %w", l.job, ErrLost)
@@ -280,6 +356,25 @@ func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, exitCode 
 		case <-t.C:
 		}
 	}
+}
+
+// releaseArgs is the release statement for the schema found, with its
+// arguments (see releaseSQL).
+func (s *Store) releaseArgs(l *Lease, holdFor time.Duration, end End) (string, []any) {
+	args := []any{l.row, s.cfg.holder, l.token, holdFor.Microseconds(), end.ExitCode, s.channel, l.job}
+	h := s.hist.Load()
+	if h == nil {
+		return s.sql.release, args
+	}
+	var out *string
+	if end.Outcome != "" {
+		out = &end.Outcome
+	}
+	args = append(args, l.slot, out, max(end.Attempt, 1))
+	if h.prune {
+		args = append(args, s.cfg.historyKeep.Microseconds())
+	}
+	return h.release, args
 }
 
 // Do waits for the lease on job, runs fn while holding it, and releases it

@@ -21,6 +21,9 @@ type config struct {
 	clock   Clock
 	holdFor time.Duration
 	log     zerolog.Logger
+	// slots is how many holders may have a job at once.
+	slots       int
+	historyKeep time.Duration
 }
 
 func defaultConfig() config {
@@ -31,6 +34,9 @@ func defaultConfig() config {
 		log:      zerolog.Nop(),
 		observer: nopObserver{},
 		listen:   true,
+		slots:    1,
+
+		historyKeep: DefaultHistoryKeep,
 	}
 }
 

@@ -55,6 +55,11 @@ var columns = []column{
 	{"last_exit_code", "integer", "integer", nullable, false},
 	{"last_holder", "text", "text", nullsAny, false},
 	{"released_at", "timestamp with time zone", "timestamptz", nullable, false},
+	// slot and slots are set on the rows of a job with more than one slot
+	// (NULL: a job with one): which slot the row is, and how many the job
+	// has. Resetting slots to NULL is how an operator changes a job's N.
+	{"slot", "integer", "integer", nullable, false},
+	{"slots", "integer", "integer", nullable, false},
 }
 
 // CheckFunction is the name of the SQL function that fences a child's
@@ -156,6 +161,7 @@ type schemaState struct {
 	// canCreate whether this role may create it there.
 	checkSchema string
 	canCreate   bool
+	history     historyState
 }
 
 // tableComplete reports whether the table needs no DDL.
@@ -163,7 +169,25 @@ func (st schemaState) tableComplete() bool {
 	return st.tableExists && len(st.missingColumns) == 0 && len(st.setNotNull) == 0
 }
 
-func (st schemaState) complete() bool { return st.tableComplete() && st.hasCheck }
+func (st schemaState) complete() bool {
+	return st.tableComplete() && st.hasCheck && st.history.exists
+}
+
+// optionalMissing is the error for a complete lease table whose function
+// or history table this role may not create: neither stops leases.
+func (s *Store) optionalMissing(st schemaState) error {
+	var errs []error
+	if !st.hasCheck {
+		errs = append(errs, &fencingError{function: s.checkFunction().Sanitize(), schema: st.checkSchema})
+	}
+	if !st.history.exists {
+		errs = append(errs, &historyError{table: s.history.Sanitize(), schema: st.checkSchema})
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
+}
 
 // checkFunction returns the function's name, in the table's schema.
 func (s *Store) checkFunction() pgx.Identifier {
@@ -178,27 +202,37 @@ func (s *Store) checkFunction() pgx.Identifier {
 // complete table whose function this role may not create gives an error
 // matching ErrFencingUnavailable, also with nothing changed.
 func (s *Store) Migrate(ctx context.Context) ([]string, error) {
+	changes, _, err := s.migrate(ctx)
+	return changes, err
+}
+
+// migrate is Migrate that also returns what the catalog said of the
+// history table (as it is after the changes).
+func (s *Store) migrate(ctx context.Context) ([]string, historyState, error) {
 	st, err := s.readSchema(ctx, s.db)
 	if err != nil {
-		return nil, err
+		return nil, historyState{}, err
 	}
 	if st.complete() {
-		return nil, nil
+		return nil, st.history, nil
 	}
 	// Skip the write transaction and its advisory lock when the only thing
 	// to do is bound to fail: a least-privileged role has no CREATE.
 	if st.tableComplete() && !st.canCreate {
-		return nil, &fencingError{function: s.checkFunction().Sanitize(), schema: st.checkSchema}
+		return nil, st.history, s.optionalMissing(st)
 	}
 	changes, err := s.migrateLocked(ctx)
 	var schemaErr *SchemaError
 	switch {
 	case errors.As(err, &schemaErr), errors.Is(err, ErrFencingUnavailable):
-		return nil, err
+		return nil, historyState{}, err
 	case err != nil:
-		return nil, fmt.Errorf("cannot create or upgrade lease table %s: %w", s.table.Sanitize(), classify(err))
+		return nil, historyState{}, fmt.Errorf("cannot create or upgrade lease table %s: %w", s.table.Sanitize(), classify(err))
 	}
-	return changes, nil
+	// The history table is there now, and this role created it or could
+	// already use it.
+	hs, err := s.readHistory(ctx, s.db)
+	return changes, hs, err
 }
 
 // ensureSchema runs Migrate once per Store. The catalog look-up comes first
@@ -214,16 +248,25 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, schemaTimeout)
 	defer cancel()
-	changes, err := s.Migrate(ctx)
-	var fe *fencingError
-	switch {
-	case errors.As(err, &fe):
+	changes, hs, err := s.migrate(ctx)
+	var (
+		fe *fencingError
+		he *historyError
+	)
+	if errors.As(err, &fe) {
 		s.log.Warn().Str("table", s.cfg.table).Msgf(
 			"fencing function %s is missing and cannot be created (needs CREATE on schema %s); runs go on without it",
 			CheckFunction, fe.schema)
-	case err != nil:
+	}
+	if errors.As(err, &he) {
+		s.log.Warn().Str("table", s.cfg.table).Msgf(
+			"history table %s is missing and cannot be created (needs CREATE on schema %s); runs go on without being recorded",
+			he.table, he.schema)
+	}
+	if err != nil && fe == nil && he == nil {
 		return err
 	}
+	s.useHistory(hs)
 	for _, c := range changes {
 		s.log.Info().Str("table", s.cfg.table).Msg(c)
 	}
@@ -259,6 +302,13 @@ func (s *Store) migrateLocked(ctx context.Context) ([]string, error) {
 	}
 	if !st.hasCheck {
 		change, err := s.createCheck(ctx, tx, st, len(changes) == 0)
+		if err != nil {
+			return nil, err
+		}
+		changes = append(changes, change)
+	}
+	if !st.history.exists {
+		change, err := s.createHistory(ctx, tx)
 		if err != nil {
 			return nil, err
 		}
@@ -420,6 +470,15 @@ func (s *Store) readSchema(ctx context.Context, q queryer) (schemaState, error) 
 			&cat.names, &cat.types, &cat.notNull, &cat.filled, &cat.pk, &cat.jobKey)
 	if err != nil {
 		return schemaState{}, fmt.Errorf("cannot look up lease table %s: %w", s.table.Sanitize(), classify(err))
+	}
+	if st.history, err = s.readHistory(ctx, q); err != nil {
+		return schemaState{}, err
+	}
+	if st.tableExists && cat.kind == "" {
+		// Created by a transaction that committed while this statement
+		// ran: the name resolves, the catalog row is not in its snapshot.
+		// Migrate looks again under the schema lock.
+		st = schemaState{history: st.history, checkSchema: st.checkSchema, canCreate: st.canCreate}
 	}
 	if !st.tableExists {
 		return st, nil

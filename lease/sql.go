@@ -1,9 +1,11 @@
 package lease
 
+import "strconv"
+
 // statements holds the SQL for one table. The table name is quoted once with
 // pgx.Identifier.Sanitize; every value is a bind parameter.
 type statements struct {
-	acquire, holder, renew, release, releaseAny, status string
+	acquire, holder, renew, release, releaseAny, status, startAttempt string
 }
 
 // clockToken is the database clock in microseconds since 1970, the floor of
@@ -31,28 +33,7 @@ func newStatements(table string) statements {
 		// One round trip either way: when the take does not happen, the
 		// same statement reads the holder it found, from the statement's
 		// snapshot (a CTE's SELECT does not see the INSERT's row).
-		acquire: `WITH taken AS (
-INSERT INTO ` + table + ` AS l
-  (job_name, holder, expires_at, fencing_token, acquired_at, renewed_at, last_started_at, last_holder)
-VALUES ($1::text, $2::text, now() + $3::bigint * interval '1 microsecond', ` + clockToken + `, now(), now(), now(), $2)
-ON CONFLICT (job_name) DO UPDATE SET
-  job_name = excluded.job_name,
-  holder = excluded.holder,
-  expires_at = excluded.expires_at,
-  fencing_token = greatest(l.fencing_token + 1, ` + clockToken + `),
-  acquired_at = now(),
-  renewed_at = now(),
-  last_started_at = now(),
-  last_finished_at = NULL,
-  last_exit_code = NULL,
-  last_holder = excluded.holder,
-  released_at = NULL
-WHERE l.expires_at <= now()
-RETURNING fencing_token)
-SELECT true, fencing_token, NULL::text, NULL::bigint, NULL::text FROM taken
-UNION ALL
-SELECT false, fencing_token, holder, (extract(epoch FROM expires_at - now()) * 1000000)::bigint, ` + heldState + `
-FROM ` + table + ` WHERE job_name = $1::text AND NOT EXISTS (SELECT FROM taken)`,
+		acquire: acquireSQL(table, ""),
 
 		holder: `SELECT holder,
   (extract(epoch FROM expires_at - now()) * 1000000)::bigint,
@@ -72,19 +53,12 @@ FROM ` + table + ` WHERE job_name = $1::text`,
 SELECT EXISTS (SELECT FROM renewed), l.fencing_token, l.holder, coalesce(l.released_at IS NOT NULL, false)
 FROM (VALUES (1)) AS one LEFT JOIN ` + table + ` AS l ON l.job_name = $1::text`,
 
-		// A lease that already expired keeps its expiry: hold-for must not
-		// bring it back after an operator released it. The notification goes
-		// out with the commit, to standbys listening on the table's channel.
-		release: `WITH released AS (
-  UPDATE ` + table + ` SET
-    expires_at = CASE WHEN expires_at <= now() THEN expires_at
-      ELSE greatest(now(), acquired_at + $4::bigint * interval '1 microsecond') END,
-    released_at = now(),
-    last_finished_at = now(),
-    last_exit_code = $5::integer
-  WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint
-  RETURNING job_name, expires_at <= now() AS free)
-SELECT CASE WHEN free THEN pg_notify($6::text, job_name)::text END FROM released`,
+		release: releaseSQL(table, "", false),
+
+		// The next attempt of a run (--retries) starts now, under the same
+		// lease and token.
+		startAttempt: `UPDATE ` + table + ` SET last_started_at = now(), last_exit_code = NULL
+WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint`,
 
 		// An operator's release of a live lease. With $3 (force) the lease is
 		// free at once, for a holder known to be dead; without, it is only
@@ -95,14 +69,115 @@ SELECT CASE WHEN free THEN pg_notify($6::text, job_name)::text END FROM released
     expires_at = CASE WHEN $3::boolean THEN now() ELSE expires_at END
   WHERE job_name = $1::text AND ($2::text IS NULL OR holder = $2::text) AND expires_at > now()
     AND (released_at IS NULL OR $3::boolean)
-  RETURNING job_name, holder, fencing_token)
-SELECT holder, fencing_token, CASE WHEN $3::boolean THEN pg_notify($4::text, job_name)::text END FROM released`,
+  RETURNING job_name, slot, holder, fencing_token)
+SELECT holder, fencing_token, CASE WHEN $3::boolean THEN pg_notify($4::text, ` + baseJob + `)::text END FROM released`,
 
-		status: `SELECT job_name, holder, fencing_token,
+		// Slot rows (slot > 1) are named job#slot and shown under their job.
+		status: `SELECT ` + baseJob + ` AS job, holder, fencing_token,
   (extract(epoch FROM expires_at - now()) * 1000000)::bigint,
   released_at IS NOT NULL,
-  last_started_at, last_finished_at, last_exit_code, last_holder
-FROM ` + table + ` WHERE $1::text IS NULL OR job_name = $1::text
-ORDER BY job_name`,
+  last_started_at, last_finished_at, last_exit_code, last_holder, coalesce(slot, 1), coalesce(slots, 1)
+FROM ` + table + ` WHERE $1::text IS NULL OR job_name = $1::text OR (slot > 1 AND job_name = $1::text || '#' || slot)
+ORDER BY job, coalesce(slot, 1)`,
 	}
+}
+
+// baseJob is a lease row's job: its name, less the "#N" of a slot row.
+const baseJob = `CASE WHEN slot > 1 THEN left(job_name, length(job_name) - length('#' || slot)) ELSE job_name END`
+
+// micros is how long until expiry, in microseconds (negative once expired).
+const micros = `(extract(epoch FROM expires_at - now()) * 1000000)::bigint`
+
+// acquireSQL is the take of a single-slot job. With a history table, the
+// same statement closes the run of a holder that never released (it
+// crashed, or was cut off) as lost, from the row as this statement found
+// it; the take is conditional on the token it read, so that the run it
+// closes is the one it replaced.
+//
+// Takes a free or expired row; a live one (even our own id's) is left
+// alone, so RETURNING gives no row. The token rises on every take and
+// never repeats: it is at least the database clock in microseconds, so a
+// row that was deleted, truncated or lost in a failover cannot hand out a
+// token again that a holder before it had. Setting job_name (to itself)
+// makes the take lock the row like a key update, so it waits for any
+// transaction in which leasewrap_check holds the row FOR KEY SHARE;
+// renewals do not, and do not wait. A row of a job run with --slots N > 1
+// (slots is set) is not taken: the caller refuses the mismatch.
+//
+// One round trip either way: when the take does not happen, the same
+// statement reads the holder it found, from the statement's snapshot (a
+// CTE's SELECT does not see the INSERT's row).
+func acquireSQL(table, history string) string {
+	lost := ""
+	if history != "" {
+		lost = `,
+lost AS (
+  INSERT INTO ` + history + ` (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome)
+  SELECT $1::text, 1, o.holder, o.fencing_token, 1, o.last_started_at, greatest(o.expires_at, o.last_started_at), '` + OutcomeLost + `'
+  FROM old o WHERE EXISTS (SELECT FROM taken) AND o.last_started_at IS NOT NULL AND o.last_finished_at IS NULL)`
+	}
+	return `WITH old AS (
+  SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at FROM ` + table + ` WHERE job_name = $1::text),
+taken AS (
+INSERT INTO ` + table + ` AS l
+  (job_name, holder, expires_at, fencing_token, acquired_at, renewed_at, last_started_at, last_holder)
+VALUES ($1::text, $2::text, now() + $3::bigint * interval '1 microsecond', ` + clockToken + `, now(), now(), now(), $2)
+ON CONFLICT (job_name) DO UPDATE SET
+  job_name = excluded.job_name,
+  holder = excluded.holder,
+  expires_at = excluded.expires_at,
+  fencing_token = greatest(l.fencing_token + 1, ` + clockToken + `),
+  acquired_at = now(),
+  renewed_at = now(),
+  last_started_at = now(),
+  last_finished_at = NULL,
+  last_exit_code = NULL,
+  last_holder = excluded.holder,
+  released_at = NULL
+WHERE l.expires_at <= now() AND coalesce(l.slots, 1) = 1
+  AND l.fencing_token = (SELECT fencing_token FROM old)
+RETURNING fencing_token)` + lost + `
+SELECT true, fencing_token, NULL::text, NULL::bigint, NULL::text, 1 FROM taken
+UNION ALL
+SELECT false, fencing_token, holder, ` + micros + `, ` + heldState + `, coalesce(slots, 1)
+FROM ` + table + ` WHERE job_name = $1::text AND NOT EXISTS (SELECT FROM taken)`
+}
+
+// releaseSQL hands a lease back: $1 row, $2 holder, $3 token, $4 hold-for,
+// $5 exit code, $6 channel, $7 job (the notification's payload), and with
+// a history table $8 slot, $9 outcome (NULL: no run to record), $10 the
+// attempt, and with pruning $11 the history to keep. The run is recorded in the same
+// statement as the release, only if the release happened; pruning deletes
+// at most pruneBatch rows older than the keep, found by the finished_at
+// index, so a release never scans the history.
+//
+// A lease that already expired keeps its expiry: hold-for must not bring
+// it back after an operator released it. The notification goes out with
+// the commit, to standbys listening on the table's channel.
+func releaseSQL(table, history string, prune bool) string {
+	extra := ""
+	if history != "" {
+		extra = `,
+run AS (
+  INSERT INTO ` + history + ` (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome)
+  SELECT $7::text, $8::integer, $2::text, $3::bigint, $10::integer, coalesce(last_started_at, last_finished_at), last_finished_at,
+    $5::integer, $9::text
+  FROM released WHERE $9::text IS NOT NULL)`
+	}
+	if history != "" && prune {
+		extra += `,
+pruned AS (
+  DELETE FROM ` + history + ` WHERE ctid = ANY (ARRAY(SELECT ctid FROM ` + history + `
+    WHERE finished_at < now() - $11::bigint * interval '1 microsecond' ORDER BY finished_at LIMIT ` + strconv.Itoa(pruneBatch) + `)))`
+	}
+	return `WITH released AS (
+  UPDATE ` + table + ` SET
+    expires_at = CASE WHEN expires_at <= now() THEN expires_at
+      ELSE greatest(now(), acquired_at + $4::bigint * interval '1 microsecond') END,
+    released_at = now(),
+    last_finished_at = now(),
+    last_exit_code = $5::integer
+  WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint
+  RETURNING expires_at <= now() AS free, last_started_at, last_finished_at)` + extra + `
+SELECT CASE WHEN free THEN pg_notify($6::text, $7::text)::text END FROM released`
 }

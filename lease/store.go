@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -42,6 +43,13 @@ type Store struct {
 
 	schemaMu    sync.Mutex
 	schemaReady bool
+
+	// history is the run history table; hist holds the statements that
+	// write to it, once the schema says it can be used (nil: runs are
+	// not recorded). slotsSQL is the multi-slot take without history.
+	history  pgx.Identifier
+	hist     atomic.Pointer[historyStatements]
+	slotsSQL string
 }
 
 // New returns a Store that keeps leases in db. It checks the options but does
@@ -65,18 +73,32 @@ func New(db DB, opts ...Option) (*Store, error) {
 	if cfg.holder == "" {
 		cfg.holder = DefaultHolder()
 	}
+	if cfg.slots < 1 || cfg.slots > MaxSlots {
+		return nil, fmt.Errorf("invalid slots %d: must be 1-%d", cfg.slots, MaxSlots)
+	}
+	if cfg.historyKeep < 0 {
+		return nil, fmt.Errorf("invalid history keep %s: must not be negative", cfg.historyKeep)
+	}
 	return &Store{
-		db:      db,
-		cfg:     cfg,
-		table:   table,
-		log:     cfg.log,
-		sql:     newStatements(table.Sanitize()),
-		channel: channelFor(table),
+		db:       db,
+		cfg:      cfg,
+		table:    table,
+		log:      cfg.log,
+		sql:      newStatements(table.Sanitize()),
+		channel:  channelFor(table),
+		history:  HistoryTable(table),
+		slotsSQL: acquireSlotsSQL(table.Sanitize(), ""),
 	}, nil
 }
 
 // Table returns the lease table's name as given.
 func (s *Store) Table() string { return s.cfg.table }
+
+// Slots returns how many holders may have a job at once.
+func (s *Store) Slots() int { return s.cfg.slots }
+
+// HistoryTable returns the run history table's name, quoted as in SQL.
+func (s *Store) HistoryTable() string { return s.history.Sanitize() }
 
 // TTL returns the lease duration.
 func (s *Store) TTL() time.Duration { return s.cfg.TTL }
@@ -133,14 +155,25 @@ func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, erro
 	// (Done closed) before work could start.
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
 	defer cancel()
+	if s.cfg.slots > 1 {
+		if err := s.ensureSchema(ctx); err != nil {
+			return nil, err
+		}
+		return s.tryAcquireSlots(ctx, db, job, t0)
+	}
+	query := s.sql.acquire
+	if h := s.hist.Load(); h != nil {
+		query = h.acquire
+	}
+	slots := 1
 	var (
 		taken         bool
 		token         int64
 		holder, state *string
 		expiresMicros *int64
 	)
-	err := s.acquireRow(ctx, db, job, s.cfg.holder, s.cfg.TTL.Microseconds()).
-		Scan(&taken, &token, &holder, &expiresMicros, &state)
+	err := s.acquireRow(ctx, db, query, job, s.cfg.holder, s.cfg.TTL.Microseconds()).
+		Scan(&taken, &token, &holder, &expiresMicros, &state, &slots)
 	var schemaErr *schemaStepError
 	if errors.As(err, &schemaErr) {
 		return nil, schemaErr.err
@@ -154,6 +187,8 @@ func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, erro
 	switch {
 	case err == nil && taken:
 		return newLease(s, job, token, t0+s.cfg.TTL), nil
+	case err == nil && slots != 1:
+		return nil, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: 1, Found: slots}
 	case err == nil && *expiresMicros > 0:
 		return nil, &HeldError{Job: job, Holder: *holder, Token: token, State: *state,
 			ExpiresIn: time.Duration(*expiresMicros) * time.Microsecond}

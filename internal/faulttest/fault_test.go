@@ -23,7 +23,10 @@ type scenario struct {
 	bound time.Duration
 	// allowOverlap marks the documented exception: a frozen wrapper.
 	allowOverlap bool
-	inject       func(c *cluster, leader *member)
+	// slots, when more than one, runs the job with --slots on one wrapper
+	// more than slots.
+	slots  int
+	inject func(c *cluster, leader *member)
 	// after checks the trial once the next child started, and restarts the
 	// faulted wrapper.
 	after func(c *cluster, leader *member, old, next lwtest.Interval, faultAt int64)
@@ -32,9 +35,9 @@ type scenario struct {
 func (sc scenario) run(t *testing.T) {
 	t.Parallel()
 	addr, user, db, table := sharedDB(t)
-	c := newCluster(t, addr, user, db, table, 3)
+	c := newSlotsCluster(t, addr, user, db, table, max(sc.slots+1, 3), max(sc.slots, 1))
 	rep := &report{}
-	c.waitRun(0, 15*time.Second)
+	c.waitRun(max(sc.slots, 1)-1, 15*time.Second)
 	for range trials(t) {
 		runs := c.runs()
 		old := runs[len(runs)-1]
@@ -55,6 +58,24 @@ func (sc scenario) run(t *testing.T) {
 func TestLeaderKilled(t *testing.T) {
 	scenario{
 		name:   "sigkill",
+		bound:  ttl + retry,
+		inject: func(c *cluster, m *member) { _ = m.proc.Cmd.Process.Kill() },
+		after: func(c *cluster, m *member, old, next lwtest.Interval, faultAt int64) {
+			if died := time.Duration(c.waitEnd(old, time.Second) - faultAt); died > time.Second {
+				t.Errorf("child outlived its SIGKILLed wrapper by %s", died)
+			}
+			c.expectExit(m, 128+int(syscall.SIGKILL))
+		},
+	}.run(t)
+}
+
+// With --slots 2, three wrappers: two run, one stands by. A crashed
+// holder's slot goes to the standby once its lease expires, and at no
+// instant do more than two children run.
+func TestSlotHolderKilled(t *testing.T) {
+	scenario{
+		name:   "sigkill-slots2",
+		slots:  2,
 		bound:  ttl + retry,
 		inject: func(c *cluster, m *member) { _ = m.proc.Cmd.Process.Kill() },
 		after: func(c *cluster, m *member, old, next lwtest.Interval, faultAt int64) {

@@ -63,6 +63,8 @@ type cluster struct {
 	history string
 	members []*member
 	starts  int
+	// slots is the job's --slots: at most that many children at once.
+	slots int
 
 	mu   sync.Mutex
 	dead map[int]int64 // child pid -> CLOCK_MONOTONIC ns when first seen gone
@@ -71,8 +73,13 @@ type cluster struct {
 // newCluster starts n wrappers with --wait on a fresh table of the database
 // at addr (user, database name), each through its own proxy.
 func newCluster(t *testing.T, addr, user, dbName, table string, n int) *cluster {
+	return newSlotsCluster(t, addr, user, dbName, table, n, 1)
+}
+
+// newSlotsCluster is newCluster for a job with --slots slots.
+func newSlotsCluster(t *testing.T, addr, user, dbName, table string, n, slots int) *cluster {
 	c := &cluster{t: t, dbAddr: addr, dbUser: user, dbName: dbName, table: table,
-		history: filepath.Join(t.TempDir(), "history"), dead: map[int]int64{}}
+		history: filepath.Join(t.TempDir(), "history"), dead: map[int]int64{}, slots: slots}
 	for i := range n {
 		m := &member{index: i, proxy: tcpproxy.Start(t, addr)}
 		c.members = append(c.members, m)
@@ -89,10 +96,13 @@ func (c *cluster) start(m *member) {
 	c.starts++
 	m.id = fmt.Sprintf("m%d-%d", m.index, c.starts)
 	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=1", c.dbUser, m.proxy.Addr(), c.dbName)
+	args := []string{"--database-url", url, "--table", c.table, "--job", "work", "--id", m.id, "--wait", "--log-format", "json",
+		"--ttl", ttl.String(), "--renew-interval", renew.String(), "--grace", grace.String(), "--retry-interval", retry.String()}
+	if c.slots > 1 {
+		args = append(args, "--slots", strconv.Itoa(c.slots))
+	}
 	m.proc = lwtest.Start(c.t, binary, []string{lwtest.Child("trap record:" + c.history + " block")},
-		"--database-url", url, "--table", c.table, "--job", "work", "--id", m.id, "--wait", "--log-format", "json",
-		"--ttl", ttl.String(), "--renew-interval", renew.String(), "--grace", grace.String(), "--retry-interval", retry.String(),
-		"--", lwtest.Self())
+		append(args, "--", lwtest.Self())...)
 }
 
 // runs reads the history, watching each new child so that a killed one's
@@ -243,8 +253,13 @@ func (c *cluster) check(name string, rep *report, allowOverlap bool) {
 	c.t.Helper()
 	runs := c.runs()
 	sort.Slice(runs, func(i, j int) bool { return runs[i].Start < runs[j].Start })
-	for i := 1; i < len(runs); i++ {
-		prev, cur := runs[i-1], runs[i]
+	ordered := runs // one slot: each run must end before the next starts
+	if c.slots > 1 {
+		c.checkSlots(runs, rep)
+		ordered = nil
+	}
+	for i := 1; i < len(ordered); i++ {
+		prev, cur := ordered[i-1], ordered[i]
 		if cur.Token <= prev.Token {
 			c.t.Errorf("fencing token went from %d (%s) to %d (%s)", prev.Token, prev.Holder, cur.Token, cur.Holder)
 		}
@@ -270,6 +285,59 @@ func (c *cluster) check(name string, rep *report, allowOverlap bool) {
 		name, rep.trials, len(runs), len(rep.overlaps), total.Round(time.Millisecond), worst, median)
 	c.t.Log(line)
 	fmt.Println(line)
+	if os.Getenv("LEASEWRAP_FAULT_TIMELINE") != "" {
+		c.printTimeline()
+	}
+}
+
+// printTimeline prints leasewrap history --timeline of the scenario's job.
+func (c *cluster) printTimeline() {
+	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", c.dbUser, c.dbAddr, c.dbName)
+	p := lwtest.Start(c.t, binary, nil, "history", "--database-url", url, "--table", c.table, "--timeline", "--width", "60")
+	for line := range p.Lines {
+		fmt.Println(line)
+	}
+	p.Wait(c.t, 10*time.Second)
+}
+
+// checkSlots verifies a history of a job with several slots: fencing
+// tokens never repeat, every child ended, and at no instant more than
+// c.slots children ran. Each start beyond the limit counts as an overlap.
+func (c *cluster) checkSlots(runs []lwtest.Interval, rep *report) {
+	c.t.Helper()
+	tokens := map[int64]string{}
+	type edge struct {
+		at    int64
+		delta int
+	}
+	var edges []edge
+	for _, r := range runs {
+		if other, dup := tokens[r.Token]; dup {
+			c.t.Errorf("fencing token %d was handed to %s and %s", r.Token, other, r.Holder)
+		}
+		tokens[r.Token] = r.Holder
+		end := c.end(r)
+		if end == 0 {
+			c.t.Errorf("child of %s (pid %d) never ended", r.Holder, r.Pid)
+			continue
+		}
+		edges = append(edges, edge{r.Start, 1}, edge{end, -1})
+	}
+	// Ends before starts at the same instant: a handoff is not an overlap.
+	sort.Slice(edges, func(i, j int) bool {
+		return edges[i].at < edges[j].at || edges[i].at == edges[j].at && edges[i].delta < edges[j].delta
+	})
+	running, most := 0, 0
+	for i, e := range edges {
+		running += e.delta
+		most = max(most, running)
+		if running > c.slots && e.delta > 0 {
+			over := time.Duration(edges[min(i+1, len(edges)-1)].at - e.at)
+			rep.overlaps = append(rep.overlaps, over)
+			c.t.Errorf("%d children ran at once, more than %d slots, for %s", running, c.slots, over)
+		}
+	}
+	c.t.Logf("at most %d of %d slots ran at once", most, c.slots)
 }
 
 // spread returns the worst and the median of ds.

@@ -1,0 +1,326 @@
+package lease
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Outcomes of a run, as the history records them. The list may grow;
+// readers should show an outcome they do not know as it is.
+const (
+	// OutcomeExited: the command exited on its own; ExitCode says how.
+	OutcomeExited = "exited"
+	// OutcomeSignalled: the command was ended by a signal (exit code 128+N).
+	OutcomeSignalled = "signalled"
+	// OutcomeLost: the lease was lost while the command ran and it was
+	// stopped, or its holder never came back to release it (a crash, a
+	// cut): then the next holder closed the run, at its lease's expiry.
+	OutcomeLost = "lost"
+	// OutcomeStopped: an operator released the lease (leasewrap release
+	// --id) and the command was stopped.
+	OutcomeStopped = "stopped"
+	// OutcomeCouldNotStart: the lease was taken, but the command could not
+	// be executed or the lease was in doubt before it started.
+	OutcomeCouldNotStart = "could_not_start"
+	// OutcomeTimedOut: the command ran past --max-runtime and was stopped.
+	OutcomeTimedOut = "timed_out"
+)
+
+// DefaultHistoryKeep is how long runs stay in the history.
+const DefaultHistoryKeep = 30 * 24 * time.Hour
+
+// pruneBatch is the most rows one release deletes from the history.
+const pruneBatch = 100
+
+// HistorySuffix ends the history table's name: the runs of leases in
+// table "t" are kept in "t_history", in the same schema.
+const HistorySuffix = "_history"
+
+// ErrHistoryUnavailable is matched (errors.Is) by the error Migrate
+// returns when the history table is missing and this role may not create
+// it. A Store acquiring leases treats it as a warning: runs go on, and are
+// not recorded.
+var ErrHistoryUnavailable = errors.New("run history unavailable")
+
+// ErrNoHistory means there is no history table (yet).
+var ErrNoHistory = errors.New("no run history")
+
+type historyError struct {
+	table, schema string
+}
+
+func (e *historyError) Error() string {
+	return fmt.Sprintf("cannot create history table %s: needs CREATE on schema %s (run leasewrap migrate once as a role that has it)",
+		e.table, e.schema)
+}
+
+func (e *historyError) Unwrap() error { return ErrHistoryUnavailable }
+
+// WithHistoryKeep sets how long finished runs stay in the history table
+// (default DefaultHistoryKeep); 0 keeps them for ever. Each release deletes
+// at most a small batch of older runs.
+func WithHistoryKeep(d time.Duration) Option { return func(c *config) { c.historyKeep = d } }
+
+// HistoryTable names the history table of a lease table given as in
+// WithTable: "<table>_history", in the same schema. A name that would pass
+// PostgreSQL's 63 bytes is shortened and given a hash of the whole.
+func HistoryTable(table pgx.Identifier) pgx.Identifier {
+	out := append(pgx.Identifier{}, table...)
+	name := out[len(out)-1]
+	if len(name)+len(HistorySuffix) <= 63 {
+		out[len(out)-1] = name + HistorySuffix
+		return out
+	}
+	sum := sha256.Sum256([]byte(name))
+	tag := "_" + hex.EncodeToString(sum[:4]) + HistorySuffix
+	cut := 63 - len(tag)
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	out[len(out)-1] = name[:cut] + tag
+	return out
+}
+
+// historyColumns are the history table's columns: one row per run, written
+// when the run ends. attempt counts the runs of one lease (1 for now).
+var historyColumns = []column{
+	{"job_name", "text", "text NOT NULL", notNull, true},
+	{"slot", "integer", "integer NOT NULL DEFAULT 1", notNull, true},
+	{"holder", "text", "text NOT NULL", notNull, true},
+	{"fencing_token", "bigint", "bigint NOT NULL", notNull, true},
+	{"attempt", "integer", "integer NOT NULL DEFAULT 1", notNull, true},
+	{"started_at", "timestamp with time zone", "timestamptz NOT NULL", notNull, true},
+	{"finished_at", "timestamp with time zone", "timestamptz NOT NULL", notNull, true},
+	{"exit_code", "integer", "integer", nullable, true},
+	{"outcome", "text", "text NOT NULL", notNull, true},
+}
+
+// historyCatalogQuery reads the history table's kind, columns and this
+// role's privileges on it, in one round trip.
+const historyCatalogQuery = `SELECT t.oid IS NOT NULL, coalesce(c.relkind::text, ''),
+  coalesce(a.names, '{}'), coalesce(a.types, '{}'), coalesce(a.notnull, '{}'), coalesce(a.filled, '{}'),
+  t.oid IS NOT NULL AND pg_catalog.has_table_privilege(t.oid, 'INSERT') AND pg_catalog.has_table_privilege(t.oid, 'SELECT'),
+  t.oid IS NOT NULL AND pg_catalog.has_table_privilege(t.oid, 'DELETE')
+FROM (SELECT to_regclass($1) AS oid) t
+LEFT JOIN pg_catalog.pg_class c ON c.oid = t.oid
+LEFT JOIN LATERAL (
+  SELECT array_agg(attname::text ORDER BY attnum) AS names,
+    array_agg(pg_catalog.format_type(atttypid, atttypmod) ORDER BY attnum) AS types,
+    array_agg(attnotnull ORDER BY attnum) AS notnull,
+    array_agg(atthasdef OR attidentity <> '' OR attgenerated <> '' ORDER BY attnum) AS filled
+  FROM pg_catalog.pg_attribute WHERE attrelid = t.oid AND attnum > 0 AND NOT attisdropped) a ON true`
+
+// historyState is what the catalog says about the history table.
+type historyState struct {
+	exists   bool
+	complete bool
+	canWrite bool // INSERT and SELECT
+	canPrune bool // DELETE
+}
+
+// readHistory looks the history table up and checks that it is one
+// leasewrap may write to; a table of that name that is not is refused
+// with a *SchemaError, as the lease table is.
+func (s *Store) readHistory(ctx context.Context, q queryer) (historyState, error) {
+	var (
+		hs  historyState
+		cat catalog
+	)
+	name := s.history.Sanitize()
+	err := q.QueryRow(ctx, historyCatalogQuery, name).
+		Scan(&hs.exists, &cat.kind, &cat.names, &cat.types, &cat.notNull, &cat.filled, &hs.canWrite, &hs.canPrune)
+	if err != nil {
+		return hs, fmt.Errorf("cannot look up history table %s: %w", name, classify(err))
+	}
+	if hs.exists && cat.kind == "" {
+		// Committed while this statement ran: its name resolves but its
+		// catalog row is not in this statement's snapshot. Look again
+		// under the schema lock.
+		hs = historyState{}
+	}
+	if !hs.exists {
+		return hs, nil
+	}
+	if mismatch := cat.checkHistory(); mismatch != nil {
+		mismatch.Table = name
+		return hs, mismatch
+	}
+	hs.complete = true
+	return hs, nil
+}
+
+// checkHistory requires every history column with its type, and extra
+// columns that an INSERT may leave out.
+func (cat catalog) checkHistory() *SchemaError {
+	if cat.kind != "r" && cat.kind != "p" {
+		return &SchemaError{Found: "it is " + relkinds[cat.kind], Want: "a table"}
+	}
+	at := make(map[string]int, len(cat.names))
+	for i, name := range cat.names {
+		at[name] = i
+	}
+	for _, c := range historyColumns {
+		i, ok := at[c.name]
+		switch {
+		case !ok:
+			return &SchemaError{Column: c.name, Found: "missing", Want: c.typ}
+		case cat.types[i] != c.typ:
+			return &SchemaError{Column: c.name, Found: cat.types[i], Want: c.typ}
+		}
+	}
+	for i, name := range cat.names {
+		if findHistoryColumn(name) {
+			continue
+		}
+		if cat.notNull[i] && !cat.filled[i] {
+			return &SchemaError{Column: name, Found: cat.types[i] + " NOT NULL without a default",
+				Want: "a column leasewrap need not fill: nullable or with a default"}
+		}
+	}
+	return nil
+}
+
+func findHistoryColumn(name string) bool {
+	for _, c := range historyColumns {
+		if c.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// createHistory creates the history table and the two indexes its
+// readers and pruning use: by finished_at (pruning, a fleet-wide view) and
+// by job and finished_at (one job's runs, newest first).
+func (s *Store) createHistory(ctx context.Context, tx pgx.Tx) (string, error) {
+	name := s.history.Sanitize()
+	defs := make([]string, len(historyColumns))
+	for i, c := range historyColumns {
+		defs[i] = pgx.Identifier{c.name}.Sanitize() + " " + c.def
+	}
+	for _, stmt := range []string{
+		"CREATE TABLE " + name + " (\n  " + strings.Join(defs, ",\n  ") + "\n)",
+		"CREATE INDEX ON " + name + " (finished_at)",
+		"CREATE INDEX ON " + name + " (job_name, finished_at)",
+	} {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return "", err
+		}
+	}
+	return "created history table " + name, nil
+}
+
+// historyStatements are the statements that also write the history.
+type historyStatements struct {
+	acquire, acquireSlots, release, recordAttempt string
+	prune                                         bool
+}
+
+// useHistory switches the take and release statements to the ones that
+// record runs, when the history table is there and this role may write
+// to it; otherwise it says once why runs are not recorded.
+func (s *Store) useHistory(hs historyState) {
+	name := s.history.Sanitize()
+	switch {
+	case !hs.complete:
+		return // Migrate warned
+	case !hs.canWrite:
+		s.log.Warn().Str("table", s.cfg.table).Msgf(
+			"runs are not recorded: this role may not INSERT into and SELECT from %s (GRANT SELECT, INSERT, DELETE ON %s)", name, name)
+		return
+	}
+	prune := s.cfg.historyKeep > 0
+	if prune && !hs.canPrune {
+		s.log.Warn().Str("table", s.cfg.table).Msgf(
+			"old runs are not pruned: this role may not DELETE from %s (GRANT DELETE ON %s)", name, name)
+		prune = false
+	}
+	table := s.table.Sanitize()
+	s.hist.Store(&historyStatements{
+		acquire:      acquireSQL(table, name),
+		acquireSlots: acquireSlotsSQL(table, name),
+		release:      releaseSQL(table, name, prune),
+		// An attempt that ended while a retry follows: $1 row, $2 holder,
+		// $3 token, $4 job, $5 slot, $6 attempt, $7 exit code, $8 outcome.
+		recordAttempt: `INSERT INTO ` + name + ` (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome)
+SELECT $4::text, $5::integer, holder, fencing_token, $6::integer, coalesce(last_started_at, now()), now(), $7::integer, $8::text
+FROM ` + table + ` WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint`,
+		prune: prune,
+	})
+}
+
+// Run is one finished run of a job, as the history keeps it. Times come
+// from the database clock. A run closed by the next holder (its own holder
+// never released) has OutcomeLost and finishes when its lease expired.
+type Run struct {
+	Job          string
+	Slot         int
+	Holder       string
+	FencingToken int64
+	Attempt      int
+	StartedAt    time.Time
+	FinishedAt   time.Time
+	ExitCode     *int
+	Outcome      string
+}
+
+// HistoryQuery selects runs: Job's only when set, those that finished at
+// or after Since when set, at most Limit (all when 0), newest first.
+type HistoryQuery struct {
+	Job   string
+	Since time.Time
+	Limit int
+}
+
+// History reads finished runs from the history table. It never creates
+// the table: without one it returns an error wrapping ErrNoHistory.
+func (s *Store) History(ctx context.Context, q HistoryQuery) ([]Run, error) {
+	name := s.history.Sanitize()
+	hs, err := s.readHistory(ctx, s.db)
+	if err != nil {
+		return nil, err
+	}
+	if !hs.exists {
+		return nil, fmt.Errorf("no history table %s (run leasewrap migrate): %w", name, ErrNoHistory)
+	}
+	var job *string
+	if q.Job != "" {
+		job = &q.Job
+	}
+	var since *time.Time
+	if !q.Since.IsZero() {
+		since = &q.Since
+	}
+	var limit *int
+	if q.Limit > 0 {
+		limit = &q.Limit
+	}
+	rows, err := s.db.Query(ctx, `SELECT job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome
+FROM `+name+` WHERE ($1::text IS NULL OR job_name = $1::text) AND ($2::timestamptz IS NULL OR finished_at >= $2::timestamptz)
+ORDER BY finished_at DESC, started_at DESC, fencing_token DESC LIMIT $3::integer`, job, since, limit)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read history table %s: %w", name, classify(err))
+	}
+	var (
+		out []Run
+		r   Run
+	)
+	_, err = pgx.ForEachRow(rows, []any{&r.Job, &r.Slot, &r.Holder, &r.FencingToken, &r.Attempt, &r.StartedAt,
+		&r.FinishedAt, &r.ExitCode, &r.Outcome}, func() error {
+		out = append(out, r)
+		r = Run{}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot read history table %s: %w", name, err)
+	}
+	return out, nil
+}
