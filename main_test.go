@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -511,5 +512,26 @@ func TestRetriesKeepTheLease(t *testing.T) {
 		if lines := strings.Fields(string(tokens)); len(lines) == 0 || slices.Contains(lines, "") || len(slices.Compact(lines)) != 1 {
 			t.Errorf("--retries %s: tokens %q, want one token for every attempt", tc.retries, lines)
 		}
+	}
+	// Every attempt is a run in the history, newest first: the last
+	// invocation's two, then the first's three.
+	h := lw(t, nil, "history", "--json", "--job", "flaky", "--database-url", pgtest.URL(), "--table", d.table)
+	var out strings.Builder
+	for line := range h.Lines {
+		out.WriteString(line)
+	}
+	var runs []struct {
+		Attempt  int  `json:"attempt"`
+		ExitCode *int `json:"exit_code"`
+	}
+	if err := json.Unmarshal([]byte(out.String()), &runs); err != nil {
+		t.Fatalf("history --json: %v in %q", err, out.String())
+	}
+	var got []string
+	for _, r := range runs {
+		got = append(got, fmt.Sprintf("%d:%d", r.Attempt, *r.ExitCode))
+	}
+	if want := []string{"2:1", "1:1", "3:0", "2:1", "1:1"}; !slices.Equal(got, want) {
+		t.Errorf("history attempts:status %q, want %q", got, want)
 	}
 }
