@@ -105,6 +105,10 @@ func (r *redactor) String(s string) string {
 	return s
 }
 
+// errorf returns err with its message redacted, for output that does not
+// go through the logger.
+func (r *redactor) errorf(err error) error { return errors.New(r.String(err.Error())) }
+
 // writer returns w with every write redacted. zerolog writes one whole line
 // per call, so a secret is never split across writes.
 func (r *redactor) writer(w io.Writer) io.Writer { return redactWriter{r, w} }

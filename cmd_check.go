@@ -1,0 +1,166 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/redbite/leasewrap/lease"
+)
+
+// check exits as Nagios and Icinga plugins do.
+const (
+	checkOK       = 0
+	checkCritical = 2
+	checkUnknown  = 3
+)
+
+func checkCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "check",
+		Usage: "a monitoring check: exit 0 if --job last succeeded within --max-age, 2 if not, 3 if it cannot tell",
+		UsageText: "leasewrap check --job NAME --max-age D [--fail-on-last-failure] [--json]\n" +
+			"Prints one line (Nagios/Icinga style, with perfdata) or, with --json, one object.",
+		Flags: append([]cli.Flag{
+			jobFlag("the job to check (required)"),
+			&cli.StringFlag{Name: "max-age", Usage: "how long ago the last successful run may have finished, as in 26h (required)"},
+			&cli.BoolFlag{Name: "fail-on-last-failure", Usage: "also exit 2 when the newest run failed, even if a success is recent enough"},
+			&cli.BoolFlag{Name: "json", Usage: "print a JSON object for machines"},
+		}, storeFlags()...),
+		OnUsageError: usageError,
+		Action:       checkAction,
+	}
+}
+
+// checkResult is the verdict, and the stable JSON shape of check --json.
+type checkResult struct {
+	Job                   string     `json:"job"`
+	Status                string     `json:"status"` // ok, critical or unknown
+	Message               string     `json:"message"`
+	MaxAgeSeconds         float64    `json:"max_age_seconds"`
+	LastSuccessAt         *time.Time `json:"last_success_at"`
+	LastSuccessAgeSeconds *float64   `json:"last_success_age_seconds"`
+	LastRunAt             *time.Time `json:"last_run_at"`
+	LastRunOutcome        *string    `json:"last_run_outcome"`
+	LastExitCode          *int       `json:"last_exit_code"`
+	code                  int
+}
+
+func checkAction(c *cli.Context) error {
+	s := newSettings(c)
+	job, err := parseJob(s, true)
+	if err != nil {
+		return unknown(c, "", err)
+	}
+	if c.String("max-age") == "" {
+		return unknown(c, job, fmt.Errorf("missing --max-age: how old the last success may be, as in --max-age 26h"))
+	}
+	maxAge, err := s.duration("max-age")
+	if err == nil && maxAge <= 0 {
+		err = fmt.Errorf("invalid %s: must be positive, as in 26h", s.source("max-age"))
+	}
+	if err != nil {
+		return unknown(c, job, err)
+	}
+	a, err := openAdmin(c)
+	if err != nil {
+		return unknown(c, job, err)
+	}
+	defer a.db.close()
+	f, err := a.store.Freshness(c.Context, job)
+	if err != nil {
+		return unknown(c, job, a.db.redact.errorf(err))
+	}
+	res := judge(f, maxAge, c.Bool("fail-on-last-failure"))
+	return res.print(c.App.Writer, c.Bool("json"))
+}
+
+// judge decides the check from what the history says.
+func judge(f lease.Freshness, maxAge time.Duration, failOnLastFailure bool) checkResult {
+	r := checkResult{Job: f.Job, MaxAgeSeconds: maxAge.Seconds(), code: checkOK, Status: "ok"}
+	if run := f.LastRun; run != nil {
+		r.LastRunAt, r.LastRunOutcome, r.LastExitCode = utc(&run.FinishedAt), &run.Outcome, run.ExitCode
+	}
+	var age time.Duration
+	if run := f.LastSuccess; run != nil {
+		age = f.Now.Sub(run.FinishedAt)
+		r.LastSuccessAt, r.LastSuccessAgeSeconds = utc(&run.FinishedAt), ptr(math.Round(age.Seconds()*1000)/1000)
+	}
+	lastFailed := f.LastRun != nil && (f.LastRun.Outcome != lease.OutcomeExited || f.LastRun.ExitCode == nil || *f.LastRun.ExitCode != 0)
+	switch {
+	case f.LastSuccess == nil:
+		r.code, r.Message = checkCritical, fmt.Sprintf("%s has no successful run in the history", printable(f.Job))
+	case age > maxAge:
+		r.code, r.Message = checkCritical, fmt.Sprintf("%s last succeeded %s ago, longer than --max-age %s",
+			printable(f.Job), roundAge(age), maxAge)
+	case failOnLastFailure && lastFailed:
+		r.code, r.Message = checkCritical, fmt.Sprintf("%s last run failed, %s ago", printable(f.Job), roundAge(f.Now.Sub(f.LastRun.FinishedAt)))
+	default:
+		r.Message = fmt.Sprintf("%s last succeeded %s ago on %s", printable(f.Job), roundAge(age), printable(f.LastSuccess.Holder))
+	}
+	if lastFailed && r.code == checkOK {
+		r.Message += "; its newest run failed"
+	}
+	if f.LastRun != nil && lastFailed {
+		r.Message += fmt.Sprintf(" (%s%s on %s)", f.LastRun.Outcome, exitSuffix(f.LastRun.ExitCode), printable(f.LastRun.Holder))
+	}
+	if r.code == checkCritical {
+		r.Status = "critical"
+	}
+	return r
+}
+
+func exitSuffix(code *int) string {
+	if code == nil {
+		return ""
+	}
+	return fmt.Sprintf(" %d", *code)
+}
+
+func roundAge(d time.Duration) time.Duration {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond)
+	case d < time.Minute:
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Minute)
+}
+
+// print writes the verdict and returns its exit status.
+func (r checkResult) print(w io.Writer, asJSON bool) error {
+	var err error
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(r)
+	} else {
+		perf := ""
+		if r.LastSuccessAgeSeconds != nil {
+			perf = fmt.Sprintf(" | age=%ss;;%s;0", strconv.FormatFloat(*r.LastSuccessAgeSeconds, 'f', -1, 64),
+				strconv.FormatFloat(r.MaxAgeSeconds, 'f', -1, 64))
+		}
+		_, err = fmt.Fprintf(w, "%s: %s%s\n", map[int]string{checkOK: "OK", checkCritical: "CRITICAL", checkUnknown: "UNKNOWN"}[r.code], r.Message, perf)
+	}
+	if err != nil {
+		return &exitError{code: checkUnknown, err: fmt.Errorf("cannot write the check's output: %w", err)}
+	}
+	return exitWith(r.code)
+}
+
+// unknown is the check's answer when it cannot tell: exit 3 with the
+// reason, on stdout, where a monitoring system reads it.
+func unknown(c *cli.Context, job string, err error) error {
+	_, msg := exitCode(err)
+	if msg == nil {
+		msg = err
+	}
+	r := checkResult{Job: job, Status: "unknown", Message: strings.ReplaceAll(msg.Error(), "\n\t", "; "), code: checkUnknown}
+	return r.print(c.App.Writer, c.Bool("json"))
+}
