@@ -103,16 +103,20 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 		}
 	default:
 	}
+	pings := newRunPings(w.o, log)
+	defer pings.close() // after the release below
 	var (
 		res     runner.Result
 		attempt = 1
 	)
 	for ; ; attempt++ {
-		res = w.attempt(path, l, mon, log)
+		res = w.attempt(path, l, mon, pings, log)
 		if !w.retryAfter(res, attempt, l, log) {
 			break
 		}
 	}
+	code, _ := exitCode(exitStatus(res))
+	pings.finish(code)
 	if !res.Started {
 		end := lease.End{Outcome: lease.OutcomeCouldNotStart, Attempt: attempt}
 		if res.Lost == nil {
@@ -126,10 +130,12 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 }
 
 // attempt runs the command once while l holds.
-func (w *wrapper) attempt(path string, l *lease.Lease, mon *monitor.Monitor, log zerolog.Logger) runner.Result {
+func (w *wrapper) attempt(path string, l *lease.Lease, mon *monitor.Monitor, pings *runPings, log zerolog.Logger) runner.Result {
+	stderr, done := pings.stderr()
+	defer done()
 	cmd := exec.Command(path, w.o.command[1:]...)
 	cmd.Args[0] = w.o.command[0]
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, stderr
 	cmd.Env = append(childEnv(os.Environ(), w.o.job, w.o.holder, l.Token(), w.store.Table()),
 		"LEASEWRAP_SLOT="+strconv.Itoa(l.Slot()), "LEASEWRAP_LEASE="+l.Row())
 	cfg := runner.Config{

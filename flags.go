@@ -68,6 +68,12 @@ func runFlags() []cli.Flag {
 			Usage: "let up to N instances run the command at once, each in a slot of its own with its own lease (every instance of a job must use the same N)"},
 		&cli.StringFlag{Name: "history-keep", EnvVars: []string{"LEASEWRAP_HISTORY_KEEP"}, Value: "720h",
 			Usage: "keep finished runs in the history table this long (0s: for ever)"},
+		&cli.StringFlag{Name: "ping-url", EnvVars: []string{"LEASEWRAP_PING_URL"},
+			Usage: "ping a monitor when the command starts and ends (healthchecks.io and its self-hosted server, or a cronitor.link URL); only the instance that runs it pings, and a ping never delays it"},
+		&cli.BoolFlag{Name: "ping-output", EnvVars: []string{"LEASEWRAP_PING_OUTPUT"},
+			Usage: "send the last 10000 bytes of the command's stderr with the final ping (its stderr then becomes a pipe)"},
+		&cli.StringFlag{Name: "ping-protocol", EnvVars: []string{"LEASEWRAP_PING_PROTOCOL"}, Value: "auto",
+			Usage: "auto, healthchecks or cronitor (auto: cronitor for cronitor.link, else healthchecks)"},
 		&cli.StringFlag{Name: "http-addr", EnvVars: []string{"LEASEWRAP_HTTP_ADDR"},
 			Usage: "serve /healthz, /leader and /metrics on this address, as in :8080 (default: off)"},
 	}, storeFlags()...)

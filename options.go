@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/ping"
 )
 
 // runOptions is everything the main command was told, parsed and checked.
@@ -31,6 +32,9 @@ type runOptions struct {
 	holdFor      time.Duration
 	skipExitCode int
 	httpAddr     string
+	pingURL      string
+	pingProtocol ping.Protocol
+	pingOutput   bool
 	maxRuntime   time.Duration // 0: no limit
 	retries      int
 	retryDelay   time.Duration
@@ -147,10 +151,19 @@ func parseRunOptions(c *cli.Context, child []string, hasChild bool) (runOptions,
 	return o, parseAttempts(s, &o)
 }
 
-// parseAttempts reads how long one run may take and how often a failed one
-// is tried again.
+// parseAttempts reads how long one run may take, how often a failed one
+// is tried again, and whom to tell.
 func parseAttempts(s settings, o *runOptions) error {
 	var err error
+	if o.pingURL = s.c.String("ping-url"); o.pingURL != "" {
+		if _, err := ping.Parse(o.pingURL); err != nil {
+			return usagef("invalid %s: %v", s.source("ping-url"), err)
+		}
+	}
+	if o.pingProtocol, err = ping.ParseProtocol(s.c.String("ping-protocol")); err != nil {
+		return usagef("invalid %s: %v", s.source("ping-protocol"), err)
+	}
+	o.pingOutput = s.c.Bool("ping-output")
 	if o.maxRuntime, err = s.duration("max-runtime"); err != nil {
 		return err
 	}

@@ -37,7 +37,8 @@
 // https://cronitor.link/p/<api-key>/<monitor>?state=run|complete|fail, with
 // series=<run id> to pair events, status_code=<exit status> and
 // message=<text, at most 2,000 characters>. Appending /start to such a URL
-// would name another monitor, which Cronitor creates on first use. A Cronitor
+// would change the path Cronitor reads the monitor key from (and Cronitor
+// creates a monitor for a key it does not know). A Cronitor
 // URL is therefore recognized by its host (cronitor.link, the only
 // telemetry host Cronitor documents) and spoken to in its own form, so one
 // flag serves both; WithProtocol overrides the guess, for a proxy in
@@ -49,8 +50,9 @@
 // Start and Finish queue a ping and return at once; one goroutine per
 // Pinger sends them in order, each attempt bounded by DefaultTimeout, up to
 // DefaultRetries more attempts after a network error, a timeout, 408, 429 or
-// a 5xx, waiting DefaultBackoff, then twice that, in between. Any other
-// answer is final. A start ping still retrying when Finish is called is
+// a 5xx, waiting DefaultBackoff, then twice that, in between; a 413 that
+// announces a Ping-Body-Limit is sent again, cut to it. Any other answer is
+// final. A start ping still retrying when Finish is called is
 // given up, so the final ping is not held behind it. Close waits a bounded
 // time for what is queued, then cancels it. A ping that could not be sent is
 // logged as a warning, naming the monitor's host but never the URL's path or

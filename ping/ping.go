@@ -40,6 +40,8 @@ const (
 	// maxBody bounds what a Pinger keeps of a body it is given, whatever
 	// the server says it accepts.
 	maxBody = 10 << 20
+	// maxBackoff stops the doubling of the wait between retries.
+	maxBackoff = time.Minute
 )
 
 // Protocol is the dialect a Pinger speaks.
@@ -123,7 +125,8 @@ func WithLogger(l zerolog.Logger) Option { return func(c *config) { c.log = l } 
 
 // WithHTTPClient sets the HTTP client. Its transport must honour request
 // contexts, or Close cannot cut a hung request short. The default is a
-// client on http.DefaultTransport (which honours HTTPS_PROXY and friends).
+// client of its own on a clone of http.DefaultTransport (which honours
+// HTTPS_PROXY and friends).
 func WithHTTPClient(h *http.Client) Option {
 	return func(c *config) {
 		if h != nil {
@@ -176,9 +179,10 @@ func WithUserAgent(ua string) Option {
 // methods are safe for concurrent use and never block on the network,
 // except Close, which waits a bounded time. Call Close once the run is over.
 type Pinger struct {
-	cfg   config
-	base  *url.URL
-	proto Protocol
+	cfg       config
+	ownClient bool // cfg.client is ours, so Close may close its connections
+	base      *url.URL
+	proto     Protocol
 
 	ctx    context.Context // cancelled when Close gives up
 	cancel context.CancelFunc
@@ -225,7 +229,7 @@ func New(rawURL string, opts ...Option) (*Pinger, error) {
 	}
 	c := config{
 		log:       zerolog.Nop(),
-		client:    &http.Client{},
+		client:    nil,
 		timeout:   DefaultTimeout,
 		retries:   DefaultRetries,
 		backoff:   DefaultBackoff,
@@ -235,8 +239,13 @@ func New(rawURL string, opts ...Option) (*Pinger, error) {
 	for _, o := range opts {
 		o(&c)
 	}
+	own := c.client == nil
+	if own {
+		c.client = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
 	p := &Pinger{
 		cfg:        c,
+		ownClient:  own,
 		base:       u,
 		proto:      c.proto,
 		queue:      make(chan event, 2),
@@ -269,7 +278,7 @@ func (p *Pinger) Start() {
 		return
 	}
 	p.started = true
-	p.deliver(event{start: true})
+	p.queue <- event{start: true}
 }
 
 // Finish queues the final ping and returns at once: success for status 0,
@@ -313,13 +322,19 @@ func (p *Pinger) Close(ctx context.Context) error {
 	select {
 	case <-p.done:
 	case <-ctx.Done():
-		err = fmt.Errorf("gave up waiting for pings to %s: %w", p.base.Host, ctx.Err())
+		select {
+		case <-p.done: // finished just in time
+		default:
+			err = fmt.Errorf("gave up waiting for pings to %s: %w", p.base.Host, ctx.Err())
+		}
 	}
 	// Every wait in the sender also selects on p.ctx and the transport
 	// honours it, so after cancel the sender returns promptly.
 	p.cancel()
 	<-p.done
-	p.cfg.client.CloseIdleConnections()
+	if p.ownClient {
+		p.cfg.client.CloseIdleConnections()
+	}
 	return err
 }
 
@@ -333,7 +348,11 @@ func (p *Pinger) run() {
 // deliver sends one ping, retrying transient failures, and logs a ping that
 // could not be sent.
 func (p *Pinger) deliver(ev event) {
-	log := p.cfg.log.With().Str("ping", ev.name()).Str("monitor", p.base.Host).Logger()
+	lc := p.cfg.log.With().Str("ping", ev.name()).Str("monitor", p.base.Host)
+	if p.cfg.rid != "" {
+		lc = lc.Str("run_id", p.cfg.rid)
+	}
+	log := lc.Logger()
 	var stop <-chan struct{} // what ends a wait between attempts, besides Close
 	if ev.start {
 		stop = p.superseded
@@ -355,7 +374,10 @@ func (p *Pinger) deliver(ev event) {
 		if !retry || attempt > p.cfg.retries {
 			break
 		}
-		wait := p.cfg.backoff << (attempt - 1)
+		wait := p.cfg.backoff
+		for i := 1; i < attempt && wait < maxBackoff; i++ {
+			wait *= 2
+		}
 		log.Debug().Err(err).Int("attempt", attempt).Dur("retry_in", wait).Msg("ping failed, retrying")
 		t := time.NewTimer(wait)
 		select {

@@ -44,10 +44,7 @@ func (t *Tail) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	k := copy(t.buf[t.w:], p)
-	if k < len(p) {
-		copy(t.buf, p[k:])
-		t.full = true
-	}
+	copy(t.buf, p[k:]) // the rest, if any, wraps to the start
 	t.w += len(p)
 	if t.w >= n {
 		t.w -= n
