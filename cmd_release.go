@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -14,10 +16,11 @@ func releaseCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "release",
 		Usage:     "ask a live holder to hand its lease back, or free a dead holder's lease with --force",
-		UsageText: "leasewrap release --job NAME (--id ID | --force [--yes])",
+		UsageText: "leasewrap release --job NAME [--slot K] (--id ID | --force [--yes])",
 		Flags: append([]cli.Flag{
 			jobFlag("lease name (required)"),
 			idFlag("release only if this holder id has it"),
+			&cli.StringFlag{Name: "slot", Value: "1", Usage: "which slot of a job run with --slots"},
 			&cli.BoolFlag{Name: "force", Usage: "free the lease at once, without waiting for the holder to stop (for a holder that died)"},
 			&cli.BoolFlag{Name: "yes", Usage: "with --force: free it even though its holder renewed within the TTL"},
 		}, storeFlags()...),
@@ -36,6 +39,10 @@ func releaseAction(c *cli.Context) error {
 	if id == "" && !force {
 		return usagef("release needs --id (the holder id the lease was taken under) or --force (for a holder that died)")
 	}
+	slot, err := strconv.Atoi(c.String("slot"))
+	if err != nil || slot < 1 || slot > lease.MaxSlots {
+		return usagef("invalid %s %q: must be a number 1-%d", s.source("slot"), c.String("slot"), lease.MaxSlots)
+	}
 	a, err := openAdmin(c)
 	if err != nil {
 		return err
@@ -48,10 +55,14 @@ func releaseAction(c *cli.Context) error {
 	case err != nil:
 		return a.db.unavailable(err, a.log)
 	}
-	if err := releasable(jobs[0], id, force, c.Bool("yes")); err != nil {
+	i := slices.IndexFunc(jobs, func(j lease.JobStatus) bool { return j.Slot == slot })
+	if i < 0 {
+		return &exitError{code: exitNotFound, err: fmt.Errorf("job %s has no slot %d (it has %d)", printable(job), slot, jobs[0].Slots)}
+	}
+	if err := releasable(jobs[i], id, force, c.Bool("yes")); err != nil {
 		return err
 	}
-	holder, token, err := a.store.ReleaseHeld(c.Context, job, id, force)
+	holder, token, err := a.store.ReleaseHeld(c.Context, lease.SlotRow(job, slot), id, force)
 	switch {
 	case errors.Is(err, lease.ErrNoJob):
 		return &exitError{code: exitNotFound, err: err}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redbite/leasewrap/internal/lwtest"
+	"github.com/redbite/leasewrap/internal/pgtest"
 )
 
 // readySlot reads the child's env lines up to "ready" and returns its
@@ -167,5 +168,30 @@ func (d db) query(t *testing.T, dst any, sql string, args ...any) {
 	sql = strings.ReplaceAll(sql, "TABLE", `"`+d.table+`"`)
 	if err := d.pool.QueryRow(context.Background(), sql, args...).Scan(dst); err != nil {
 		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// release --slot hands back one slot's lease and leaves the other running.
+func TestReleaseOneSlot(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	a := lw(t, []string{child("trap ready block")}, d.args("--job", "w", "--slots", "2", "--id", "a", "--", self())...)
+	a.Expect(t, "ready")
+	b := lw(t, []string{child("trap ready block")}, d.args("--job", "w", "--slots", "2", "--id", "b", "--", self())...)
+	b.Expect(t, "ready")
+	args := []string{"release", "--database-url", pgtest.URL(), "--table", d.table, "--job", "w", "--id", "b"}
+	if got := lw(t, nil, append(args, "--slot", "1")...).Wait(t, 10*time.Second); got != 1 {
+		t.Errorf("release of b in slot 1 (a's) exited %d, want 1", got)
+	}
+	if got := lw(t, nil, append(args, "--slot", "2")...).Wait(t, 10*time.Second); got != 0 {
+		t.Errorf("release --slot 2 exited %d, want 0", got)
+	}
+	if got := b.Wait(t, 10*time.Second); got != 75 {
+		t.Errorf("b exited %d after its slot's release, want 75", got)
+	}
+	select {
+	case <-a.Exited:
+		t.Errorf("a exited %d: releasing slot 2 stopped slot 1 too", a.Code())
+	default:
 	}
 }
