@@ -101,17 +101,7 @@ INSERT INTO ` + table + ` AS l
 SELECT name, $2::text, now() + $3::bigint * interval '1 microsecond', ` + clockToken + `, now(), now(), now(), $2, slot, $4
 FROM pick
 ON CONFLICT (job_name) DO UPDATE SET
-  job_name = excluded.job_name,
-  holder = excluded.holder,
-  expires_at = excluded.expires_at,
-  fencing_token = greatest(l.fencing_token + 1, ` + clockToken + `),
-  acquired_at = now(),
-  renewed_at = now(),
-  last_started_at = now(),
-  last_finished_at = NULL,
-  last_exit_code = NULL,
-  last_holder = excluded.holder,
-  released_at = NULL,
+  ` + takeSet + `,
   slot = excluded.slot,
   slots = excluded.slots
 WHERE l.expires_at <= now() AND l.fencing_token = (SELECT fencing_token FROM pick)

@@ -8,6 +8,22 @@ type statements struct {
 	acquire, holder, renew, release, releaseAny, status, startAttempt string
 }
 
+// takeSet is what a take writes over the row it takes: the new holder, a
+// TTL from now, a token that rises and never repeats, and a run not yet
+// finished. Setting job_name (to itself) makes the take lock the row like a
+// key update (see leasewrap_check).
+const takeSet = `job_name = excluded.job_name,
+  holder = excluded.holder,
+  expires_at = excluded.expires_at,
+  fencing_token = greatest(l.fencing_token + 1, ` + clockToken + `),
+  acquired_at = now(),
+  renewed_at = now(),
+  last_started_at = now(),
+  last_finished_at = NULL,
+  last_exit_code = NULL,
+  last_holder = excluded.holder,
+  released_at = NULL`
+
 // clockToken is the database clock in microseconds since 1970, the floor of
 // every new fencing token.
 const clockToken = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
@@ -123,17 +139,7 @@ INSERT INTO ` + table + ` AS l
   (job_name, holder, expires_at, fencing_token, acquired_at, renewed_at, last_started_at, last_holder)
 VALUES ($1::text, $2::text, now() + $3::bigint * interval '1 microsecond', ` + clockToken + `, now(), now(), now(), $2)
 ON CONFLICT (job_name) DO UPDATE SET
-  job_name = excluded.job_name,
-  holder = excluded.holder,
-  expires_at = excluded.expires_at,
-  fencing_token = greatest(l.fencing_token + 1, ` + clockToken + `),
-  acquired_at = now(),
-  renewed_at = now(),
-  last_started_at = now(),
-  last_finished_at = NULL,
-  last_exit_code = NULL,
-  last_holder = excluded.holder,
-  released_at = NULL
+  ` + takeSet + `
 WHERE l.expires_at <= now() AND coalesce(l.slots, 1) = 1
   AND l.fencing_token = (SELECT fencing_token FROM old)
 RETURNING fencing_token)` + lost + `
