@@ -63,7 +63,7 @@ func report(stderr io.Writer, err error) int {
 }
 
 func commands() []*cli.Command {
-	return []*cli.Command{statusCommand(), historyCommand(), checkCommand(), releaseCommand(), migrateCommand(), versionCommand()}
+	return []*cli.Command{statusCommand(), historyCommand(), checkCommand(), exporterCommand(), releaseCommand(), migrateCommand(), versionCommand()}
 }
 
 // splitChild splits args at the first "--": leasewrap's own arguments before

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/redbite/leasewrap/monitor"
+)
+
+// defaultExporterAddr is where the exporter listens unless told. 9187 is
+// also postgres_exporter's default: on a host running both, set one.
+const defaultExporterAddr = ":9187"
+
+func exporterCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "exporter",
+		Usage:     "serve Prometheus metrics on every job's lease and runs, read from the tables at each scrape",
+		UsageText: "leasewrap exporter [--http-addr ADDR] [flags]",
+		Description: "One process for the whole fleet. It only reads the lease table and its history\n" +
+			"(SELECT on both is all its role needs) and reports facts: when each job last\n" +
+			"succeeded and last ran, how, who holds it now. Alert rules decide what is stale.\n" +
+			"A database that does not answer is reported as leasewrap_exporter_up 0.",
+		// Not LEASEWRAP_HTTP_ADDR: a wrapper on the same host reads that
+		// one, and the two would try the same port.
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "http-addr", EnvVars: []string{"LEASEWRAP_EXPORTER_ADDR"}, Value: defaultExporterAddr,
+				Usage: "serve /metrics and /healthz on this address"},
+		}, storeFlags()...),
+		OnUsageError: usageError,
+		Action:       exporterAction,
+	}
+}
+
+func exporterAction(c *cli.Context) error {
+	s := newSettings(c)
+	addr := c.String("http-addr")
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return usagef("invalid %s %q: want [host]:port, as in %s", s.source("http-addr"), addr, defaultExporterAddr)
+	}
+	a, err := openAdmin(c)
+	if err != nil {
+		return err
+	}
+	defer a.db.close()
+	ctx, stopSignals := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
+	defer stopSignals()
+
+	exp := monitor.NewExporter(ctx, a.store, monitor.DefaultScrapeTimeout, a.log)
+	stop, bound, err := monitor.Serve(addr, exp.Handler())
+	if err != nil {
+		return &exitError{code: exitUnavailable, err: fmt.Errorf("cannot serve %s %q: %v", s.source("http-addr"), addr, err)}
+	}
+	defer stop()
+	a.log.Info().Str("http_addr", bound.String()).Str("table", a.opts.table).Msg("serving /metrics and /healthz")
+	// The database need not answer now: the exporter starts anyway and
+	// says leasewrap_exporter_up 0 until it does, so that an outage shows
+	// as such rather than as a missing target.
+	if jobs, err := exp.Probe(); err == nil {
+		a.log.Info().Int("jobs", jobs).Msg("database answers")
+	}
+	<-ctx.Done()
+	a.log.Info().Msg("stopping")
+	return nil
+}

@@ -1,0 +1,184 @@
+package monitor
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/redbite/leasewrap/lease"
+)
+
+// RunsWindow is how far back leasewrap_job_runs counts finished runs.
+const RunsWindow = 24 * time.Hour
+
+// DefaultScrapeTimeout bounds the database's answer to one scrape.
+const DefaultScrapeTimeout = 5 * time.Second
+
+// Summarizer is what an Exporter reads the jobs from (*lease.Store has it).
+type Summarizer interface {
+	Summaries(ctx context.Context, window time.Duration) ([]lease.JobSummary, error)
+}
+
+// Exporter is a prometheus.Collector that reads every job's lease and
+// history when it is scraped, for one exporter process serving the whole
+// fleet. A scrape the database does not answer in time yields
+// leasewrap_exporter_up 0 and no job series, and is logged.
+type Exporter struct {
+	src     Summarizer
+	timeout time.Duration
+	log     zerolog.Logger
+	ctx     context.Context // cancelled on shutdown: a scrape in flight gives up
+
+	mu      sync.Mutex
+	lastErr string // the last failed scrape's error; "" after a success
+
+	up, duration, lastSuccess, lastRun, lastExit, runs, held, slotsHeld, slots, holder *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*Exporter)(nil)
+
+// NewExporter returns an Exporter reading from src, each scrape bounded by
+// timeout and by ctx.
+func NewExporter(ctx context.Context, src Summarizer, timeout time.Duration, log zerolog.Logger) *Exporter {
+	lease := []string{"lease"}
+	return &Exporter{src: src, timeout: timeout, log: log, ctx: ctx,
+		up: prometheus.NewDesc("leasewrap_exporter_up",
+			"1 if the last scrape read the lease and history tables, 0 if the database did not answer (see the exporter's log).", nil, nil),
+		duration: prometheus.NewDesc("leasewrap_exporter_scrape_duration_seconds",
+			"How long the last scrape's database read took.", nil, nil),
+		lastSuccess: prometheus.NewDesc("leasewrap_job_last_success_timestamp_seconds",
+			"When the job's newest run that exited 0 finished, in Unix seconds; absent if none in the history.", lease, nil),
+		lastRun: prometheus.NewDesc("leasewrap_job_last_run_timestamp_seconds",
+			"When the job's newest run finished, in Unix seconds, whatever its outcome; absent if none in the history.", lease, nil),
+		lastExit: prometheus.NewDesc("leasewrap_job_last_exit_code",
+			"Exit status of the job's newest finished run (128+N for signal N); -1 if there is none or it has none (lost with its holder).", lease, nil),
+		runs: prometheus.NewDesc("leasewrap_job_runs",
+			"Runs of the job that finished in the last 24 hours, by outcome (exited, signalled, lost, stopped, could_not_start, timed_out).",
+			[]string{"lease", "outcome"}, nil),
+		held: prometheus.NewDesc("leasewrap_job_lease_held",
+			"1 while any slot of the job's lease is live (no other instance can take it), else 0.", lease, nil),
+		slotsHeld: prometheus.NewDesc("leasewrap_job_slots_held",
+			"How many of the job's slots are live (0 or 1 for a job with one slot).", lease, nil),
+		slots: prometheus.NewDesc("leasewrap_job_slots",
+			"How many slots the job's lease rows record (--slots; 1 for a plain lease).", lease, nil),
+		holder: prometheus.NewDesc("leasewrap_job_holder_info",
+			"1 for each holder of a live slot of the job.", []string{"lease", "holder"}, nil),
+	}
+}
+
+// Describe sends every series' description.
+func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{e.up, e.duration, e.lastSuccess, e.lastRun, e.lastExit, e.runs, e.held, e.slotsHeld, e.slots, e.holder} {
+		ch <- d
+	}
+}
+
+// Collect reads the jobs and sends their series.
+func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(e.ctx, e.timeout)
+	defer cancel()
+	start := time.Now()
+	jobs, err := e.src.Summaries(ctx, RunsWindow)
+	ch <- prometheus.MustNewConstMetric(e.duration, prometheus.GaugeValue, time.Since(start).Seconds())
+	e.logScrape(err)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(e.up, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(e.up, prometheus.GaugeValue, 1)
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, j := range jobs {
+		if j.LastSuccess != nil {
+			gauge(e.lastSuccess, unixSeconds(*j.LastSuccess), j.Job)
+		}
+		exit := -1
+		if j.LastRun != nil {
+			gauge(e.lastRun, unixSeconds(j.LastRun.FinishedAt), j.Job)
+			if j.LastRun.ExitCode != nil {
+				exit = *j.LastRun.ExitCode
+			}
+		}
+		gauge(e.lastExit, float64(exit), j.Job)
+		// Every known outcome has a series, 0 included, so that an alert
+		// on a count works before the first such run; an outcome this
+		// version does not know is shown as it is.
+		for _, outcome := range lease.Outcomes {
+			gauge(e.runs, float64(j.Runs[outcome]), j.Job, outcome)
+		}
+		for outcome, n := range j.Runs {
+			if !slices.Contains(lease.Outcomes, outcome) {
+				gauge(e.runs, float64(n), j.Job, outcome)
+			}
+		}
+		gauge(e.held, boolValue(j.SlotsHeld > 0), j.Job)
+		gauge(e.slotsHeld, float64(j.SlotsHeld), j.Job)
+		gauge(e.slots, float64(j.Slots), j.Job)
+		for _, h := range j.Holders {
+			gauge(e.holder, 1, j.Job, h)
+		}
+	}
+}
+
+// Probe reads the jobs once, as a scrape would, and logs a failure the
+// same way. It returns how many jobs there are.
+func (e *Exporter) Probe() (int, error) {
+	ctx, cancel := context.WithTimeout(e.ctx, e.timeout)
+	defer cancel()
+	jobs, err := e.src.Summaries(ctx, RunsWindow)
+	e.logScrape(err)
+	return len(jobs), err
+}
+
+// logScrape logs a failed scrape, and a success after failures. The same
+// failure again is logged at debug only: an outage would otherwise write a
+// line per scrape.
+func (e *Exporter) logScrape(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case err == nil && e.lastErr != "":
+		e.log.Info().Msg("scrape read the database again")
+		e.lastErr = ""
+	case err == nil:
+	case err.Error() == e.lastErr:
+		e.log.Debug().Str("error", err.Error()).Msg("scrape failed")
+	default:
+		e.lastErr = err.Error()
+		e.log.Error().Str("error", err.Error()).Msg("scrape failed: serving leasewrap_exporter_up 0")
+	}
+}
+
+// Handler serves /metrics (the jobs' series, next to the Go runtime's and
+// the process's) and /healthz, which answers 200 while the process serves:
+// whether the database answers is leasewrap_exporter_up's to say, and a
+// liveness probe that failed with the database would only restart an
+// exporter that is fine. GET patterns answer HEAD too.
+func (e *Exporter) Handler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(e, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Length", "3")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
