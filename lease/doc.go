@@ -2,11 +2,15 @@
 // exactly one of several processes does a job at a time, with nothing but
 // the database they already share.
 //
-// A lease is one row per job. Acquiring, renewing and releasing it are single
-// statements whose times all come from the database clock; a lease is live
-// while expires_at > now(). Each acquisition raises the row's fencing token
-// by one, so work can carry the token and a store can reject writes made under
-// an older one. Releasing expires the row in place and never deletes it.
+// A lease is one row per job (one per slot with WithSlots). Acquiring,
+// renewing and releasing it are single statements whose times all come from
+// the database clock; a lease is live while expires_at > now(). Each
+// acquisition sets the row's fencing token to more than the one before and
+// at least the database clock in microseconds, so a token never repeats,
+// even after the row was deleted or lost in a failover: work can carry the
+// token and a store can reject writes made under an older one. Releasing
+// expires the row in place and never deletes it; each run is recorded in a
+// history table next to the lease table, in the same statement.
 //
 // The holder also keeps a local deadline on a clock that counts suspended
 // time (CLOCK_BOOTTIME on Linux), started before each successful statement
@@ -16,7 +20,9 @@
 // the moment leadership can no longer be guaranteed, and work must stop.
 //
 // The table is created, or upgraded from the three-column shape
-// (job_name, holder, expires_at), on first use. The catalog is read first and
-// DDL runs only when something is missing, under an advisory lock so that
-// many instances starting at once on an empty database do not collide.
+// (job_name, holder, expires_at), on first use; any other table is refused
+// with a *SchemaError, nothing altered. The first acquisition checks the
+// table's shape in the same round trip as the take; only when that fails is
+// the catalog read and DDL run, under an advisory lock so that many
+// instances starting at once on an empty database do not collide.
 package lease

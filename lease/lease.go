@@ -80,8 +80,10 @@ func (l *Lease) Slot() int { return l.slot }
 // N. leasewrap_check takes it as its job argument.
 func (l *Lease) Row() string { return l.row }
 
-// Token returns the fencing token: it rises with every acquisition of the
-// job, so a store that sees a write with an older token can reject it.
+// Token returns the fencing token: greatest(previous + 1, the database clock
+// in microseconds) at acquisition, so it rises with every acquisition of the
+// job and never repeats, and a store that sees a write with an older token
+// can reject it.
 func (l *Lease) Token() int64 { return l.token }
 
 // Done is closed when leadership can no longer be guaranteed.

@@ -140,7 +140,8 @@ func DefaultHolder() string {
 
 // TryAcquire takes the lease on job if it is free or expired, in one
 // statement on the database clock. When another holder's lease is live it
-// returns a *HeldError. The fencing token rises by one on every acquisition.
+// returns a *HeldError. The fencing token rises on every acquisition and
+// never repeats, even when the row is lost (see Lease.Token).
 func (s *Store) TryAcquire(ctx context.Context, job string) (*Lease, error) {
 	return s.tryAcquire(ctx, s.db, job)
 }
