@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/lease"
 )
 
@@ -241,5 +243,19 @@ func TestRetryDelayDoublesUpToACap(t *testing.T) {
 		if got := retryDelay(10*time.Second, n); got != want {
 			t.Errorf("retry %d: %s, want %s", n, got, want)
 		}
+	}
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+// Output that cannot be written is an I/O error (74), not a usage error.
+func TestStatusThatCannotWriteExits74(t *testing.T) {
+	var stderr bytes.Buffer
+	code := run([]string{"leasewrap", "status", "--database-url", pgtest.URL(), "--table", "lw_no_such_table_for_status"},
+		failingWriter{}, &stderr)
+	if code != exitIOErr || !strings.Contains(stderr.String(), "cannot write status") {
+		t.Errorf("exit %d, %q; want 74 and the reason", code, stderr.String())
 	}
 }

@@ -457,5 +457,10 @@ renewal latency; renewals still complete well inside the 9 s TTL.
 |---|---|---|---|---|---|---|
 $fleet_direct
 $fleet_bounced
+
+Before standbys looked instead of taking and stopped polling while they
+listen, the same fleet cost the database 49.12 s (direct) and 41.46 s
+(through PgBouncer) of CPU per minute (bench/run.sh at 0e3c5bd, on this
+machine).
 MD
 log "wrote $OUT"

@@ -485,3 +485,26 @@ func TestConcurrentFirstUseNeverRefusesTheNewTable(t *testing.T) {
 		}
 	}
 }
+
+// A missing privilege is a configuration problem, and says which grants
+// to give.
+func TestMissingPrivilegeSaysWhichGrants(t *testing.T) {
+	t.Parallel()
+	admin := pgtest.Pool(t)
+	schema := leaseSchema(t, admin)
+	table, quoted := leaseTable(schema)
+	if _, err := newStore(t, admin, table, "admin").Migrate(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	pool := leastPrivileged(t, admin, schema)
+	var role string
+	if err := pool.QueryRow(ctx(t), `SELECT current_user`).Scan(&role); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, admin, `REVOKE UPDATE ON `+quoted+` FROM `+pgx.Identifier{role}.Sanitize())
+	_, err := newStore(t, pool, table, "low").TryAcquire(ctx(t), "job")
+	if !errors.Is(err, lease.ErrPermission) || !strings.Contains(err.Error(), "GRANT SELECT, INSERT, UPDATE ON the lease table") ||
+		!strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("acquire without UPDATE: %v, want ErrPermission naming the grants and the server's message", err)
+	}
+}

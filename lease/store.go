@@ -298,6 +298,8 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 				lastFailure = time.Now()
 				s.log.Warn().Err(err).Str("job", job).Stringer("next_log_in", failureLogInterval).
 					Msg("cannot use the lease store; retrying")
+			} else {
+				s.log.Debug().Err(err).Str("job", job).Msg("still cannot use the lease store; retrying")
 			}
 		}
 	}

@@ -194,18 +194,24 @@ func (m *Monitor) Handler() http.Handler {
 	return mux
 }
 
-// healthz is 200 while the database was heard from recently, else 503 with
-// the last failure, if there was one.
+// healthz is 200 while the database was heard from recently and the newest
+// statement succeeded, else 503 with the failure.
 func (m *Monitor) healthz(w http.ResponseWriter, _ *http.Request) {
 	m.mu.Lock()
 	last, lastErr := m.lastContact, m.lastErr
 	m.mu.Unlock()
-	if last.IsZero() || time.Since(last) > m.staleAfter {
+	switch {
+	case last.IsZero() || time.Since(last) > m.staleAfter:
 		msg := "no recent contact with the lease database"
 		if lastErr != nil {
 			msg += ": " + lastErr.Error()
 		}
 		http.Error(w, msg, http.StatusServiceUnavailable)
+		return
+	case lastErr != nil:
+		// The database answers, but refuses what this instance must do: a
+		// read-only server after a failover, a missing privilege.
+		http.Error(w, "the newest statement failed: "+lastErr.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	w.Header().Set("Content-Length", "3")
