@@ -270,36 +270,7 @@ func printTimeline(w io.Writer, runs []lease.Run, from, to time.Time, width int)
 		jr := byJob[job]
 		slices.SortStableFunc(jr, func(a, b lease.Run) int { return a.StartedAt.Compare(b.StartedAt) })
 		fmt.Fprintf(&b, "\n%s\n%s%s\n%s%s\n", printable(job), pad, labels(from, step, width), pad, ruler(width))
-		var holders []string
-		lanes := map[string][]byte{}
-		for _, r := range jr {
-			lane, ok := lanes[r.Holder]
-			if !ok {
-				holders = append(holders, r.Holder)
-				lane = []byte(strings.Repeat(" ", width))
-				lanes[r.Holder] = lane
-			}
-			start, end := col(r.StartedAt), col(r.FinishedAt)
-			for i := start; i < end; i++ {
-				lane[i] = '='
-			}
-			lane[end] = timelineMark(r)
-		}
-		for _, h := range holders {
-			fmt.Fprintf(&b, "  %-*s|%s|\n", laneNameWidth, laneName(h), lanes[h])
-		}
-		counts := make([]byte, width)
-		for i := range counts {
-			mid := from.Add(step*time.Duration(i) + step/2)
-			n := 0
-			for _, r := range jr {
-				if !r.StartedAt.After(mid) && r.FinishedAt.After(mid) {
-					n++
-				}
-			}
-			counts[i] = countMark(n)
-		}
-		fmt.Fprintf(&b, "  %-*s|%s|\n", laneNameWidth, "runs", counts)
+		drawLanes(&b, jr, from, step, width, col)
 		for _, o := range overlaps(jr) {
 			fmt.Fprintf(&b, "  overlap: %s\n", o)
 		}
@@ -314,6 +285,41 @@ func printTimeline(w io.Writer, runs []lease.Run, from, to time.Time, width int)
 	b.WriteString("  = holding the lease\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// drawLanes draws one job's lanes, one per holder, and the runs lane that
+// counts the runs at each column's middle.
+func drawLanes(b *strings.Builder, jr []lease.Run, from time.Time, step time.Duration, width int, col func(time.Time) int) {
+	var holders []string
+	lanes := map[string][]byte{}
+	for _, r := range jr {
+		lane, ok := lanes[r.Holder]
+		if !ok {
+			holders = append(holders, r.Holder)
+			lane = []byte(strings.Repeat(" ", width))
+			lanes[r.Holder] = lane
+		}
+		start, end := col(r.StartedAt), col(r.FinishedAt)
+		for i := start; i < end; i++ {
+			lane[i] = '='
+		}
+		lane[end] = timelineMark(r)
+	}
+	for _, h := range holders {
+		fmt.Fprintf(b, "  %-*s|%s|\n", laneNameWidth, laneName(h), lanes[h])
+	}
+	counts := make([]byte, width)
+	for i := range counts {
+		mid := from.Add(step*time.Duration(i) + step/2)
+		n := 0
+		for _, r := range jr {
+			if !r.StartedAt.After(mid) && r.FinishedAt.After(mid) {
+				n++
+			}
+		}
+		counts[i] = countMark(n)
+	}
+	fmt.Fprintf(b, "  %-*s|%s|\n", laneNameWidth, "runs", counts)
 }
 
 func countMark(n int) byte {

@@ -216,6 +216,19 @@ func (s *Store) held(ctx context.Context, db DB, job string) error {
 	return e
 }
 
+// logFailure logs a standby's failed attempt: at warn the first time and
+// then at most once a failureLogInterval (a failover may be under way, and
+// may take long), at debug in between.
+func (s *Store) logFailure(err error, job string, last *time.Time) {
+	if time.Since(*last) < failureLogInterval {
+		s.log.Debug().Err(err).Str("job", job).Msg("still cannot use the lease store; retrying")
+		return
+	}
+	*last = time.Now()
+	s.log.Warn().Err(err).Str("job", job).Stringer("next_log_in", failureLogInterval).
+		Msg("cannot use the lease store; retrying")
+}
+
 // failureLogInterval spaces the log lines of a standby that keeps failing.
 const failureLogInterval = time.Minute
 
@@ -292,15 +305,7 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 			return nil, err
 		default:
 			failed = true
-			if time.Since(lastFailure) >= failureLogInterval {
-				// A failover may be under way: keep trying, but do not log
-				// every retry interval for as long as it takes.
-				lastFailure = time.Now()
-				s.log.Warn().Err(err).Str("job", job).Stringer("next_log_in", failureLogInterval).
-					Msg("cannot use the lease store; retrying")
-			} else {
-				s.log.Debug().Err(err).Str("job", job).Msg("still cannot use the lease store; retrying")
-			}
+			s.logFailure(err, job, &lastFailure)
 		}
 	}
 }
