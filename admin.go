@@ -9,7 +9,7 @@ import (
 	"github.com/redbite/leasewrap/lease"
 )
 
-// admin is what the status, release and migrate subcommands work with.
+// admin is what the subcommands that read or change the tables work with.
 type admin struct {
 	opts  storeOptions
 	log   zerolog.Logger

@@ -39,7 +39,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
 		Name:            "leasewrap",
 		Usage:           "run a command on exactly one of N instances, coordinated by a PostgreSQL lease",
-		UsageText:       "leasewrap [flags] -- COMMAND [ARG...]\nleasewrap status|history|release|migrate|version [flags]",
+		UsageText:       "leasewrap [flags] -- COMMAND [ARG...]\nleasewrap status|history|check|exporter|release|migrate|version [flags]",
 		Description:     description,
 		Version:         version(),
 		HideVersion:     true,

@@ -33,8 +33,12 @@ func checkCommand() *cli.Command {
 			&cli.BoolFlag{Name: "fail-on-last-failure", Usage: "also exit 2 when the newest run failed, even if a success is recent enough"},
 			&cli.BoolFlag{Name: "json", Usage: "print a JSON object for machines"},
 		}, storeFlags()...),
-		OnUsageError: usageError,
-		Action:       checkAction,
+		// A monitoring system reads UNKNOWN (3) and one line on stdout, for
+		// a bad flag too.
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return unknown(c, "", fmt.Errorf("%v (see leasewrap check --help)", err))
+		},
+		Action: checkAction,
 	}
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"net"
 	"os/signal"
 	"syscall"
@@ -52,7 +51,7 @@ func exporterAction(c *cli.Context) error {
 	exp := monitor.NewExporter(ctx, a.store, monitor.DefaultScrapeTimeout, a.log)
 	stop, bound, err := monitor.Serve(addr, exp.Handler())
 	if err != nil {
-		return &exitError{code: exitUnavailable, err: fmt.Errorf("cannot serve %s %q: %v", s.source("http-addr"), addr, err)}
+		return usagef("cannot serve %s %q: %v", s.source("http-addr"), addr, err)
 	}
 	defer stop()
 	a.log.Info().Str("http_addr", bound.String()).Str("table", a.opts.table).Msg("serving /metrics and /healthz")

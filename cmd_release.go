@@ -62,7 +62,7 @@ func releaseAction(c *cli.Context) error {
 	if err := releasable(jobs[i], id, force, c.Bool("yes")); err != nil {
 		return err
 	}
-	holder, token, err := a.store.ReleaseHeld(c.Context, lease.SlotRow(job, slot), id, force)
+	holder, token, err := a.store.ReleaseHeld(c.Context, lease.SlotRow(job, slot), id, jobs[i].FencingToken, force)
 	switch {
 	case errors.Is(err, lease.ErrNoJob):
 		return &exitError{code: exitNotFound, err: err}

@@ -87,7 +87,8 @@ type wrapper struct {
 }
 
 // runChild runs the command while l holds, hands the lease back, and
-// returns the exit status: the child's, or 75 when the lease was lost.
+// returns the exit status: the child's, 75 when the lease was lost, 124
+// when it ran past --max-runtime.
 func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) error {
 	logCtx := w.log.With().Int64("fencing_token", l.Token())
 	if w.o.slots > 1 {
@@ -106,12 +107,13 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 	pings := newRunPings(w.o, log)
 	defer pings.close() // after the release below
 	var (
-		res     runner.Result
-		attempt = 1
+		res           runner.Result
+		attempt       = 1
+		retry, logged bool
 	)
 	for ; ; attempt++ {
 		res = w.attempt(path, l, mon, pings, log)
-		if !w.retryAfter(res, attempt, l, log) {
+		if retry, logged = w.retryAfter(res, attempt, l, log); !retry {
 			break
 		}
 	}
@@ -125,7 +127,11 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 		logRelease(l.AbandonWith(context.Background(), end), log)
 		return exitStatus(res)
 	}
-	logRelease(l.Finish(context.Background(), lease.End{ExitCode: &res.Status, Outcome: runOutcome(res), Attempt: attempt}), log)
+	end := lease.End{ExitCode: &res.Status, Outcome: runOutcome(res), Attempt: attempt}
+	if logged {
+		end.Outcome = "" // in the history already
+	}
+	logRelease(l.Finish(context.Background(), end), log)
 	return exitStatus(res)
 }
 

@@ -112,7 +112,7 @@ func markdownSafeUsage(flags []cli.Flag) {
 // level first, each once.
 func environmentRoff(app *cli.App) string {
 	var b strings.Builder
-	b.WriteString(".SH ENVIRONMENT\nEvery option can be set by an environment variable; a flag on the command line wins.\n")
+	b.WriteString(".SH ENVIRONMENT\nEach option listed here can also be set by an environment variable; a flag on the command line wins.\n")
 	seen := map[string]bool{}
 	flags := append([]cli.Flag(nil), app.Flags...)
 	for _, c := range app.Commands {
@@ -140,15 +140,16 @@ func exitStatusRoff() string {
 	}{
 		{"COMMAND's own status", "when this instance held the lease and ran COMMAND (128+N when a signal N ended it)"},
 		{"0, or --skip-exit-code", "when another instance holds the lease"},
-		{fmt.Sprint(exitUsage), "a mistake in the command line or the environment"},
-		{fmt.Sprint(exitUnavailable), "the database could not be reached or used; COMMAND did not run"},
-		{fmt.Sprint(exitLeaseLost), "the lease was lost while COMMAND ran; COMMAND was stopped"},
-		{fmt.Sprint(exitWaitTimeout), "--wait-timeout passed before this instance became the leader"},
+		{fmt.Sprint(exitUsage), "a mistake in the command line or the environment, an --http-addr that cannot be listened on, or --slots other than the job's"},
+		{fmt.Sprint(exitUnavailable), "the database could not be reached or used, or the table is not a lease table; COMMAND did not run"},
+		{fmt.Sprint(exitLeaseLost), "the lease was lost while COMMAND ran (COMMAND was stopped), or was in doubt when COMMAND was to start"},
+		{fmt.Sprint(exitWaitTimeout), "--wait-timeout passed before this instance became the leader, or COMMAND ran past --max-runtime and was stopped"},
 		{fmt.Sprint(exitNotExecutable), "COMMAND was found but is not executable"},
 		{fmt.Sprint(exitCommandNotFound), "COMMAND was not found"},
 		{fmt.Sprint(exitNotFound), "status or release: no such job, or no live lease of that holder"},
-		{fmt.Sprint(exitLastRunFailed), "status --fail-on-error: the last run of a job shown exited non-zero"},
-		{fmt.Sprint(exitIOErr), "status, release or migrate could not write its output"},
+		{fmt.Sprint(exitLastRunFailed), "status --fail-on-error: the last run of a job shown exited non-zero; check: CRITICAL"},
+		{fmt.Sprint(checkUnknown), "check: UNKNOWN, it cannot tell"},
+		{fmt.Sprint(exitIOErr), "a subcommand could not write its output"},
 	}
 	var b strings.Builder
 	b.WriteString(".SH EXIT STATUS\n")

@@ -17,8 +17,8 @@ const (
 	// exitUnavailable (EX_UNAVAILABLE): the lease store could not be reached
 	// or used before the child started.
 	exitUnavailable = 69
-	// exitIOErr (EX_IOERR): output (status, release, migrate) could not be
-	// written.
+	// exitIOErr (EX_IOERR): a subcommand's output could not be written
+	// (check answers 3, UNKNOWN, instead).
 	exitIOErr = 74
 	// exitLeaseLost (EX_TEMPFAIL): the lease was lost while the child ran,
 	// and the child was stopped.

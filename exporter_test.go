@@ -281,7 +281,7 @@ func TestExporterExitCodes(t *testing.T) {
 	d := newDB(t)
 	_, addr := d.exporter(t, pgtest.URL())
 	p := lw(t, nil, "exporter", "--database-url", pgtest.URL(), "--table", d.table, "--log-format", "json", "--http-addr", addr)
-	if got := p.Wait(t, 10*time.Second); got != exitUnavailable {
-		t.Errorf("port in use: exit %d, want %d", got, exitUnavailable)
+	if got := p.Wait(t, 10*time.Second); got != exitUsage {
+		t.Errorf("port in use: exit %d, want %d", got, exitUsage)
 	}
 }

@@ -30,11 +30,12 @@ func retryDelay(first time.Duration, n int) time.Duration {
 // retryAfter decides whether the command runs again after attempt, and
 // waits for it while the lease is kept, so no other instance starts in
 // between. A success, a command that cannot start, a lost lease and a signal
-// to end leasewrap all end the retries.
-func (w *wrapper) retryAfter(res runner.Result, attempt int, l *lease.Lease, log zerolog.Logger) bool {
+// to end leasewrap all end the retries. recorded reports that the attempt
+// is already in the history (the retries ended during the wait).
+func (w *wrapper) retryAfter(res runner.Result, attempt int, l *lease.Lease, log zerolog.Logger) (retry, recorded bool) {
 	failed := res.Status != 0 || res.TimedOut
 	if !failed || !res.Started || res.Lost != nil || res.Signal != nil || attempt > w.o.retries {
-		return false
+		return false, false
 	}
 	end := lease.End{ExitCode: &res.Status, Outcome: runOutcome(res), Attempt: attempt}
 	if err := l.RecordAttempt(context.Background(), end); err != nil {
@@ -51,14 +52,14 @@ func (w *wrapper) retryAfter(res runner.Result, attempt int, l *lease.Lease, log
 			if err := l.StartAttempt(context.Background()); err != nil {
 				log.Warn().Err(err).Msg("cannot record the next attempt's start")
 			}
-			return true
+			return true, true
 		case <-l.Done():
 			log.Error().Err(l.Err()).Msg("not retrying: lease can no longer be guaranteed")
-			return false
+			return false, true
 		case sig := <-w.sigs:
 			if signals.Ends(sig) {
 				log.Info().Str("signal", sig.String()).Msg("not retrying: stopped by signal")
-				return false
+				return false, true
 			}
 		}
 	}

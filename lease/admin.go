@@ -101,32 +101,38 @@ func (s *Store) Status(ctx context.Context, job string) ([]JobStatus, error) {
 	return out, nil
 }
 
-// ReleaseHeld ends job's live lease for an operator, holder's only when
-// holder is set, whoever's when it is empty. Without force it asks the holder
+// ReleaseHeld ends the live lease in row (a job, or a slot's row: see
+// SlotRow) for an operator: holder's only when holder is set, whoever's when
+// it is empty, and only under token when token is not 0 (the lease the
+// operator looked at, not one taken since). Without force it asks the holder
 // to give the lease back: the lease is marked released, the holder stops its
 // work at its next renewal and frees the lease itself (or the lease expires,
 // if the holder is gone). With force the lease is free at once: only for a
 // holder known to be dead, since a live one runs on until its next renewal
 // and grace. The row and its fencing token stay. It returns the holder and
 // token it released, or ErrNoJob if there was no live lease to release.
-func (s *Store) ReleaseHeld(ctx context.Context, job, holder string, force bool) (string, int64, error) {
-	if err := CheckJob(job); err != nil {
-		return "", 0, err
+func (s *Store) ReleaseHeld(ctx context.Context, row, holder string, token int64, force bool) (string, int64, error) {
+	if row == "" {
+		return "", 0, fmt.Errorf("invalid lease row: empty")
 	}
 	var holderArg *string
 	if holder != "" {
 		holderArg = &holder
 	}
+	var tokenArg *int64
+	if token != 0 {
+		tokenArg = &token
+	}
 	var (
-		was   string
-		token int64
+		was      string
+		released int64
 	)
-	err := s.db.QueryRow(ctx, s.sql.releaseAny, job, holderArg, force, s.channel).Scan(&was, &token, nil)
+	err := s.db.QueryRow(ctx, s.sql.releaseAny, row, holderArg, force, s.channel, tokenArg).Scan(&was, &released, nil)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows), sqlState(err) == codeUndefinedTable:
-		return "", 0, fmt.Errorf("no live lease on job %q to release: %w", job, ErrNoJob)
+		return "", 0, fmt.Errorf("no live lease on %q to release: %w", row, ErrNoJob)
 	case err != nil:
-		return "", 0, fmt.Errorf("cannot release lease %q: %w", job, classify(err))
+		return "", 0, fmt.Errorf("cannot release lease %q: %w", row, classify(err))
 	}
-	return was, token, nil
+	return was, released, nil
 }

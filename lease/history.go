@@ -90,7 +90,7 @@ func HistoryTable(table pgx.Identifier) pgx.Identifier {
 }
 
 // historyColumns are the history table's columns: one row per run, written
-// when the run ends. attempt counts the runs of one lease (1 for now).
+// when the run ends. attempt numbers the runs of one lease (--retries).
 var historyColumns = []column{
 	{"job_name", "text", "text NOT NULL", notNull, true},
 	{"slot", "integer", "integer NOT NULL DEFAULT 1", notNull, true},
@@ -160,8 +160,14 @@ func (s *Store) readHistory(ctx context.Context, q queryer) (historyState, error
 // checkHistory requires every history column with its type, and extra
 // columns that an INSERT may leave out.
 func (cat catalog) checkHistory() *SchemaError {
-	if cat.kind != "r" && cat.kind != "p" {
-		return &SchemaError{Found: "it is " + relkinds[cat.kind], Want: "a table"}
+	// Not a partitioned table: pruning deletes by row address (ctid), which
+	// is only unique within one table.
+	if cat.kind != "r" {
+		kind := relkinds[cat.kind]
+		if kind == "" {
+			kind = "relation kind " + cat.kind
+		}
+		return &SchemaError{Found: "it is " + kind, Want: "a plain table"}
 	}
 	at := make(map[string]int, len(cat.names))
 	for i, name := range cat.names {
@@ -250,9 +256,16 @@ func (s *Store) useHistory(hs historyState) {
 		release:      releaseSQL(table, name, prune),
 		// An attempt that ended while a retry follows: $1 row, $2 holder,
 		// $3 token, $4 job, $5 slot, $6 attempt, $7 exit code, $8 outcome.
-		recordAttempt: `INSERT INTO ` + name + ` (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome)
-SELECT $4::text, $5::integer, holder, fencing_token, $6::integer, coalesce(last_started_at, now()), now(), $7::integer, $8::text
-FROM ` + table + ` WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint`,
+		// The lease row forgets the attempt's start, so that a crash during
+		// the wait for the next one closes no run twice.
+		recordAttempt: `WITH ended AS (
+  UPDATE ` + table + ` AS l SET last_started_at = NULL, last_exit_code = $7::integer
+  FROM (SELECT last_started_at FROM ` + table + ` WHERE job_name = $1::text) AS o
+  WHERE l.job_name = $1::text AND l.holder = $2::text AND l.fencing_token = $3::bigint
+  RETURNING l.holder, l.fencing_token, o.last_started_at AS started)
+INSERT INTO ` + name + ` (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome)
+SELECT $4::text, $5::integer, holder, fencing_token, $6::integer, coalesce(started, now()), now(), $7::integer, $8::text
+FROM ended`,
 		prune: prune,
 	})
 }

@@ -92,7 +92,7 @@ func newHistoryShapeCheck() string {
 		want[i] = "(" + quoteLiteral(c.name) + ", " + quoteLiteral(c.typ) + ")"
 		names[i] = quoteLiteral(c.name)
 	}
-	return `SELECT CASE WHEN c.relkind IN ('r', 'p')
+	return `SELECT CASE WHEN c.relkind = 'r'
   AND (SELECT count(*) FROM pg_catalog.pg_attribute a
     JOIN (VALUES ` + strings.Join(want, ", ") + `) AS w(name, typ) ON w.name = a.attname::text
     WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped

@@ -215,7 +215,7 @@ func (l *Lease) renew(ctx context.Context) error {
 		// broke while idle fails here once, and the pool dials a fresh one.
 		// Sending the renewal twice is harmless: it is conditional on the
 		// holder and token, and t0 is from before the first.
-		err = s.db.QueryRow(ctx, s.sql.renew, l.job, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
+		err = s.db.QueryRow(ctx, s.sql.renew, l.row, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
 			Scan(&renewed, &token, &holder, &released)
 	}
 	if err != nil {
@@ -246,9 +246,9 @@ func (l *Lease) renew(ctx context.Context) error {
 // Release stops renewing and hands the lease back: the row stays (so the
 // token is kept) and expires now, or at acquisition + hold-for if that is
 // later. exitCode, when not nil, is recorded as the run's status. Releasing a
-// lease that was already lost changes nothing in the table and returns an
-// error wrapping ErrLost. Only the first call acts; later ones return its
-// result.
+// lease that another holder took since changes nothing in the table and
+// returns an error wrapping ErrLost. Only the first call acts; later ones
+// return its result.
 func (l *Lease) Release(ctx context.Context, exitCode *int) error {
 	outcome := OutcomeExited
 	if l.Err() != nil && !errors.Is(l.Err(), ErrReleased) {
@@ -262,15 +262,15 @@ func (l *Lease) Release(ctx context.Context, exitCode *int) error {
 type End struct {
 	ExitCode *int
 	Outcome  string
-	// Attempt numbers the run's attempts under one lease (--retries); 0 is
-	// the first.
+	// Attempt numbers the run's attempts under one lease (--retries),
+	// from 1 (0 counts as 1).
 	Attempt int
 }
 
 // Finish is Release that records the run in the history with end's
 // outcome, in the same statement as the release (when the history table
-// is there). A lease that was lost records nothing: whoever took it over
-// closed the run.
+// is there) and only if the release happened: a lease another holder took
+// records nothing, since the taker closed the run.
 func (l *Lease) Finish(ctx context.Context, end End) error {
 	return l.release(ctx, l.store.cfg.holdFor, end)
 }

@@ -262,7 +262,7 @@ func TestMigrateCreatesOnceUnderAConcurrentColdStart(t *testing.T) {
 	}
 }
 
-func TestMigrateUpgradesTheArticlesTable(t *testing.T) {
+func TestMigrateUpgradesTheThreeColumnTable(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
@@ -281,7 +281,7 @@ INSERT INTO `+ident+` VALUES ('old', 'someone', now() - interval '1 minute')`); 
 	}
 	l, err := s.TryAcquire(ctx(t), "old")
 	if err != nil {
-		t.Fatalf("acquire the article's expired row: %v", err)
+		t.Fatalf("acquire the three-column table's expired row: %v", err)
 	}
 	defer l.Release(ctx(t), nil)
 	if l.Token() <= 0 {
@@ -410,11 +410,14 @@ func TestOperatorReleaseEndsTheHoldersLease(t *testing.T) {
 	l := mustAcquire(t, s, "job")
 	defer l.Release(ctx(t), nil)
 	for _, force := range []bool{false, true} {
-		if _, _, err := s.ReleaseHeld(ctx(t), "job", "someone-else", force); !errors.Is(err, lease.ErrNoJob) {
+		if _, _, err := s.ReleaseHeld(ctx(t), "job", "someone-else", 0, force); !errors.Is(err, lease.ErrNoJob) {
 			t.Errorf("release of another id's lease (force %v): %v, want ErrNoJob", force, err)
 		}
 	}
-	holder, token, err := s.ReleaseHeld(ctx(t), "job", "", true)
+	if _, _, err := s.ReleaseHeld(ctx(t), "job", "", l.Token()-1, true); !errors.Is(err, lease.ErrNoJob) {
+		t.Errorf("release under an older token: %v, want ErrNoJob", err)
+	}
+	holder, token, err := s.ReleaseHeld(ctx(t), "job", "", l.Token(), true)
 	if err != nil || holder != "a" || token != l.Token() {
 		t.Fatalf("forced release = %q, %d, %v; want a, %d", holder, token, err, l.Token())
 	}

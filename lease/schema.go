@@ -36,12 +36,12 @@ type column struct {
 	// def is the definition used when creating or adding the column.
 	def   string
 	nulls nullRule
-	// core columns are the article's three: a table lacking any of them is
+	// core columns are the first three, the minimal lease table's: a table lacking any of them is
 	// not a lease table of any age and is never upgraded.
 	core bool
 }
 
-// columns are the lease table's columns. An older table (the article's has
+// columns are the lease table's columns. An older table (the minimal one has
 // only the first three) gets the missing ones added with def.
 var columns = []column{
 	{"job_name", "text", "text PRIMARY KEY", notNull, true},
@@ -197,7 +197,7 @@ func (s *Store) checkFunction() pgx.Identifier {
 // Migrate creates the lease table and the leasewrap_check function, or adds
 // what an older table lacks, and returns one line per change made (none when
 // all was there). It is safe to run from many instances at once. A table
-// that is neither leasewrap's (of any version) nor the article's
+// that is neither leasewrap's (of any version) nor the minimal three-column one
 // three-column one is refused with a *SchemaError and left as it is; a
 // complete table whose function this role may not create gives an error
 // matching ErrFencingUnavailable, also with nothing changed.
@@ -354,7 +354,7 @@ func (s *Store) migrateTable(ctx context.Context, tx pgx.Tx, st schemaState) ([]
 }
 
 // nullsError explains a SET NOT NULL that failed on rows holding NULL (the
-// article's table allows them): the transaction rolls back, so nothing is
+// minimal three-column table allows them): the transaction rolls back, so nothing is
 // altered, and the operator decides what those rows mean.
 func (s *Store) nullsError(err error) error {
 	var pgErr *pgconn.PgError
@@ -491,7 +491,7 @@ func (s *Store) readSchema(ctx context.Context, q queryer) (schemaState, error) 
 }
 
 // relkinds names the relation kinds that are not tables, for messages.
-var relkinds = map[string]string{"v": "a view", "m": "a materialized view", "f": "a foreign table",
+var relkinds = map[string]string{"p": "a partitioned table", "v": "a view", "m": "a materialized view", "f": "a foreign table",
 	"S": "a sequence", "i": "an index", "I": "an index", "c": "a composite type", "t": "a TOAST table"}
 
 // check returns the first reason the table is neither a lease table nor one
@@ -529,7 +529,7 @@ func (cat catalog) check(st *schemaState) *SchemaError {
 }
 
 // checkColumn compares one of our columns with the catalog's. A missing NOT
-// NULL is added by the upgrade rather than refused: the article's table
+// NULL is added by the upgrade rather than refused: the three-column table
 // declares holder and expires_at without it, and tolerating NULLs there is
 // not safe (see notNull). Rows that hold NULL make the upgrade fail as a
 // whole, with nothing altered.
@@ -547,7 +547,7 @@ func (cat catalog) checkColumn(c column, i int, st *schemaState) *SchemaError {
 }
 
 // checkExtra accepts columns that are not ours as long as leasewrap's INSERT
-// can leave them out: by then the article's three columns with their types
+// can leave them out: by then the three core columns with their types
 // and key are in place, which no unrelated table is likely to have, and
 // people add notes or audit columns to a lease table. A NOT NULL column
 // without a default would make every first take of a job fail.

@@ -158,8 +158,8 @@ const full = `job_name text NOT NULL, holder text NOT NULL, expires_at timestamp
   last_started_at timestamptz, last_finished_at timestamptz, last_exit_code integer,
   last_holder text, released_at timestamptz`
 
-// The issue's case: expires_at compared with now() in each session's time
-// zone let two wrappers hold one lease.
+// expires_at without a time zone is compared with now() in each session's
+// time zone, which let two wrappers hold one lease.
 func TestRefusesATimestampWithoutTimeZone(t *testing.T) {
 	t.Parallel()
 	testRefused(t, refusedCase{
@@ -247,12 +247,12 @@ func upgrade(t *testing.T, create, extra string) []string {
 	return changes
 }
 
-// The article's table, as testdata/article-table.sql declares it, becomes a
+// The three-column table, as testdata/three-column-table.sql declares it, becomes a
 // full lease table: NOT NULL included, since a NULL expires_at would make
 // the job impossible to take again.
-func TestUpgradesTheArticlesOriginalTable(t *testing.T) {
+func TestUpgradesTheThreeColumnTable(t *testing.T) {
 	t.Parallel()
-	sql, err := os.ReadFile("../testdata/article-table.sql")
+	sql, err := os.ReadFile("../testdata/three-column-table.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,11 +264,11 @@ func TestUpgradesTheArticlesOriginalTable(t *testing.T) {
 	}
 }
 
-// Rows the article's table allowed to hold NULL cannot be guessed at: the
+// Rows the three-column table allowed to hold NULL cannot be guessed at: the
 // upgrade is refused as a whole and says which column to fix.
 func TestRefusesToUpgradeRowsWithoutAHolder(t *testing.T) {
 	t.Parallel()
-	sql, err := os.ReadFile("../testdata/article-table.sql")
+	sql, err := os.ReadFile("../testdata/three-column-table.sql")
 	if err != nil {
 		t.Fatal(err)
 	}

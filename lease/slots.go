@@ -74,7 +74,8 @@ func acquireSlotsSQL(table, history string) string {
 		lost = `,
 lost AS (
   INSERT INTO ` + history + ` (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome)
-  SELECT $1::text, p.slot, p.holder, p.fencing_token, 1, p.last_started_at, greatest(p.expires_at, p.last_started_at), '` + OutcomeLost + `'
+  SELECT $1::text, p.slot, p.holder, p.fencing_token, ` + nextAttempt(history, "$1::text", "p.fencing_token") + `,
+    p.last_started_at, greatest(p.expires_at, p.last_started_at), '` + OutcomeLost + `'
   FROM pick p WHERE EXISTS (SELECT FROM taken) AND p.present AND p.last_started_at IS NOT NULL AND p.last_finished_at IS NULL)`
 	}
 	return `WITH want AS (
@@ -151,7 +152,9 @@ func (s *Store) tryAcquireSlots(ctx context.Context, db DB, job string, t0 time.
 		}
 		// Another instance took the slot this one picked: look again.
 	}
-	return nil, &HeldError{Job: job, Slots: n, State: StateHeld}
+	// Every slot was taken under this instance's nose: busy, so a standby
+	// waits its retry interval rather than an expiry it does not know.
+	return nil, &HeldError{Job: job, Slots: n, State: StateHeld, ExpiresIn: s.cfg.RetryInterval}
 }
 
 // acquireSlotsSQL is the multi-slot take for the schema found.

@@ -37,18 +37,7 @@ const heldState = `CASE WHEN released_at IS NULL THEN 'held' WHEN last_finished_
 // clock. Durations are passed in microseconds.
 func newStatements(table string) statements {
 	return statements{
-		// Takes a free or expired row; a live one (even our own id's) is left
-		// alone, so RETURNING gives no row. The token rises on every take and
-		// never repeats: it is at least the database clock in microseconds,
-		// so a row that was deleted, truncated or lost in a failover cannot
-		// hand out a token again that a holder before it had.
-		// Setting job_name (to itself) makes the take lock the row like a key
-		// update, so it waits for any transaction in which leasewrap_check
-		// holds the row FOR KEY SHARE; renewals do not, and do not wait.
-		//
-		// One round trip either way: when the take does not happen, the
-		// same statement reads the holder it found, from the statement's
-		// snapshot (a CTE's SELECT does not see the INSERT's row).
+		// See acquireSQL.
 		acquire: acquireSQL(table, ""),
 
 		holder: `SELECT holder,
@@ -84,7 +73,7 @@ WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint`,
   UPDATE ` + table + ` SET released_at = now(),
     expires_at = CASE WHEN $3::boolean THEN now() ELSE expires_at END
   WHERE job_name = $1::text AND ($2::text IS NULL OR holder = $2::text) AND expires_at > now()
-    AND (released_at IS NULL OR $3::boolean)
+    AND (released_at IS NULL OR $3::boolean) AND ($5::bigint IS NULL OR fencing_token = $5::bigint)
   RETURNING job_name, slot, holder, fencing_token)
 SELECT holder, fencing_token, CASE WHEN $3::boolean THEN pg_notify($4::text, ` + baseJob + `)::text END FROM released`,
 
@@ -129,7 +118,8 @@ func acquireSQL(table, history string) string {
 		lost = `,
 lost AS (
   INSERT INTO ` + history + ` (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome)
-  SELECT $1::text, 1, o.holder, o.fencing_token, 1, o.last_started_at, greatest(o.expires_at, o.last_started_at), '` + OutcomeLost + `'
+  SELECT $1::text, 1, o.holder, o.fencing_token, ` + nextAttempt(history, "$1::text", "o.fencing_token") + `,
+    o.last_started_at, greatest(o.expires_at, o.last_started_at), '` + OutcomeLost + `'
   FROM old o WHERE EXISTS (SELECT FROM taken) AND o.last_started_at IS NOT NULL AND o.last_finished_at IS NULL)`
 	}
 	return `WITH old AS (
@@ -147,6 +137,12 @@ SELECT true, fencing_token, NULL::text, NULL::bigint, NULL::text, 1 FROM taken
 UNION ALL
 SELECT false, fencing_token, holder, ` + micros + `, ` + heldState + `, coalesce(slots, 1)
 FROM ` + table + ` WHERE job_name = $1::text AND NOT EXISTS (SELECT FROM taken)`
+}
+
+// nextAttempt numbers a run closed for its holder: one more than the
+// attempts of its lease (job, token) already recorded (--retries).
+func nextAttempt(history, job, token string) string {
+	return `1 + (SELECT count(*) FROM ` + history + ` h WHERE h.job_name = ` + job + ` AND h.fencing_token = ` + token + `)`
 }
 
 // releaseSQL hands a lease back: $1 row, $2 holder, $3 token, $4 hold-for,

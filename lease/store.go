@@ -94,12 +94,6 @@ func New(db DB, opts ...Option) (*Store, error) {
 // Table returns the lease table's name as given.
 func (s *Store) Table() string { return s.cfg.table }
 
-// Slots returns how many holders may have a job at once.
-func (s *Store) Slots() int { return s.cfg.slots }
-
-// HistoryTable returns the run history table's name, quoted as in SQL.
-func (s *Store) HistoryTable() string { return s.history.Sanitize() }
-
 // TTL returns the lease duration.
 func (s *Store) TTL() time.Duration { return s.cfg.TTL }
 

@@ -263,12 +263,6 @@ func New(rawURL string, opts ...Option) (*Pinger, error) {
 // RunID returns the run id sent with every ping ("" if none).
 func (p *Pinger) RunID() string { return p.cfg.rid }
 
-// Protocol returns the protocol the Pinger speaks (never Auto).
-func (p *Pinger) Protocol() Protocol { return p.proto }
-
-// Host returns the monitor's host, the part of the URL that is safe to log.
-func (p *Pinger) Host() string { return p.base.Host }
-
 // Start queues the start ping and returns at once. Only the first call
 // counts, and none after Finish or Close.
 func (p *Pinger) Start() {

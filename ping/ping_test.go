@@ -618,7 +618,7 @@ func TestTailConcurrentWrites(t *testing.T) {
 }
 
 func TestWriterTeeWithExecStyleCopy(t *testing.T) {
-	// What the lead will do: tee stderr into the tail.
+	// As leasewrap does with --ping-output: stderr teed into the tail.
 	tail := ping.NewTail(16)
 	var stderr bytes.Buffer
 	w := io.MultiWriter(&stderr, tail)

@@ -14,7 +14,8 @@ import (
 // entrypoint) or as a child subreaper (see Subreaper) the wrapper inherits
 // orphans and must reap them, or they stay zombies for good. Reaping with
 // wait4(-1) in the same process as exec.Cmd.Wait would race it for the main
-// child's status (supercronic issues 88 and 171), so with a Reaper nothing
+// child's status (whichever waits first gets it, and the other sees
+// ECHILD or a status that is not its child's), so with a Reaper nothing
 // else may wait: it hands each started child's status to its channel and
 // discards the orphans'. A process has one Reaper (ProcessReaper).
 type Reaper struct {
