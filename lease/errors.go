@@ -81,10 +81,11 @@ func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
 // SQLSTATEs leasewrap treats specially.
 const (
-	codeReadOnly       = "25006" // read_only_sql_transaction
-	codeUndefinedTable = "42P01"
-	codeNoPrivilege    = "42501" // insufficient_privilege
-	codeAdminShutdown  = "57P01"
+	codeReadOnly        = "25006" // read_only_sql_transaction
+	codeUndefinedTable  = "42P01"
+	codeUndefinedColumn = "42703"
+	codeNoPrivilege     = "42501" // insufficient_privilege
+	codeAdminShutdown   = "57P01"
 	// Class 42 (syntax error or access rule violation) holds what a table
 	// of the wrong shape makes the acquire fail with: undefined_table,
 	// undefined_column (42703), undefined_function (42883),

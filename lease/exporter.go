@@ -90,7 +90,7 @@ func (s *Store) Summaries(ctx context.Context, window time.Duration) ([]JobSumma
 	var (
 		out     []JobSummary
 		js      JobSummary
-		last    nullableSummaryRun
+		last    nullableRun
 		counts  []int
 		reasons []string
 	)
@@ -103,7 +103,7 @@ func (s *Store) Summaries(ctx context.Context, window time.Duration) ([]JobSumma
 			js.Runs[outcome] = counts[i]
 		}
 		out = append(out, js)
-		js, last = JobSummary{}, nullableSummaryRun{}
+		js, last = JobSummary{}, nullableRun{}
 		return nil
 	})
 	if err != nil {
@@ -116,10 +116,9 @@ func (s *Store) Summaries(ctx context.Context, window time.Duration) ([]JobSumma
 // missing, and names the tables otherwise.
 func (s *Store) summaryError(ctx context.Context, err error) error {
 	table, history := s.table.Sanitize(), s.history.Sanitize()
-	const undefinedColumn = "42703"
 	switch sqlState(err) {
 	case codeUndefinedTable:
-	case undefinedColumn:
+	case codeUndefinedColumn:
 		return fmt.Errorf("lease table %s or history table %s is of an older shape (run leasewrap migrate): %w", table, history, err)
 	default:
 		return fmt.Errorf("cannot read lease table %s and history table %s: %w", table, history, classify(err))
@@ -136,25 +135,4 @@ func (s *Store) summaryError(ctx context.Context, err error) error {
 		return fmt.Errorf("no history table %s (run leasewrap migrate): %w", history, ErrNoHistory)
 	}
 	return fmt.Errorf("cannot read lease table %s and history table %s: %w", table, history, classify(err))
-}
-
-// nullableSummaryRun scans a run that may not be there (a LEFT JOIN).
-type nullableSummaryRun struct {
-	slot, attempt     *int
-	holder, outcome   *string
-	token             *int64
-	started, finished *time.Time
-	exitCode          *int
-}
-
-func (n *nullableSummaryRun) dest() []any {
-	return []any{&n.slot, &n.holder, &n.token, &n.attempt, &n.started, &n.finished, &n.exitCode, &n.outcome}
-}
-
-func (n *nullableSummaryRun) run(job string) *Run {
-	if n.finished == nil {
-		return nil
-	}
-	return &Run{Job: job, Slot: *n.slot, Holder: *n.holder, FencingToken: *n.token, Attempt: *n.attempt,
-		StartedAt: *n.started, FinishedAt: *n.finished, ExitCode: n.exitCode, Outcome: *n.outcome}
 }
