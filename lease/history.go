@@ -109,7 +109,7 @@ const historyCatalogQuery = `SELECT t.oid IS NOT NULL, coalesce(c.relkind::text,
   coalesce(a.names, '{}'), coalesce(a.types, '{}'), coalesce(a.notnull, '{}'), coalesce(a.filled, '{}'),
   t.oid IS NOT NULL AND pg_catalog.has_table_privilege(t.oid, 'INSERT') AND pg_catalog.has_table_privilege(t.oid, 'SELECT'),
   t.oid IS NOT NULL AND pg_catalog.has_table_privilege(t.oid, 'DELETE')
-FROM (SELECT to_regclass($1) AS oid) t
+FROM (SELECT ` + resolvedOid + ` AS oid) t
 LEFT JOIN pg_catalog.pg_class c ON c.oid = t.oid
 LEFT JOIN LATERAL (
   SELECT array_agg(attname::text ORDER BY attnum) AS names,
@@ -140,12 +140,6 @@ func (s *Store) readHistory(ctx context.Context, q queryer) (historyState, error
 	if err != nil {
 		return hs, fmt.Errorf("cannot look up history table %s: %w", name, classify(err))
 	}
-	if hs.exists && cat.kind == "" {
-		// Committed while this statement ran: its name resolves but its
-		// catalog row is not in this statement's snapshot. Look again
-		// under the schema lock.
-		hs = historyState{}
-	}
 	if !hs.exists {
 		return hs, nil
 	}
@@ -162,17 +156,10 @@ func (s *Store) readHistory(ctx context.Context, q queryer) (historyState, error
 func (cat catalog) checkHistory() *SchemaError {
 	// Not a partitioned table: pruning deletes by row address (ctid), which
 	// is only unique within one table.
-	if cat.kind != "r" {
-		kind := relkinds[cat.kind]
-		if kind == "" {
-			kind = "relation kind " + cat.kind
-		}
-		return &SchemaError{Found: "it is " + kind, Want: "a plain table"}
+	if e := cat.checkKind("a plain table", "r"); e != nil {
+		return e
 	}
-	at := make(map[string]int, len(cat.names))
-	for i, name := range cat.names {
-		at[name] = i
-	}
+	at := cat.positions()
 	for _, c := range historyColumns {
 		i, ok := at[c.name]
 		switch {
@@ -182,16 +169,7 @@ func (cat catalog) checkHistory() *SchemaError {
 			return &SchemaError{Column: c.name, Found: cat.types[i], Want: c.typ}
 		}
 	}
-	for i, name := range cat.names {
-		if findHistoryColumn(name) {
-			continue
-		}
-		if cat.notNull[i] && !cat.filled[i] {
-			return &SchemaError{Column: name, Found: cat.types[i] + " NOT NULL without a default",
-				Want: "a column leasewrap need not fill: nullable or with a default"}
-		}
-	}
-	return nil
+	return cat.checkExtra(findHistoryColumn)
 }
 
 func findHistoryColumn(name string) bool {
@@ -249,8 +227,14 @@ func (s *Store) useHistory(hs historyState) {
 			"old runs are not pruned: this role may not DELETE from %s (GRANT DELETE ON %s)", name, name)
 		prune = false
 	}
-	table := s.table.Sanitize()
-	s.hist.Store(&historyStatements{
+	s.hist.Store(s.historyStatements(prune))
+}
+
+// historyStatements builds the statements that also write the history, with
+// pruning or without.
+func (s *Store) historyStatements(prune bool) *historyStatements {
+	table, name := s.table.Sanitize(), s.history.Sanitize()
+	return &historyStatements{
 		acquire:      acquireSQL(table, name),
 		acquireSlots: acquireSlotsSQL(table, name),
 		release:      releaseSQL(table, name, prune),
@@ -267,7 +251,21 @@ INSERT INTO ` + name + ` (job_name, slot, holder, fencing_token, attempt, starte
 SELECT $4::text, $5::integer, holder, fencing_token, $6::integer, coalesce(started, now()), now(), $7::integer, $8::text
 FROM ended`,
 		prune: prune,
-	})
+	}
+}
+
+// readableHistory checks, without creating anything, that the history
+// table is there and of our shape, and returns its quoted name.
+func (s *Store) readableHistory(ctx context.Context) (string, error) {
+	name := s.history.Sanitize()
+	hs, err := s.readHistory(ctx, s.db)
+	switch {
+	case err != nil:
+		return "", err
+	case !hs.exists:
+		return "", fmt.Errorf("no history table %s (run leasewrap migrate, or a job with this version): %w", name, ErrNoHistory)
+	}
+	return name, nil
 }
 
 // Run is one finished run of a job, as the history keeps it. Times come
@@ -296,13 +294,9 @@ type HistoryQuery struct {
 // History reads finished runs from the history table. It never creates
 // the table: without one it returns an error wrapping ErrNoHistory.
 func (s *Store) History(ctx context.Context, q HistoryQuery) ([]Run, error) {
-	name := s.history.Sanitize()
-	hs, err := s.readHistory(ctx, s.db)
+	name, err := s.readableHistory(ctx)
 	if err != nil {
 		return nil, err
-	}
-	if !hs.exists {
-		return nil, fmt.Errorf("no history table %s (run leasewrap migrate): %w", name, ErrNoHistory)
 	}
 	var job *string
 	if q.Job != "" {

@@ -3,10 +3,8 @@ package lease
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -122,56 +120,60 @@ type schemaStepError struct{ err error }
 func (e *schemaStepError) Error() string { return e.err.Error() }
 func (e *schemaStepError) Unwrap() error { return e.err }
 
-// acquireRow runs the acquire statement query with args when scanned: with
-// the shape checks in front until the Store's tables are known to be right,
-// and through ensureSchema when that fails (see above).
-func (s *Store) acquireRow(ctx context.Context, db DB, query string, args ...any) pgx.Row {
-	return acquireRow{s: s, ctx: ctx, db: db, query: query, args: args}
+// acquireRow runs the acquire statement with args when scanned: with the
+// shape checks in front until the Store's tables are known to be right, and
+// through ensureSchema when that fails (see above).
+func (s *Store) acquireRow(ctx context.Context, db DB, args ...any) pgx.Row {
+	return acquireRow{s: s, ctx: ctx, db: db, args: args}
 }
 
 type acquireRow struct {
-	s     *Store
-	ctx   context.Context
-	db    DB
-	query string
-	args  []any
+	s    *Store
+	ctx  context.Context
+	db   DB
+	args []any
 }
 
 func (r acquireRow) Scan(dest ...any) error {
 	s := r.s
 	if !s.schemaChecked() {
 		if b, ok := r.db.(batcher); ok {
-			err := r.checked(b, dest)
+			h := s.historyStatements(s.cfg.historyKeep > 0)
+			err := r.checked(b, h, dest)
 			if err == nil || errors.Is(err, pgx.ErrNoRows) {
 				s.setSchemaChecked()
-				s.useHistory(historyState{exists: true, complete: true, canWrite: true, canPrune: true})
+				s.hist.Store(h)
 				return err
 			}
 			if !needsCatalog(err) {
 				return err
 			}
 		}
+		// ensureSchema decides, too, whether runs are recorded.
 		if err := s.ensureSchema(r.ctx); err != nil {
 			return &schemaStepError{err}
 		}
-		// ensureSchema decided whether runs are recorded.
-		if h := s.hist.Load(); h != nil {
-			return r.db.QueryRow(r.ctx, h.acquire, r.args...).Scan(dest...)
-		}
-		return r.db.QueryRow(r.ctx, s.sql.acquire, r.args...).Scan(dest...)
 	}
-	return r.db.QueryRow(r.ctx, r.query, r.args...).Scan(dest...)
+	return r.db.QueryRow(r.ctx, s.acquireStatement(), r.args...).Scan(dest...)
+}
+
+// acquireStatement is the single-slot take for the schema found.
+func (s *Store) acquireStatement() string {
+	if h := s.hist.Load(); h != nil {
+		return h.acquire
+	}
+	return s.sql.acquire
 }
 
 // checked sends the shape checks of both tables and the acquire that also
 // records runs in one pipeline. The history check also asks for the
 // privileges recording and pruning need; without them, the catalog decides.
-func (r acquireRow) checked(b batcher, dest []any) error {
+func (r acquireRow) checked(b batcher, h *historyStatements, dest []any) error {
 	s := r.s
 	batch := &pgx.Batch{}
 	batch.Queue(shapeCheck, s.table.Sanitize(), s.checkFunction().Sanitize()+"(text,bigint,text)")
-	batch.Queue(historyShapeCheck, s.history.Sanitize(), s.cfg.historyKeep > 0)
-	batch.Queue(acquireSQL(s.table.Sanitize(), s.history.Sanitize()), r.args...)
+	batch.Queue(historyShapeCheck, s.history.Sanitize(), h.prune)
+	batch.Queue(h.acquire, r.args...)
 	br := b.SendBatch(r.ctx, batch)
 	_, err := br.Exec()
 	if err == nil {
@@ -208,23 +210,15 @@ func (s *Store) setSchemaChecked() {
 func (s *Store) look(ctx context.Context, db DB, job string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
 	defer cancel()
-	e := &HeldError{Job: job}
-	var expiresInMicros int64
-	err := db.QueryRow(ctx, s.sql.holder, job).Scan(&e.Holder, &expiresInMicros, &e.Token, &e.State)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		s.cfg.observer.Contacted()
-		return nil
-	case err != nil:
-		err = fmt.Errorf("cannot read lease %q: %w", job, classify(err))
+	e, err := s.readHolder(ctx, db, job)
+	if err != nil {
 		s.cfg.observer.Failed(err)
 		return err
 	}
 	s.cfg.observer.Contacted()
-	if expiresInMicros <= 0 {
+	if e.ExpiresIn <= 0 {
 		return nil
 	}
-	e.ExpiresIn = time.Duration(expiresInMicros) * time.Microsecond
 	return e
 }
 

@@ -36,13 +36,9 @@ func (s *Store) Freshness(ctx context.Context, job string) (Freshness, error) {
 	if err := CheckJob(job); err != nil {
 		return f, err
 	}
-	name := s.history.Sanitize()
-	hs, err := s.readHistory(ctx, s.db)
+	name, err := s.readableHistory(ctx)
 	if err != nil {
 		return f, err
-	}
-	if !hs.exists {
-		return f, fmt.Errorf("no history table %s (run leasewrap migrate, or a job with this version): %w", name, ErrNoHistory)
 	}
 	var success, last nullableRun
 	err = s.db.QueryRow(ctx, fmt.Sprintf(freshnessSQL, name), job).Scan(append(append([]any{&f.Now}, success.dest()...), last.dest()...)...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -404,6 +405,13 @@ type queryer interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// resolvedOid is the oid of the relation named $1, as this statement's
+// snapshot sees it. to_regclass alone resolves the name on the newest
+// catalog while the joins read the snapshot: a table another instance
+// created in between would show as an oid without a pg_class row. Through
+// pg_class it is "no table yet", which the advisory lock then sorts out.
+const resolvedOid = `(SELECT oid FROM pg_catalog.pg_class WHERE oid = to_regclass($1))`
+
 // catalogQuery reads, in one round trip and without locking anything, the
 // table's kind, columns and primary key, whether a unique index on job_name
 // alone can serve ON CONFLICT (job_name), and whether leasewrap_check exists
@@ -411,11 +419,7 @@ type queryer interface {
 // needs no privilege beyond USAGE on the schema. $3 is the table's schema
 // as given, or NULL for the first one on search_path, where an unqualified
 // CREATE FUNCTION puts the function.
-//
-// to_regclass resolves the name on the newest catalog, the joins read the
-// statement's snapshot: a table another instance created in between would
-// show as an oid without a pg_class row. Resolving through pg_class makes
-// it "no table yet" instead, which the advisory lock then sorts out.
+
 const catalogQuery = `SELECT t.oid IS NOT NULL, coalesce(c.relkind::text, ''),
   to_regprocedure($2) IS NOT NULL, x.nsp,
   CASE WHEN x.nsp IN (SELECT nspname FROM pg_catalog.pg_namespace)
@@ -426,7 +430,7 @@ const catalogQuery = `SELECT t.oid IS NOT NULL, coalesce(c.relkind::text, ''),
     JOIN pg_catalog.pg_attribute ja ON ja.attrelid = i.indrelid AND ja.attnum = i.indkey[0]
     WHERE i.indrelid = t.oid AND i.indisunique AND i.indimmediate AND i.indisvalid
       AND i.indnkeyatts = 1 AND i.indexprs IS NULL AND i.indpred IS NULL AND ja.attname = 'job_name')
-FROM (SELECT (SELECT oid FROM pg_catalog.pg_class WHERE oid = to_regclass($1)) AS oid) t
+FROM (SELECT ` + resolvedOid + ` AS oid) t
 CROSS JOIN (SELECT coalesce($3::text, current_schema()::text, '') AS nsp) x
 LEFT JOIN pg_catalog.pg_class c ON c.oid = t.oid
 LEFT JOIN LATERAL (
@@ -498,17 +502,10 @@ var relkinds = map[string]string{"p": "a partitioned table", "v": "a view", "m":
 // to upgrade, or fills in what the upgrade must do. Our columns come first,
 // in their order, so the message is the same on every run.
 func (cat catalog) check(st *schemaState) *SchemaError {
-	if cat.kind != "r" && cat.kind != "p" {
-		kind := relkinds[cat.kind]
-		if kind == "" {
-			kind = "relation kind " + cat.kind
-		}
-		return &SchemaError{Found: "it is " + kind, Want: "a table"}
+	if e := cat.checkKind("a table", "r", "p"); e != nil {
+		return e
 	}
-	at := make(map[string]int, len(cat.names))
-	for i, name := range cat.names {
-		at[name] = i
-	}
+	at := cat.positions()
 	for _, c := range columns {
 		i, ok := at[c.name]
 		if !ok {
@@ -522,10 +519,32 @@ func (cat catalog) check(st *schemaState) *SchemaError {
 			return e
 		}
 	}
-	if e := cat.checkExtra(); e != nil {
+	if e := cat.checkExtra(func(name string) bool { return findColumn(name) != nil }); e != nil {
 		return e
 	}
 	return cat.checkKey()
+}
+
+// checkKind refuses a relation whose kind is not one of kinds.
+func (cat catalog) checkKind(want string, kinds ...string) *SchemaError {
+	if slices.Contains(kinds, cat.kind) {
+		return nil
+	}
+	kind := relkinds[cat.kind]
+	if kind == "" {
+		kind = "relation kind " + cat.kind
+	}
+	return &SchemaError{Found: "it is " + kind, Want: want}
+}
+
+// positions maps the table's column names to their place in the catalog's
+// arrays.
+func (cat catalog) positions() map[string]int {
+	at := make(map[string]int, len(cat.names))
+	for i, name := range cat.names {
+		at[name] = i
+	}
+	return at
 }
 
 // checkColumn compares one of our columns with the catalog's. A missing NOT
@@ -551,9 +570,9 @@ func (cat catalog) checkColumn(c column, i int, st *schemaState) *SchemaError {
 // and key are in place, which no unrelated table is likely to have, and
 // people add notes or audit columns to a lease table. A NOT NULL column
 // without a default would make every first take of a job fail.
-func (cat catalog) checkExtra() *SchemaError {
+func (cat catalog) checkExtra(ours func(name string) bool) *SchemaError {
 	for i, name := range cat.names {
-		if findColumn(name) == nil && cat.notNull[i] && !cat.filled[i] {
+		if !ours(name) && cat.notNull[i] && !cat.filled[i] {
 			return &SchemaError{Column: name, Found: cat.types[i] + " NOT NULL without a default",
 				Want: "a column leasewrap need not fill: nullable or with a default"}
 		}

@@ -156,10 +156,6 @@ func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, erro
 		}
 		return s.tryAcquireSlots(ctx, db, job, t0)
 	}
-	query := s.sql.acquire
-	if h := s.hist.Load(); h != nil {
-		query = h.acquire
-	}
 	slots := 1
 	var (
 		taken         bool
@@ -167,7 +163,7 @@ func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, erro
 		holder, state *string
 		expiresMicros *int64
 	)
-	err := s.acquireRow(ctx, db, query, job, s.cfg.holder, s.cfg.TTL.Microseconds()).
+	err := s.acquireRow(ctx, db, job, s.cfg.holder, s.cfg.TTL.Microseconds()).
 		Scan(&taken, &token, &holder, &expiresMicros, &state, &slots)
 	var schemaErr *schemaStepError
 	if errors.As(err, &schemaErr) {
@@ -196,18 +192,28 @@ func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, erro
 
 // held reads the current holder after an acquisition lost a race.
 func (s *Store) held(ctx context.Context, db DB, job string) error {
+	e, err := s.readHolder(ctx, db, job)
+	if err != nil {
+		return err
+	}
+	return e
+}
+
+// readHolder reads who holds job's lease and for how long, with a plain
+// SELECT. A job without a row has a HeldError with no holder and no time
+// left: free (deleted by hand, or never taken).
+func (s *Store) readHolder(ctx context.Context, db DB, job string) (*HeldError, error) {
 	e := &HeldError{Job: job}
 	var expiresInMicros int64
 	err := db.QueryRow(ctx, s.sql.holder, job).Scan(&e.Holder, &expiresInMicros, &e.Token, &e.State)
-	if errors.Is(err, pgx.ErrNoRows) {
-		// Released and deleted by hand between the two statements: free now.
-		return e
-	}
-	if err != nil {
-		return fmt.Errorf("cannot read holder of lease %q: %w", job, err)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return e, nil
+	case err != nil:
+		return nil, fmt.Errorf("cannot read holder of lease %q: %w", job, classify(err))
 	}
 	e.ExpiresIn = time.Duration(expiresInMicros) * time.Microsecond
-	return e
+	return e, nil
 }
 
 // logFailure logs a standby's failed attempt: at warn the first time and
