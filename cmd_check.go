@@ -31,7 +31,7 @@ func checkCommand() *cli.Command {
 			jobFlag("the job to check (required)"),
 			&cli.StringFlag{Name: "max-age", Usage: "how long ago the last successful run may have finished, as in 26h (required)"},
 			&cli.BoolFlag{Name: "fail-on-last-failure", Usage: "also exit 2 when the newest run failed, even if a success is recent enough"},
-			&cli.BoolFlag{Name: "json", Usage: "print a JSON object for machines"},
+			jsonFlag("print a JSON object for machines"),
 		}, storeFlags()...),
 		// A monitoring system reads UNKNOWN (3) and one line on stdout, for
 		// a bad flag too.
@@ -96,7 +96,7 @@ func judge(f lease.Freshness, maxAge time.Duration, failOnLastFailure bool) chec
 		age = f.Now.Sub(run.FinishedAt)
 		r.LastSuccessAt, r.LastSuccessAgeSeconds = utc(&run.FinishedAt), ptr(math.Round(age.Seconds()*1000)/1000)
 	}
-	lastFailed := f.LastRun != nil && (f.LastRun.Outcome != lease.OutcomeExited || f.LastRun.ExitCode == nil || *f.LastRun.ExitCode != 0)
+	lastFailed := f.LastRun != nil && !f.LastRun.Succeeded()
 	switch {
 	case f.LastSuccess == nil:
 		r.code, r.Message = checkCritical, fmt.Sprintf("%s has no successful run in the history", printable(f.Job))

@@ -31,7 +31,7 @@ func historyCommand() *cli.Command {
 			jobFlag("show only this job"),
 			&cli.StringFlag{Name: "since", Usage: "only runs that finished in the last D (24h), or since a time (2026-03-01 or RFC 3339)"},
 			&cli.StringFlag{Name: "limit", Value: strconv.Itoa(defaultHistoryLimit), Usage: "show at most N runs (0: all)"},
-			&cli.BoolFlag{Name: "json", Usage: "print a JSON array for scripts"},
+			jsonFlag("print a JSON array for scripts"),
 			&cli.BoolFlag{Name: "timeline", Usage: "draw one lane per holder over the period, so that double runs and gaps show"},
 			&cli.StringFlag{Name: "width", Value: strconv.Itoa(defaultTimelineWidth), Usage: "with --timeline: columns of the time axis"},
 		}, storeFlags()...),
@@ -222,7 +222,7 @@ var timelineMarks = []struct {
 }
 
 func timelineMark(r lease.Run) byte {
-	if r.Outcome == lease.OutcomeExited && r.ExitCode != nil && *r.ExitCode != 0 {
+	if r.Outcome == lease.OutcomeExited && !r.Succeeded() {
 		return 'E'
 	}
 	for _, m := range timelineMarks {

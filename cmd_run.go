@@ -117,8 +117,7 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 			break
 		}
 	}
-	code, _ := exitCode(exitStatus(res))
-	pings.finish(code)
+	pings.finish(runExitCode(res))
 	if !res.Started {
 		end := lease.End{Outcome: lease.OutcomeCouldNotStart, Attempt: attempt}
 		if res.Lost == nil {
@@ -142,16 +141,13 @@ func (w *wrapper) attempt(path string, l *lease.Lease, mon *monitor.Monitor, pin
 	cmd := exec.Command(path, w.o.command[1:]...)
 	cmd.Args[0] = w.o.command[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, stderr
-	cmd.Env = append(childEnv(os.Environ(), w.o.job, w.o.holder, l.Token(), w.store.Table()),
-		"LEASEWRAP_SLOT="+strconv.Itoa(l.Slot()), "LEASEWRAP_LEASE="+l.Row())
+	cmd.Env = childEnv(os.Environ(), leaseVars{job: w.o.job, holder: w.o.holder, table: w.store.Table(),
+		row: l.Row(), token: l.Token(), slot: l.Slot()})
 	cfg := runner.Config{
 		Signals:    w.sigs,
 		Log:        log,
 		Started:    mon.ChildStarted,
 		MaxRuntime: w.o.maxRuntime,
-	}
-	if signals.NeedReaper() {
-		cfg.Reaper = signals.NewReaper()
 	}
 	res := runner.Run(cmd, l, cfg)
 	if res.Started {
@@ -179,34 +175,49 @@ func runOutcome(res runner.Result) string {
 	return lease.OutcomeExited
 }
 
-// exitStatus is leasewrap's status for a run: 75 if the child had to be
+// runExitCode is leasewrap's status for a run: 75 if the child had to be
 // stopped for the lease, 124 if for --max-runtime, else the child's own.
-func exitStatus(res runner.Result) error {
+func runExitCode(res runner.Result) int {
 	switch {
 	case res.Lost != nil:
-		return exitWith(exitLeaseLost)
+		return exitLeaseLost
 	case res.TimedOut:
-		return exitWith(exitTimedOut)
-	case res.Status != 0:
-		return exitWith(res.Status)
+		return exitTimedOut
+	}
+	return res.Status
+}
+
+// exitStatus is runExitCode as an action's error.
+func exitStatus(res runner.Result) error {
+	if code := runExitCode(res); code != 0 {
+		return exitWith(code)
 	}
 	return nil
+}
+
+// leaseVars is what the child is told of its lease.
+type leaseVars struct {
+	job, holder, table, row string
+	token                   int64
+	slot                    int
 }
 
 // childEnv is the child's environment: leasewrap's, less leasewrap's own
 // settings (a password among them; a nested leasewrap must not inherit
 // --http-addr), plus what the child is told of its lease.
-func childEnv(environ []string, job, holder string, token int64, table string) []string {
+func childEnv(environ []string, v leaseVars) []string {
 	own := configEnv()
 	env := slices.DeleteFunc(slices.Clone(environ), func(kv string) bool {
 		name, _, _ := strings.Cut(kv, "=")
 		return slices.Contains(own, name)
 	})
 	return append(env,
-		"LEASEWRAP_JOB="+job,
-		"LEASEWRAP_HOLDER="+holder,
-		"LEASEWRAP_FENCING_TOKEN="+strconv.FormatInt(token, 10),
-		"LEASEWRAP_TABLE="+table,
+		"LEASEWRAP_JOB="+v.job,
+		"LEASEWRAP_HOLDER="+v.holder,
+		"LEASEWRAP_FENCING_TOKEN="+strconv.FormatInt(v.token, 10),
+		"LEASEWRAP_TABLE="+v.table,
+		"LEASEWRAP_SLOT="+strconv.Itoa(v.slot),
+		"LEASEWRAP_LEASE="+v.row,
 	)
 }
 

@@ -28,7 +28,7 @@ func statusCommand() *cli.Command {
 		UsageText: "leasewrap status [--job NAME] [--json] [--fail-on-error]",
 		Flags: append([]cli.Flag{
 			jobFlag("show only this job"),
-			&cli.BoolFlag{Name: "json", Usage: "print a JSON array for scripts"},
+			jsonFlag("print a JSON array for scripts"),
 			&cli.BoolFlag{Name: "fail-on-error", Usage: "exit 2 if the last run of a job shown exited non-zero"},
 		}, storeFlags()...),
 		OnUsageError: usageError,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net/url"
 	"strings"
 	"time"
 
@@ -68,14 +67,11 @@ type redactor struct {
 	secrets []string
 }
 
-// newRedactor knows the password of dsn, as written and percent-decoded,
-// before anything has parsed it.
+// newRedactor knows the password of dsn as written, before anything has
+// parsed it (a string pgx cannot parse may still be echoed); openDatabase
+// adds the one pgx parsed, percent-decoded.
 func newRedactor(dsn string) *redactor {
 	r := &redactor{}
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		pw, _ := u.User.Password()
-		r.add(pw)
-	}
 	if _, rest, ok := strings.Cut(dsn, ":"); ok {
 		if userinfo, _, ok := strings.Cut(strings.TrimPrefix(rest, "//"), "@"); ok {
 			if _, raw, ok := strings.Cut(userinfo, ":"); ok {

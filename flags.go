@@ -21,6 +21,9 @@ func idFlag(usage string) cli.Flag {
 	return &cli.StringFlag{Name: "id", EnvVars: []string{"LEASEWRAP_ID"}, Usage: usage}
 }
 
+// jsonFlag asks a subcommand for JSON instead of a table or a line.
+func jsonFlag(usage string) cli.Flag { return &cli.BoolFlag{Name: "json", Usage: usage} }
+
 // storeFlags are the settings of every command that talks to the lease table.
 func storeFlags() []cli.Flag {
 	return []cli.Flag{

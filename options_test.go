@@ -162,9 +162,10 @@ func TestSubcommandsReadOnlyTheirSettings(t *testing.T) {
 func TestChildEnvironmentLosesLeasewrapsSettings(t *testing.T) {
 	env := childEnv([]string{"PATH=/bin", "LEASEWRAP_DATABASE_URL=postgres://u:pw@db/x", "LEASEWRAP_HTTP_ADDR=:8080",
 		"LEASEWRAP_TTL=10s", "LEASEWRAP_JOB=outer", "LEASEWRAP_ID=me", "DATABASE_URL=postgres://app@db/x", "PGPASSWORD=pw"},
-		"inner", "h1", 42, "leader_lease")
+		leaseVars{job: "inner", holder: "h1", table: "leader_lease", row: "inner", token: 42, slot: 1})
 	want := []string{"PATH=/bin", "DATABASE_URL=postgres://app@db/x", "PGPASSWORD=pw",
-		"LEASEWRAP_JOB=inner", "LEASEWRAP_HOLDER=h1", "LEASEWRAP_FENCING_TOKEN=42", "LEASEWRAP_TABLE=leader_lease"}
+		"LEASEWRAP_JOB=inner", "LEASEWRAP_HOLDER=h1", "LEASEWRAP_FENCING_TOKEN=42", "LEASEWRAP_TABLE=leader_lease",
+		"LEASEWRAP_SLOT=1", "LEASEWRAP_LEASE=inner"}
 	if !slices.Equal(env, want) {
 		t.Errorf("child env %q, want %q", env, want)
 	}

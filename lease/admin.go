@@ -71,23 +71,10 @@ func (s *Store) Status(ctx context.Context, job string) ([]JobStatus, error) {
 		out           []JobStatus
 		js            JobStatus
 		expiresMicros int64
-		released      bool
 	)
-	_, err = pgx.ForEachRow(rows, []any{&js.Job, &js.Holder, &js.FencingToken, &expiresMicros, &released,
+	_, err = pgx.ForEachRow(rows, []any{&js.Job, &js.Holder, &js.FencingToken, &expiresMicros, &js.State,
 		&js.LastStarted, &js.LastFinished, &js.LastExitCode, &js.LastHolder, &js.Slot, &js.Slots}, func() error {
 		js.ExpiresIn = time.Duration(expiresMicros) * time.Microsecond
-		switch {
-		case js.ExpiresIn > 0 && !released:
-			js.State = StateHeld
-		case js.ExpiresIn > 0 && js.LastFinished != nil:
-			js.State = StateKept
-		case js.ExpiresIn > 0:
-			js.State = StateReleasing
-		case released:
-			js.State = StateReleased
-		default:
-			js.State = StateExpired
-		}
 		out = append(out, js)
 		js = JobStatus{}
 		return nil

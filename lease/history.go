@@ -283,6 +283,13 @@ type Run struct {
 	Outcome      string
 }
 
+// Succeeded reports whether the run exited on its own with status 0, the
+// one outcome that counts as a success (in SQL: outcome = 'exited' AND
+// exit_code = 0).
+func (r Run) Succeeded() bool {
+	return r.Outcome == OutcomeExited && r.ExitCode != nil && *r.ExitCode == 0
+}
+
 // HistoryQuery selects runs: Job's only when set, those that finished at
 // or after Since when set, at most Limit (all when 0), newest first.
 type HistoryQuery struct {

@@ -33,6 +33,10 @@ const clockToken = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 // the holder to stop).
 const heldState = `CASE WHEN released_at IS NULL THEN 'held' WHEN last_finished_at IS NOT NULL THEN 'kept' ELSE 'releasing' END`
 
+// leaseState is the state of any lease row: heldState while it is live,
+// else StateReleased (handed back) or StateExpired (never released).
+const leaseState = `CASE WHEN expires_at > now() THEN ` + heldState + ` WHEN released_at IS NOT NULL THEN 'released' ELSE 'expired' END`
+
 // A lease is live while expires_at > now(); all times come from the database
 // clock. Durations are passed in microseconds.
 func newStatements(table string) statements {
@@ -41,7 +45,7 @@ func newStatements(table string) statements {
 		acquire: acquireSQL(table, ""),
 
 		holder: `SELECT holder,
-  (extract(epoch FROM expires_at - now()) * 1000000)::bigint,
+  ` + micros + `,
   fencing_token, ` + heldState + `
 FROM ` + table + ` WHERE job_name = $1::text`,
 
@@ -79,8 +83,8 @@ SELECT holder, fencing_token, CASE WHEN $3::boolean THEN pg_notify($4::text, ` +
 
 		// Slot rows (slot > 1) are named job#slot and shown under their job.
 		status: `SELECT ` + baseJob + ` AS job, holder, fencing_token,
-  (extract(epoch FROM expires_at - now()) * 1000000)::bigint,
-  released_at IS NOT NULL,
+  ` + micros + `,
+  ` + leaseState + `,
   last_started_at, last_finished_at, last_exit_code, last_holder, coalesce(slot, 1), coalesce(slots, 1)
 FROM ` + table + ` WHERE $1::text IS NULL OR job_name = $1::text OR (slot > 1 AND job_name = $1::text || '#' || slot)
 ORDER BY job, coalesce(slot, 1)`,

@@ -32,9 +32,6 @@ type Config struct {
 	Signals <-chan os.Signal
 	// Log receives the child's start, stop and exit.
 	Log zerolog.Logger
-	// Reaper, when set, owns waiting for children (leasewrap as PID 1).
-	// On Linux Run uses signals.ProcessReaper in any case, as a subreaper.
-	Reaper *signals.Reaper
 	// Started, when set, is called once the child runs.
 	Started func()
 	// MaxRuntime, when positive, is how long the child may run: it is then
@@ -91,8 +88,10 @@ func Run(cmd *exec.Cmd, l Lease, cfg Config) Result {
 		return Result{Lost: l.Err()}
 	default:
 	}
-	reaper := cfg.Reaper
-	if err := signals.Subreaper(); err == nil {
+	// A subreaper, and PID 1 where there is none, inherits orphans: then
+	// one reaper owns all waiting for children.
+	var reaper *signals.Reaper
+	if err := signals.Subreaper(); err == nil || signals.NeedReaper() {
 		reaper = signals.ProcessReaper()
 	} else if !errors.Is(err, errors.ErrUnsupported) {
 		log.Warn().Err(err).Msg("cannot become a subreaper; processes that leave the child's process group may outlive the lease")

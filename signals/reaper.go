@@ -40,9 +40,6 @@ var theReaper = sync.OnceValue(func() *Reaper {
 // other's wait4(-1) just as a Reaper and exec.Cmd.Wait would.
 func ProcessReaper() *Reaper { return theReaper() }
 
-// NewReaper returns ProcessReaper(); every call returns the same Reaper.
-func NewReaper() *Reaper { return ProcessReaper() }
-
 var subreaper = sync.OnceValue(becomeSubreaper)
 
 // Subreaper makes the process a child subreaper (Linux's
