@@ -96,6 +96,14 @@ func TestBrokenHistoryNeverStopsARun(t *testing.T) {
 				!strings.HasPrefix(h.Logs.String(), "leasewrap: run history unavailable: ") || strings.Count(h.Logs.String(), "\n") != 1 {
 				t.Errorf("history exited %d, want %d and one line: %s", got, exitUnavailable, h.Logs)
 			}
+			if dsn != pgtest.URL() {
+				return // the role cannot migrate
+			}
+			m := lw(t, nil, "migrate", "--database-url", dsn, "--table", d.table)
+			if got := m.Wait(t, 10*time.Second); got != exitUnavailable || !strings.HasPrefix(m.Logs.String(), "leasewrap: history table "+history) ||
+				strings.Count(m.Logs.String(), "\n") != 1 {
+				t.Errorf("migrate exited %d, want %d and one line naming %s: %s", got, exitUnavailable, history, m.Logs)
+			}
 		})
 	}
 }
