@@ -312,8 +312,8 @@ func (s *Store) withoutHistory(ctx context.Context, err error, plain func() erro
 		return err
 	}
 	perr := plain()
-	if perr == nil || errors.Is(perr, pgx.ErrNoRows) {
-		s.hist.Store(nil)
+	// Swap: two statements that failed at once say it once.
+	if (perr == nil || errors.Is(perr, pgx.ErrNoRows)) && s.hist.Swap(nil) != nil {
 		s.historyFailed(fmt.Errorf("writing to %s failed: %w", s.history.Sanitize(), classify(err)))
 	}
 	return perr
