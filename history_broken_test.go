@@ -129,34 +129,44 @@ func TestBrokenHistoryIsCounted(t *testing.T) {
 
 // A history table broken under running instances (an ALTER while the
 // leader runs) loses neither the leader's release nor the standby's take:
-// both go through without recording the run, and each says so once.
+// both go through without recording the run, and each says so once. The
+// same holds for the slot take of a job with --slots.
 func TestHistoryBrokenWhileRunningLosesNoRelease(t *testing.T) {
 	t.Parallel()
-	d := newDB(t)
-	leader := lw(t, []string{child("ready block")}, d.args("--job", "j", "--id", "leader", "--", self())...)
-	leader.Expect(t, "ready")
-	standby := lw(t, []string{child("exit:0")}, d.args("--job", "j", "--id", "standby", "--wait", "--", self())...)
-	standby.WaitLog(t, "standing by: lease held by another instance")
-	rawExec(t, d, `ALTER TABLE `+pgx.Identifier{d.table + "_history"}.Sanitize()+` ALTER COLUMN outcome TYPE integer USING 0`)
+	for _, slots := range []string{"1", "2"} {
+		t.Run("slots "+slots, func(t *testing.T) {
+			t.Parallel()
+			d := newDB(t)
+			leader := lw(t, []string{child("ready block")}, d.args("--job", "j", "--slots", slots, "--id", "leader", "--", self())...)
+			leader.Expect(t, "ready")
+			if slots == "2" { // the other slot stays held
+				other := lw(t, []string{child("ready block")}, d.args("--job", "j", "--slots", slots, "--id", "other", "--", self())...)
+				other.Expect(t, "ready")
+			}
+			standby := lw(t, []string{child("exit:0")}, d.args("--job", "j", "--slots", slots, "--id", "standby", "--wait", "--", self())...)
+			standby.WaitLog(t, "standing by: lease held by another instance")
+			rawExec(t, d, `ALTER TABLE `+pgx.Identifier{d.table + "_history"}.Sanitize()+` ALTER COLUMN outcome TYPE integer USING 0`)
 
-	_ = leader.Cmd.Process.Signal(syscall.SIGTERM)
-	if got := leader.Wait(t, 10*time.Second); got != 143 {
-		t.Fatalf("leader exited %d, want 143; logs:\n%s", got, leader.Logs)
-	}
-	if got := standby.Wait(t, 20*time.Second); got != 0 {
-		t.Fatalf("standby exited %d, want 0; logs:\n%s", got, standby.Logs)
-	}
-	for name, p := range map[string]*lwtest.Proc{"leader": leader, "standby": standby} {
-		if w := historyWarnings(t, p); len(w) != 1 || !strings.Contains(w[0], d.table+"_history") {
-			t.Errorf("%s warned %q, want once, naming the history table", name, w)
-		}
-	}
-	var holder string
-	var released bool
-	d.query(t, &holder, `SELECT last_holder FROM TABLE WHERE job_name = 'j'`)
-	d.query(t, &released, `SELECT released_at IS NOT NULL AND expires_at <= now() FROM TABLE WHERE job_name = 'j'`)
-	if holder != "standby" || !released {
-		t.Errorf("last holder %q, released %v: want the standby's run, released", holder, released)
+			_ = leader.Cmd.Process.Signal(syscall.SIGTERM)
+			if got := leader.Wait(t, 10*time.Second); got != 143 {
+				t.Fatalf("leader exited %d, want 143; logs:\n%s", got, leader.Logs)
+			}
+			if got := standby.Wait(t, 20*time.Second); got != 0 {
+				t.Fatalf("standby exited %d, want 0; logs:\n%s", got, standby.Logs)
+			}
+			for name, p := range map[string]*lwtest.Proc{"leader": leader, "standby": standby} {
+				if w := historyWarnings(t, p); len(w) != 1 || !strings.Contains(w[0], d.table+"_history") {
+					t.Errorf("%s warned %q, want once, naming the history table", name, w)
+				}
+			}
+			var holder string
+			var released bool
+			d.query(t, &holder, `SELECT last_holder FROM TABLE WHERE job_name = 'j'`)
+			d.query(t, &released, `SELECT released_at IS NOT NULL AND expires_at <= now() FROM TABLE WHERE job_name = 'j'`)
+			if holder != "standby" || !released {
+				t.Errorf("last holder %q, released %v: want the standby's run, released", holder, released)
+			}
+		})
 	}
 }
 
