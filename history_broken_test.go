@@ -159,6 +159,9 @@ func TestHistoryBrokenWhileRunningLosesNoRelease(t *testing.T) {
 					t.Errorf("%s warned %q, want once, naming the history table", name, w)
 				}
 			}
+			if strings.Contains(leader.Logs.String(), "release failed") {
+				t.Errorf("the leader's release failed: the lease was left to expire")
+			}
 			var holder string
 			var released bool
 			d.query(t, &holder, `SELECT last_holder FROM TABLE WHERE job_name = 'j'`)
