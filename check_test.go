@@ -34,7 +34,7 @@ func TestCheckJudgesTheLastSuccess(t *testing.T) {
 	}
 
 	code, out := check("--max-age", "26h")
-	expect(code, out, 3, "UNKNOWN: no history table")
+	expect(code, out, 3, "UNKNOWN: no lease table")
 	run("3")
 	code, out = check("--max-age", "26h")
 	expect(code, out, 2, "CRITICAL: nightly has no successful run in the history")

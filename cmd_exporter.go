@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"net"
 	"os/signal"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/monitor"
 )
 
@@ -47,6 +50,9 @@ func exporterAction(c *cli.Context) error {
 	defer a.db.close()
 	ctx, stopSignals := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer stopSignals()
+	if err := leaseTableThere(ctx, a.store); err != nil {
+		return err
+	}
 
 	exp := monitor.NewExporter(ctx, a.store, monitor.DefaultScrapeTimeout, a.log)
 	stop, bound, err := monitor.Serve(addr, exp.Handler())
@@ -63,5 +69,19 @@ func exporterAction(c *cli.Context) error {
 	}
 	<-ctx.Done()
 	a.log.Info().Msg("stopping")
+	return nil
+}
+
+// leaseTableThere refuses to start, with EX_UNAVAILABLE, an exporter whose
+// lease table does not exist: a mistyped --table would otherwise serve
+// leasewrap_exporter_up 0 for ever, looking like an outage. A database that
+// does not answer is not refused: the exporter serves, and says up 0 until
+// it does.
+func leaseTableThere(ctx context.Context, store *lease.Store) error {
+	ctx, cancel := context.WithTimeout(ctx, monitor.DefaultScrapeTimeout)
+	defer cancel()
+	if _, err := store.Status(ctx, ""); errors.Is(err, lease.ErrNoTable) {
+		return &exitError{code: exitUnavailable, err: err}
+	}
 	return nil
 }

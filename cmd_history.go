@@ -98,8 +98,10 @@ func historyAction(c *cli.Context) error {
 	defer a.db.close()
 	runs, err := a.store.History(c.Context, o.query)
 	switch {
-	case errors.Is(err, lease.ErrNoHistory):
-		runs = nil
+	// No lease table (a mistyped --table), or a history that cannot be
+	// read: said in one line, not shown as an empty history.
+	case errors.Is(err, lease.ErrNoTable), errors.Is(err, lease.ErrNoHistory), errors.Is(err, lease.ErrHistoryUnavailable):
+		return &exitError{code: exitUnavailable, err: a.db.redact.errorf(err)}
 	case err != nil:
 		return a.db.unavailable(err, a.log)
 	}

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/redbite/leasewrap/lease"
 )
 
 func migrateCommand() *cli.Command {
@@ -19,7 +22,16 @@ func migrateCommand() *cli.Command {
 			}
 			defer a.db.close()
 			changes, err := a.store.Migrate(c.Context)
-			if err != nil {
+			switch {
+			// The lease table is ready; the run history is not, and says why.
+			case errors.Is(err, lease.ErrHistoryUnavailable):
+				for _, line := range changes {
+					if err := printed(fmt.Fprintln(c.App.Writer, line)); err != nil {
+						return err
+					}
+				}
+				return &exitError{code: exitUnavailable, err: a.db.redact.errorf(err)}
+			case err != nil:
 				return a.db.unavailable(err, a.log)
 			}
 			if len(changes) == 0 {

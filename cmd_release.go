@@ -50,6 +50,8 @@ func releaseAction(c *cli.Context) error {
 	defer a.db.close()
 	jobs, err := a.store.Status(c.Context, job)
 	switch {
+	case errors.Is(err, lease.ErrNoTable):
+		return &exitError{code: exitUnavailable, err: err}
 	case errors.Is(err, lease.ErrNoJob):
 		return &exitError{code: exitNotFound, err: err}
 	case err != nil:

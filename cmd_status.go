@@ -44,6 +44,8 @@ func statusCommand() *cli.Command {
 			defer a.db.close()
 			jobs, err := a.store.Status(c.Context, job)
 			switch {
+			case errors.Is(err, lease.ErrNoTable):
+				return &exitError{code: exitUnavailable, err: err}
 			case errors.Is(err, lease.ErrNoJob) && job != "":
 				return &exitError{code: exitNotFound, err: err}
 			case errors.Is(err, lease.ErrNoJob):

@@ -141,7 +141,7 @@ func exitStatusRoff() string {
 		{"COMMAND's own status", "when this instance held the lease and ran COMMAND (128+N when a signal N ended it)"},
 		{"0, or --skip-exit-code", "when another instance holds the lease"},
 		{fmt.Sprint(exitUsage), "a mistake in the command line or the environment, an --http-addr that cannot be listened on, or --slots other than the job's"},
-		{fmt.Sprint(exitUnavailable), "the database could not be reached or used, or the table is not a lease table; COMMAND did not run"},
+		{fmt.Sprint(exitUnavailable), "the database could not be reached or used, or the table is not a lease table; COMMAND did not run. For status, history, release and exporter: the lease table does not exist; for history: the run history cannot be read"},
 		{fmt.Sprint(exitLeaseLost), "the lease was lost while COMMAND ran (COMMAND was stopped), or was in doubt when COMMAND was to start"},
 		{fmt.Sprint(exitWaitTimeout), "--wait-timeout passed before this instance became the leader, or COMMAND ran past --max-runtime and was stopped"},
 		{fmt.Sprint(exitNotExecutable), "COMMAND was found but is not executable"},

@@ -102,19 +102,17 @@ func seconds(t *testing.T, v string) float64 {
 	return f
 }
 
-// The exporter starts with no tables and says so, creates none, then
-// follows runs as they happen: a success, a failure, a job that never
+// The exporter refuses to start without a lease table and creates none,
+// then follows runs as they happen: a success, a failure, a job that never
 // succeeded, a held lease and its release.
 func TestExporterFollowsRuns(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	exp, addr := d.exporter(t, pgtest.URL())
 
-	// No table yet: the exporter serves, reports up 0, logs why, and
-	// leaves the database alone.
-	waitSeries(t, addr, map[string]string{"leasewrap_exporter_up": "0"})
-	if e := exp.WaitLog(t, "scrape failed: serving leasewrap_exporter_up 0"); !strings.Contains(e["error"].(string), "no lease table") {
-		t.Errorf("logged error %q, want no lease table", e["error"])
+	// No table yet: one line naming it, exit 69, the database left alone.
+	p := lw(t, nil, "exporter", "--database-url", pgtest.URL(), "--table", d.table, "--log-format", "json", "--http-addr", "127.0.0.1:0")
+	if got := p.Wait(t, 10*time.Second); got != 69 || !strings.Contains(p.Logs.String(), "no lease table") {
+		t.Errorf("exporter without a lease table exited %d, want 69 naming the table: %s", got, p.Logs)
 	}
 	var exists bool
 	if err := d.pool.QueryRow(context.Background(), `SELECT to_regclass($1) IS NOT NULL OR to_regclass($2) IS NOT NULL`,
@@ -123,6 +121,7 @@ func TestExporterFollowsRuns(t *testing.T) {
 	}
 
 	d.runJob(t, "flip", 0)
+	exp, addr := d.exporter(t, pgtest.URL())
 	d.runJob(t, "broken", 3)
 	m := waitSeries(t, addr, map[string]string{
 		"leasewrap_exporter_up":                                        "1",
@@ -279,6 +278,7 @@ func TestExporterExitCodes(t *testing.T) {
 		t.Errorf("bad address: exit %d, %q", code, errOut)
 	}
 	d := newDB(t)
+	d.runJob(t, "nightly", 0)
 	_, addr := d.exporter(t, pgtest.URL())
 	p := lw(t, nil, "exporter", "--database-url", pgtest.URL(), "--table", d.table, "--log-format", "json", "--http-addr", addr)
 	if got := p.Wait(t, 10*time.Second); got != exitUsage {

@@ -253,8 +253,12 @@ func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("no space
 
 // Output that cannot be written is an I/O error (74), not a usage error.
 func TestStatusThatCannotWriteExits74(t *testing.T) {
+	d := newDB(t)
+	if code := run([]string{"leasewrap", "migrate", "--database-url", pgtest.URL(), "--table", d.table}, io.Discard, io.Discard); code != 0 {
+		t.Fatalf("migrate exited %d", code)
+	}
 	var stderr bytes.Buffer
-	code := run([]string{"leasewrap", "status", "--database-url", pgtest.URL(), "--table", "lw_no_such_table_for_status"},
+	code := run([]string{"leasewrap", "status", "--database-url", pgtest.URL(), "--table", d.table},
 		failingWriter{}, &stderr)
 	if code != exitIOErr || !strings.Contains(stderr.String(), "cannot write status") {
 		t.Errorf("exit %d, %q; want 74 and the reason", code, stderr.String())

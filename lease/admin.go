@@ -46,15 +46,26 @@ type JobStatus struct {
 // Live reports whether no other holder can take the lease now.
 func (j JobStatus) Live() bool { return j.ExpiresIn > 0 }
 
+// ErrNoTable is matched (errors.Is) by the error of a read (Status,
+// History, Freshness, Summaries) that found no lease table: a mistyped
+// table name, or no job has run yet. Reads never create it.
+var ErrNoTable = errors.New("no lease table")
+
+// noTable is the error of a read that found no lease table.
+func (s *Store) noTable() error {
+	return fmt.Errorf("%w %s: check the table's name (leasewrap migrate or a job's first run creates it)", ErrNoTable, s.table.Sanitize())
+}
+
 // Status reads the lease rows, all of them or only job's when job is not
-// empty. It never creates the table: a missing table has no jobs.
+// empty. It never creates the table: without one it returns an error
+// matching ErrNoTable. It reads the lease table only, never the history.
 func (s *Store) Status(ctx context.Context, job string) ([]JobStatus, error) {
 	st, err := s.readSchema(ctx, s.db)
 	if err != nil {
 		return nil, err
 	}
 	if !st.tableExists {
-		return nil, fmt.Errorf("no lease table %s: %w", s.table.Sanitize(), ErrNoJob)
+		return nil, s.noTable()
 	}
 	if len(st.missingColumns) > 0 {
 		return nil, fmt.Errorf("lease table %s lacks %v: run leasewrap migrate", s.table.Sanitize(), st.missingColumns)

@@ -79,7 +79,7 @@ ORDER BY j.job`
 // of it, counting in Runs the runs that finished within window. It only
 // reads (one SELECT, which a role with nothing but SELECT on the two tables
 // may run) and never creates or alters a table: without the lease table it
-// returns an error wrapping ErrNoJob, without the history table one
+// returns an error wrapping ErrNoTable, without the history table one
 // wrapping ErrNoHistory.
 func (s *Store) Summaries(ctx context.Context, window time.Duration) ([]JobSummary, error) {
 	table, history := s.table.Sanitize(), s.history.Sanitize()
@@ -130,7 +130,7 @@ func (s *Store) summaryError(ctx context.Context, err error) error {
 	}
 	switch {
 	case !hasTable:
-		return fmt.Errorf("no lease table %s: %w", table, ErrNoJob)
+		return s.noTable()
 	case !hasHistory:
 		return fmt.Errorf("no history table %s (run leasewrap migrate): %w", history, ErrNoHistory)
 	}

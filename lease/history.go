@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Outcomes of a run, as the history records them. The list may grow;
@@ -44,10 +45,12 @@ const pruneBatch = 100
 // table "t" are kept in "t_history", in the same schema.
 const HistorySuffix = "_history"
 
-// ErrHistoryUnavailable is matched (errors.Is) by the error Migrate
-// returns when the history table is missing and this role may not create
-// it. A Store acquiring leases treats it as a warning: runs go on, and are
-// not recorded.
+// ErrHistoryUnavailable is matched (errors.Is) by the errors that say the
+// run history cannot be used: Migrate's when the history table is missing
+// and this role may not create it, or is not one leasewrap can write to
+// (a *SchemaError with History set), and the readers' (History,
+// Freshness) when it cannot be read. A Store acquiring leases treats it
+// as a warning: runs go on, and are not recorded.
 var ErrHistoryUnavailable = errors.New("run history unavailable")
 
 // ErrNoHistory means there is no history table (yet).
@@ -124,11 +127,16 @@ type historyState struct {
 	complete bool
 	canWrite bool // INSERT and SELECT
 	canPrune bool // DELETE
+	// problem is why a history table that exists is not one leasewrap can
+	// write to (nil when it is): runs are then not recorded, and readers
+	// say the history is unavailable.
+	problem *SchemaError
 }
 
 // readHistory looks the history table up and checks that it is one
-// leasewrap may write to; a table of that name that is not is refused
-// with a *SchemaError, as the lease table is.
+// leasewrap may write to. A table of that name that is not is described
+// in the state's problem, not refused: only the lease table may stop a
+// run. The error is for a catalog that could not be read.
 func (s *Store) readHistory(ctx context.Context, q queryer) (historyState, error) {
 	var (
 		hs  historyState
@@ -144,8 +152,9 @@ func (s *Store) readHistory(ctx context.Context, q queryer) (historyState, error
 		return hs, nil
 	}
 	if mismatch := cat.checkHistory(); mismatch != nil {
-		mismatch.Table = name
-		return hs, mismatch
+		mismatch.Table, mismatch.History = name, true
+		hs.problem = mismatch
+		return hs, nil
 	}
 	hs.complete = true
 	return hs, nil
@@ -210,15 +219,17 @@ type historyStatements struct {
 
 // useHistory switches the take and release statements to the ones that
 // record runs, when the history table is there and this role may write
-// to it; otherwise it says once why runs are not recorded.
+// to it; otherwise it says once why runs are not recorded, and counts it.
 func (s *Store) useHistory(hs historyState) {
 	name := s.history.Sanitize()
 	switch {
+	case hs.problem != nil:
+		s.historyFailed(fmt.Errorf("%w (fix or drop it, then run leasewrap migrate)", hs.problem))
+		return
 	case !hs.complete:
-		return // Migrate warned
+		return // ensureSchema warned
 	case !hs.canWrite:
-		s.log.Warn().Str("table", s.cfg.table).Msgf(
-			"runs are not recorded: this role may not INSERT into and SELECT from %s (GRANT SELECT, INSERT, DELETE ON %s)", name, name)
+		s.historyFailed(fmt.Errorf("this role may not INSERT into and SELECT from %s (GRANT SELECT, INSERT, DELETE ON %s)", name, name))
 		return
 	}
 	prune := s.cfg.historyKeep > 0
@@ -254,18 +265,58 @@ FROM ended`,
 	}
 }
 
-// readableHistory checks, without creating anything, that the history
-// table is there and of our shape, and returns its quoted name.
+// readableHistory checks, without creating anything, that the lease table
+// is there (a mistyped --table is not an empty history) and that the
+// history table is there and of our shape, and returns its quoted name.
 func (s *Store) readableHistory(ctx context.Context) (string, error) {
 	name := s.history.Sanitize()
-	hs, err := s.readHistory(ctx, s.db)
+	st, err := s.readSchema(ctx, s.db)
 	switch {
 	case err != nil:
 		return "", err
-	case !hs.exists:
+	case !st.tableExists:
+		return "", s.noTable()
+	case st.history.problem != nil:
+		return "", fmt.Errorf("run history unavailable: %w", st.history.problem)
+	case !st.history.exists:
 		return "", fmt.Errorf("no history table %s (run leasewrap migrate, or a job with this version): %w", name, ErrNoHistory)
 	}
 	return name, nil
+}
+
+// HistoryObserver is an Observer that is also told when runs cannot be
+// recorded in the history (the table is broken, missing, or this role may
+// not write to it), each time leasewrap gives up recording them.
+type HistoryObserver interface {
+	HistoryFailed(err error)
+}
+
+// historyFailed says, once per failure, that runs are no longer recorded
+// and why, and tells the observer. The lease is not affected.
+func (s *Store) historyFailed(err error) {
+	s.log.Warn().Str("table", s.cfg.table).Str("history_table", s.history.Sanitize()).
+		Msgf("runs are not recorded, the job runs on under its lease: %v", err)
+	if o, ok := s.cfg.observer.(HistoryObserver); ok {
+		o.HistoryFailed(err)
+	}
+}
+
+// withoutHistory is called with err, the failure of a statement that also
+// wrote the history. When err may be the history's (a statement the server
+// refused, not a dropped connection or a timeout), it runs plain, the same
+// statement without the history: if that one succeeds, the history was at
+// fault, and runs are no longer recorded (said once, and counted). It
+// returns plain's error, or err when plain was not tried.
+func (s *Store) withoutHistory(ctx context.Context, err error, plain func() error) error {
+	if err == nil || errors.Is(err, pgx.ErrNoRows) || ctx.Err() != nil || retryable(err) {
+		return err
+	}
+	perr := plain()
+	// Swap: two statements that failed at once say it once.
+	if (perr == nil || errors.Is(perr, pgx.ErrNoRows)) && s.hist.Swap(nil) != nil {
+		s.historyFailed(fmt.Errorf("writing to %s failed: %w", s.history.Sanitize(), classify(err)))
+	}
+	return perr
 }
 
 // Run is one finished run of a job, as the history keeps it. Times come
@@ -321,7 +372,7 @@ func (s *Store) History(ctx context.Context, q HistoryQuery) ([]Run, error) {
 FROM `+name+` WHERE ($1::text IS NULL OR job_name = $1::text) AND ($2::timestamptz IS NULL OR finished_at >= $2::timestamptz)
 ORDER BY finished_at DESC, started_at DESC, fencing_token DESC LIMIT $3::integer`, job, since, limit)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read history table %s: %w", name, classify(err))
+		return nil, fmt.Errorf("%w: cannot read history table %s: %w", ErrHistoryUnavailable, name, classify(err))
 	}
 	var (
 		out []Run
@@ -334,7 +385,21 @@ ORDER BY finished_at DESC, started_at DESC, fencing_token DESC LIMIT $3::integer
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cannot read history table %s: %w", name, err)
+		return nil, fmt.Errorf("%w: cannot read history table %s: %w", ErrHistoryUnavailable, name, err)
 	}
 	return out, nil
+}
+
+// releaseWithoutHistory is the release that failed with err while it also
+// recorded the run, run again without recording it when the history was at
+// fault (see withoutHistory): the lease is handed back either way. args
+// are the release's; the plain release takes the first seven.
+func (s *Store) releaseWithoutHistory(ctx context.Context, err error, args []any) (pgconn.CommandTag, error) {
+	var tag pgconn.CommandTag
+	err = s.withoutHistory(ctx, err, func() error {
+		var perr error
+		tag, perr = s.db.Exec(ctx, s.sql.release, args[:7]...)
+		return perr
+	})
+	return tag, err
 }

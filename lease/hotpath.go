@@ -145,24 +145,30 @@ func (r acquireRow) Scan(dest ...any) error {
 				s.hist.Store(h)
 				return err
 			}
-			if !needsCatalog(err) {
+			// A refusal that the catalog does not explain may still be
+			// the history's (a trigger or constraint of the operator's):
+			// the slow path tells.
+			if !needsCatalog(err) && (retryable(err) || r.ctx.Err() != nil) {
 				return err
 			}
 		}
-		// ensureSchema decides, too, whether runs are recorded.
+		// ensureSchema decides, too, whether runs are recorded: a history
+		// table that failed its shape check is not written to, and the
+		// take goes on without it.
 		if err := s.ensureSchema(r.ctx); err != nil {
 			return &schemaStepError{err}
 		}
 	}
-	return r.db.QueryRow(r.ctx, s.acquireStatement(), r.args...).Scan(dest...)
-}
-
-// acquireStatement is the single-slot take for the schema found.
-func (s *Store) acquireStatement() string {
-	if h := s.hist.Load(); h != nil {
-		return h.acquire
+	h := s.hist.Load()
+	if h == nil {
+		return r.db.QueryRow(r.ctx, s.sql.acquire, r.args...).Scan(dest...)
 	}
-	return s.sql.acquire
+	// A history table changed under a running instance must not keep it
+	// from taking the lease: the take is tried again without it.
+	err := r.db.QueryRow(r.ctx, h.acquire, r.args...).Scan(dest...)
+	return s.withoutHistory(r.ctx, err, func() error {
+		return r.db.QueryRow(r.ctx, s.sql.acquire, r.args...).Scan(dest...)
+	})
 }
 
 // checked sends the shape checks of both tables and the acquire that also

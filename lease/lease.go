@@ -287,7 +287,8 @@ func (l *Lease) RecordAttempt(ctx context.Context, end End) error {
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
 	_, err := s.db.Exec(ctx, h.recordAttempt, l.row, s.cfg.holder, l.token, l.job, l.slot, max(end.Attempt, 1), end.ExitCode, end.Outcome)
-	if err != nil {
+	// Without the history, an attempt is not recorded at all.
+	if err = s.withoutHistory(ctx, err, func() error { return nil }); err != nil {
 		return fmt.Errorf("cannot record attempt %d of lease %q: %w", end.Attempt, l.job, classify(err))
 	}
 	return nil
@@ -340,6 +341,9 @@ func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, end End) 
 	query, args := s.releaseArgs(l, holdFor, end)
 	for {
 		tag, err := s.db.Exec(ctx, query, args...)
+		if err != nil && query != s.sql.release {
+			tag, err = s.releaseWithoutHistory(ctx, err, args)
+		}
 		switch {
 		case err == nil && tag.RowsAffected() == 0:
 			return fmt.Errorf("cannot release lease %q: %w", l.job, ErrLost)

@@ -440,8 +440,8 @@ func TestStatusStates(t *testing.T) {
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
 	s := newStore(t, pool, table, "a")
-	if _, err := s.Status(ctx(t), "held"); !errors.Is(err, lease.ErrNoJob) {
-		t.Errorf("status before the table exists: %v, want ErrNoJob", err)
+	if _, err := s.Status(ctx(t), "held"); !errors.Is(err, lease.ErrNoTable) {
+		t.Errorf("status before the table exists: %v, want ErrNoTable", err)
 	}
 	held := mustAcquire(t, s, "held")
 	defer held.Release(ctx(t), nil)

@@ -43,7 +43,7 @@ func (s *Store) Freshness(ctx context.Context, job string) (Freshness, error) {
 	var success, last nullableRun
 	err = s.db.QueryRow(ctx, fmt.Sprintf(freshnessSQL, name), job).Scan(append(append([]any{&f.Now}, success.dest()...), last.dest()...)...)
 	if err != nil {
-		return f, fmt.Errorf("cannot read history table %s: %w", name, classify(err))
+		return f, fmt.Errorf("%w: cannot read history table %s: %w", ErrHistoryUnavailable, name, classify(err))
 	}
 	f.LastSuccess, f.LastRun = success.run(job), last.run(job)
 	return f, nil

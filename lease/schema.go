@@ -117,6 +117,9 @@ type SchemaError struct {
 	Column string
 	Found  string
 	Want   string
+	// History is set when Table is the run history table, not the lease
+	// table: runs are not recorded, and the leases work on.
+	History bool
 }
 
 func (e *SchemaError) Error() string {
@@ -124,11 +127,20 @@ func (e *SchemaError) Error() string {
 	if e.Column != "" {
 		what = "column " + e.Column + " is " + what
 	}
+	if e.History {
+		return "history table " + e.Table + " is not a leasewrap history table: " + what
+	}
 	return "lease table " + e.Table + " is not a leasewrap table: " + what
 }
 
-// Unwrap makes errors.Is(err, ErrNotLeaseTable) true.
-func (e *SchemaError) Unwrap() error { return ErrNotLeaseTable }
+// Unwrap makes errors.Is(err, ErrNotLeaseTable) true, or for the history
+// table errors.Is(err, ErrHistoryUnavailable).
+func (e *SchemaError) Unwrap() error {
+	if e.History {
+		return ErrHistoryUnavailable
+	}
+	return ErrNotLeaseTable
+}
 
 // ErrFencingUnavailable is matched (errors.Is) by the error Migrate returns
 // when the table is complete but the role may not create leasewrap_check
@@ -202,8 +214,15 @@ func (s *Store) checkFunction() pgx.Identifier {
 // three-column one is refused with a *SchemaError and left as it is; a
 // complete table whose function this role may not create gives an error
 // matching ErrFencingUnavailable, also with nothing changed.
+//
+// A history table of that name that is not leasewrap's is left as it is,
+// and reported with a *SchemaError (History set) after the lease table's
+// changes: leases work without it, runs are not recorded.
 func (s *Store) Migrate(ctx context.Context) ([]string, error) {
-	changes, _, err := s.migrate(ctx)
+	changes, hs, err := s.migrate(ctx)
+	if err == nil && hs.problem != nil {
+		err = hs.problem
+	}
 	return changes, err
 }
 
@@ -260,9 +279,7 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 			CheckFunction, fe.schema)
 	}
 	if errors.As(err, &he) {
-		s.log.Warn().Str("table", s.cfg.table).Msgf(
-			"history table %s is missing and cannot be created (needs CREATE on schema %s); runs go on without being recorded",
-			he.table, he.schema)
+		s.historyFailed(he)
 	}
 	if err != nil && fe == nil && he == nil {
 		return err

@@ -131,8 +131,14 @@ func (s *Store) tryAcquireSlots(ctx context.Context, db DB, job string, t0 time.
 			recorded      *int
 			foreign       *string
 		)
-		err := db.QueryRow(ctx, s.acquireSlotsSQL(), job, s.cfg.holder, s.cfg.TTL.Microseconds(), n).
-			Scan(&taken, &token, &slot, &holder, &expiresMicros, &state, &recorded, &foreign, &racing)
+		dest := []any{&taken, &token, &slot, &holder, &expiresMicros, &state, &recorded, &foreign, &racing}
+		query := s.acquireSlotsSQL()
+		err := db.QueryRow(ctx, query, job, s.cfg.holder, s.cfg.TTL.Microseconds(), n).Scan(dest...)
+		if err != nil && query != s.slotsSQL {
+			err = s.withoutHistory(ctx, err, func() error {
+				return db.QueryRow(ctx, s.slotsSQL, job, s.cfg.holder, s.cfg.TTL.Microseconds(), n).Scan(dest...)
+			})
+		}
 		if err != nil {
 			err = fmt.Errorf("cannot acquire a slot of lease %q: %w", job, classify(err))
 			s.cfg.observer.Failed(err)

@@ -153,9 +153,13 @@ func nextAttempt(history, job, token string) string {
 // $5 exit code, $6 channel, $7 job (the notification's payload), and with
 // a history table $8 slot, $9 outcome (NULL: no run to record), $10 the
 // attempt, and with pruning $11 the history to keep. The run is recorded in the same
-// statement as the release, only if the release happened; pruning deletes
-// at most pruneBatch rows older than the keep, found by the finished_at
-// index, so a release never scans the history.
+// statement as the release, only if the release happened. Pruning deletes
+// at most pruneBatch of this job's own runs older than its keep: each job
+// keeps its runs as long as its own --history-keep says (0, for ever,
+// holds whatever other jobs ask). The runs are this job's by $7, the name
+// the history records (a slot's runs carry the job's, not the row's), and
+// are found through the (job_name, finished_at) index, oldest first, so a
+// release never scans the history.
 //
 // A lease that already expired keeps its expiry: hold-for must not bring
 // it back after an operator released it. The notification goes out with
@@ -174,7 +178,8 @@ run AS (
 		extra += `,
 pruned AS (
   DELETE FROM ` + history + ` WHERE ctid = ANY (ARRAY(SELECT ctid FROM ` + history + `
-    WHERE finished_at < now() - $11::bigint * interval '1 microsecond' ORDER BY finished_at LIMIT ` + strconv.Itoa(pruneBatch) + `)))`
+    WHERE job_name = $7::text AND finished_at < now() - $11::bigint * interval '1 microsecond'
+    ORDER BY job_name, finished_at LIMIT ` + strconv.Itoa(pruneBatch) + `)))`
 	}
 	return `WITH released AS (
   UPDATE ` + table + ` SET

@@ -55,9 +55,13 @@ type metrics struct {
 	rowRegression prometheus.Counter
 	childStarts   prometheus.Counter
 	childExits    *prometheus.CounterVec
+	historyFails  prometheus.Counter
 }
 
-var _ lease.Observer = (*Monitor)(nil)
+var (
+	_ lease.Observer        = (*Monitor)(nil)
+	_ lease.HistoryObserver = (*Monitor)(nil)
+)
 
 // New returns a Monitor for one job and holder. A wrapper counts as healthy
 // while it heard from the database within staleAfter. Metrics are kept only
@@ -94,6 +98,8 @@ func newMetrics(job string) *metrics {
 			Help: "Commands started."}),
 		childExits: f.NewCounterVec(prometheus.CounterOpts{Name: "leasewrap_child_exits_total",
 			Help: "Commands ended, by exit status (128+N for signal N)."}, []string{"status"}),
+		historyFails: f.NewCounter(prometheus.CounterOpts{Name: "leasewrap_history_write_failures_total",
+			Help: "Times this instance gave up recording runs in the history table (broken, missing, or not writable by its role); the job runs on under its lease."}),
 	}
 	// Series that exist from the start, so rate() and alerts work before
 	// the first event.
@@ -145,6 +151,13 @@ func (m *Monitor) Lost(err error) {
 		m.metrics.rowRegression.Inc()
 	}
 	m.metrics.isLeader.Set(0)
+}
+
+// HistoryFailed counts a history table that runs could not be recorded in.
+func (m *Monitor) HistoryFailed(error) {
+	if m.metrics != nil {
+		m.metrics.historyFails.Inc()
+	}
 }
 
 // Leading records that this instance acquired l and leads until l is done.
