@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -289,11 +290,11 @@ func fieldValue(t lease.Timings, flag string) time.Duration {
 // newLogger builds the logger the settings ask for. Logs go to stderr
 // through redact, which every log line passes: no password gets out.
 func newLogger(o storeOptions, redact *redactor) zerolog.Logger {
-	w := redact.writer(os.Stderr)
-	out := zerolog.New(w)
+	var w io.Writer = os.Stderr
 	if o.logFormat == "console" || o.logFormat == "auto" && isatty.IsTerminal(os.Stderr.Fd()) {
-		out = zerolog.New(zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"})
+		w = zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"}
 	}
+	out := zerolog.New(redact.writer(w))                         // JSON, redacted before any formatting
 	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000000Z07:00" // handoffs take milliseconds
 	return out.Level(o.logLevel).With().Timestamp().Logger()
 }
