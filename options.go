@@ -91,20 +91,46 @@ func (s settings) source(name string) string {
 	return "--" + name
 }
 
-// duration parses a duration setting, with a hint for the common mistakes.
+// durationLimit bounds a duration setting: far beyond any sensible use, and
+// short of where the sums and deadlines made from it would overflow.
+type durationLimit struct {
+	max  time.Duration
+	text string
+}
+
+var (
+	day            = 24 * time.Hour
+	timingLimit    = durationLimit{day, "24h"}
+	durationLimits = map[string]durationLimit{
+		"ttl": timingLimit, "renew-interval": timingLimit, "grace": timingLimit, "retry-interval": timingLimit,
+		"wait-timeout": {365 * day, "8760h (365 days)"}, "hold-for": {365 * day, "8760h (365 days)"},
+		"max-runtime": {365 * day, "8760h (365 days)"}, "retry-delay": {maxRetryDelay, "10m"},
+		"history-keep": {3650 * day, "87600h (3650 days)"}, "max-age": {3650 * day, "87600h (3650 days)"},
+	}
+	defaultDurationLimit = durationLimit{3650 * day, "87600h (3650 days)"}
+)
+
+// duration parses a duration setting, with a hint for the common mistakes,
+// and holds it to its limit.
 func (s settings) duration(name string) (time.Duration, error) {
 	text := s.c.String(name)
+	limit, ok := durationLimits[name]
+	if !ok {
+		limit = defaultDurationLimit
+	}
 	d, err := time.ParseDuration(text)
 	switch {
 	case err == nil && d < 0:
 		return 0, usagef("invalid %s %s: must be 0 or positive, as in 30s", s.source(name), text)
+	case err == nil && d > limit.max:
+		return 0, usagef("invalid %s %s: must be at most %s", s.source(name), text, limit.text)
 	case err == nil:
 		return d, nil
 	}
-	if _, numErr := strconv.ParseFloat(text, 64); numErr == nil {
+	if text != "" && strings.Trim(text, "0123456789.") == "" {
 		return 0, usagef("invalid %s %q: durations need a unit, as in %ss", s.source(name), text, text)
 	}
-	return 0, usagef("invalid %s %q: want a duration such as 30s, 2m or 500ms", s.source(name), text)
+	return 0, usagef("invalid %s %q: want a duration such as 30s, 2m or 500ms, at most %s", s.source(name), text, limit.text)
 }
 
 // parseRunOptions reads and checks every setting of the main command. It
@@ -122,6 +148,14 @@ func parseRunOptions(c *cli.Context, child []string, hasChild bool) (runOptions,
 	var err error
 	if o.job, err = parseJob(s, true); err != nil {
 		return o, err
+	}
+	if err := lease.CheckNewJob(o.job); err != nil {
+		return o, usagef("invalid %s: %v", s.source("job"), err)
+	}
+	if o.holder != "" {
+		if err := lease.CheckHolder(o.holder); err != nil {
+			return o, usagef("invalid %s: %v", s.source("id"), err)
+		}
 	}
 	if o.store, err = parseStoreOptions(s); err != nil {
 		return o, err
