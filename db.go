@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 )
 
@@ -133,8 +134,8 @@ func (r *redactor) String(s string) string {
 func (r *redactor) errorf(err error) error { return errors.New(r.String(err.Error())) }
 
 // writer returns w, which takes zerolog's JSON lines, with the secrets
-// masked in every line's string values (see JSON). zerolog writes one whole
-// line per call.
+// masked in every line's string values (see JSON) and hidden characters
+// escaped. zerolog writes one whole line per call.
 func (r *redactor) writer(w io.Writer) io.Writer { return redactWriter{r, w} }
 
 type redactWriter struct {
@@ -147,6 +148,9 @@ func (rw redactWriter) Write(p []byte) (int, error) {
 	if !ok { // not zerolog's: mask it as text
 		line = []byte(rw.r.String(string(p)))
 	}
+	// Names read from the table may hold characters a terminal acts on;
+	// zerolog escapes only those below U+0020.
+	line = escape.SafeJSON(line)
 	if _, err := rw.w.Write(line); err != nil {
 		return 0, err
 	}

@@ -20,7 +20,7 @@ func TestBadNamesAndDurationsAreRefusedBeforeTheDatabase(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		args  []string
-		table string // where a table would have been created
+		table string // where a table would have been created, if not d.table
 		want  string // in the one line
 	}{
 		{"id not UTF-8", []string{"--id", "web\xff1"}, "", "--id"},
@@ -34,6 +34,7 @@ func TestBadNamesAndDurationsAreRefusedBeforeTheDatabase(t *testing.T) {
 		{"information_schema", []string{"--table", "information_schema." + d.table}, "information_schema." + d.table, "belongs to PostgreSQL"},
 		{"pg_catalog", []string{"--table", "pg_catalog." + d.table}, "pg_catalog." + d.table, "belongs to PostgreSQL"},
 		{"pg_toast", []string{"--table", "pg_toast." + d.table}, "pg_toast." + d.table, "belongs to PostgreSQL"},
+		{"table with ESC", []string{"--table", "t\x1b[2J"}, "t\x1b[2J", "printable UTF-8"},
 		{"ttl NaN", []string{"--ttl", "NaN"}, "", "want a duration such as 30s"},
 		{"ttl huge", []string{"--ttl", "2562047h"}, "", "--ttl 2562047h: must be at most 24h"},
 		{"grace huge", []string{"--grace", "2562047h"}, "", "--grace 2562047h: must be at most 24h"},
@@ -65,10 +66,12 @@ func TestBadNamesAndDurationsAreRefusedBeforeTheDatabase(t *testing.T) {
 			}
 			if exists && tc.table != "" {
 				t.Errorf("%s was created", table)
-				schema := pgx.Identifier{strings.Split(table, ".")[0]}.Sanitize()
-				d.exec(t, "DROP TABLE "+pgx.Identifier(strings.Split(table, ".")).Sanitize()+", "+
+				parts := strings.Split(table, ".")
+				d.exec(t, "DROP TABLE "+pgx.Identifier(parts).Sanitize()+", "+
 					pgx.Identifier(strings.Split(table+"_history", ".")).Sanitize())
-				d.exec(t, "DROP FUNCTION IF EXISTS "+schema+".leasewrap_check(text, bigint, text)")
+				if len(parts) == 2 { // not the shared public one
+					d.exec(t, "DROP FUNCTION IF EXISTS "+pgx.Identifier{parts[0]}.Sanitize()+".leasewrap_check(text, bigint, text)")
+				}
 			} else if exists {
 				t.Errorf("%s was created", table)
 			}

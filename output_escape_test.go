@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/common/expfmt"
@@ -27,7 +28,18 @@ func TestOutputsEscapeHostileNamesFromTheTable(t *testing.T) {
 	d := newDB(t)
 	const job, holder = "ev\x1b[2Jil\r\u009b1\u202ex", "h\x1b]0;pwn\x07\u202e"
 	d.runJob(t, "plain", 0)
-	d.exec(t, "UPDATE TABLE SET job_name = $1, holder = $2, expires_at = now() + interval '1 hour'", job, holder)
+	d.exec(t, "UPDATE TABLE SET holder = $1, expires_at = now() + interval '1 hour', released_at = NULL", holder)
+	skip := lw(t, nil, d.args("--job", "plain", "--", "true")...)
+	if got := skip.Wait(t, 15*time.Second); got != 0 {
+		t.Fatalf("skip exited %d", got)
+	}
+	if e := skip.WaitLog(t, "skipped: lease held by another instance"); e["current_holder"] != holder {
+		t.Errorf("the log names the holder %q, want %q exactly", e["current_holder"], holder)
+	}
+	if logs := skip.Logs.String(); strings.ContainsAny(logs, terminalControls) {
+		t.Errorf("a JSON log line prints a control character raw: %q", logs)
+	}
+	d.exec(t, "UPDATE TABLE SET job_name = $1", job)
 	d.exec(t, "UPDATE "+pgx.Identifier{d.table + "_history"}.Sanitize()+" SET job_name = $1, holder = $2", job, holder)
 
 	for _, args := range [][]string{

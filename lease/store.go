@@ -99,15 +99,16 @@ func (s *Store) Table() string { return s.cfg.table }
 func (s *Store) TTL() time.Duration { return s.cfg.TTL }
 
 // ParseTable splits "table" or "schema.table" into an identifier. Names are
-// taken literally (case kept) and later quoted; they must be 1-63 bytes.
+// taken literally (case kept) and later quoted; they must be 1-63 bytes of
+// printable UTF-8, in a schema that is not PostgreSQL's own.
 func ParseTable(name string) (pgx.Identifier, error) {
 	parts := strings.Split(name, ".")
 	if len(parts) > 2 {
 		return nil, fmt.Errorf("invalid table %q: use \"table\" or \"schema.table\"", name)
 	}
 	for _, p := range parts {
-		if p == "" || len(p) > 63 || !utf8.ValidString(p) || strings.ContainsRune(p, 0) {
-			return nil, fmt.Errorf("invalid table %q: each part must be 1-63 bytes of UTF-8, as in %q", name, DefaultTable)
+		if p == "" || len(p) > 63 || !utf8.ValidString(p) || strings.ContainsFunc(p, unprintable) {
+			return nil, fmt.Errorf("invalid table %q: each part must be 1-63 bytes of printable UTF-8, as in %q", name, DefaultTable)
 		}
 	}
 	if len(parts) == 2 && systemSchema(parts[0]) {
