@@ -98,17 +98,19 @@ type durationLimit struct {
 	text string
 }
 
-var (
-	day            = 24 * time.Hour
-	timingLimit    = durationLimit{day, "24h"}
-	durationLimits = map[string]durationLimit{
-		"ttl": timingLimit, "renew-interval": timingLimit, "grace": timingLimit, "retry-interval": timingLimit,
-		"wait-timeout": {365 * day, "8760h (365 days)"}, "hold-for": {365 * day, "8760h (365 days)"},
-		"max-runtime": {365 * day, "8760h (365 days)"}, "retry-delay": {maxRetryDelay, "10m"},
-		"history-keep": {3650 * day, "87600h (3650 days)"}, "max-age": {3650 * day, "87600h (3650 days)"},
+// durationLimits holds each duration setting to its bound; others take
+// defaultDurationLimit.
+var durationLimits = func() map[string]durationLimit {
+	const day = 24 * time.Hour
+	timing, long := durationLimit{day, "24h"}, durationLimit{365 * day, "8760h (365 days)"}
+	return map[string]durationLimit{
+		"ttl": timing, "renew-interval": timing, "grace": timing, "retry-interval": timing,
+		"wait-timeout": long, "hold-for": long, "max-runtime": long, "retry-delay": {maxRetryDelay, "10m"},
+		"history-keep": defaultDurationLimit, "max-age": defaultDurationLimit,
 	}
-	defaultDurationLimit = durationLimit{3650 * day, "87600h (3650 days)"}
-)
+}()
+
+var defaultDurationLimit = durationLimit{3650 * 24 * time.Hour, "87600h (3650 days)"}
 
 // duration parses a duration setting, with a hint for the common mistakes,
 // and holds it to its limit.
