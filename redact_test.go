@@ -125,3 +125,22 @@ var colour = regexp.MustCompile("\x1b\\[[0-9;]*m")
 
 // noColour removes the console format's colours.
 func noColour(s string) string { return colour.ReplaceAllString(s, "") }
+
+// The mask never is, nor completes, a password, and text without one is
+// left alone.
+func TestRedactorMask(t *testing.T) {
+	for _, tc := range []struct{ secret, in, want string }{
+		{"s3cret", "pw s3cret here", "pw xxxxx here"},
+		{"ax", "aax", "a*****"},
+		{"xxxxx", "db xxxxx", "db *****"},
+		{"x*#_.", "a x*#_. b", "a  b"},
+		{"ab", "aabb", ""},
+	} {
+		r := newRedactor("")
+		r.add(tc.secret)
+		got := r.String(tc.in)
+		if strings.Contains(got, tc.secret) || tc.want != "" && got != tc.want {
+			t.Errorf("secret %q in %q: got %q, want %q", tc.secret, tc.in, got, tc.want)
+		}
+	}
+}
