@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 )
 
@@ -141,9 +141,7 @@ func roundAge(d time.Duration) time.Duration {
 func (r checkResult) print(w io.Writer, asJSON bool) error {
 	var err error
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(r)
+		err = escape.JSON(w, r)
 	} else {
 		perf := ""
 		if r.LastSuccessAgeSeconds != nil {

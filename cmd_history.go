@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 )
 
@@ -174,9 +174,7 @@ func printHistoryJSON(w io.Writer, runs []lease.Run) error {
 			Attempt: r.Attempt, StartedAt: r.StartedAt.UTC(), FinishedAt: r.FinishedAt.UTC(),
 			DurationSeconds: runDuration(r).Seconds(), ExitCode: r.ExitCode, Outcome: r.Outcome})
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return escape.JSON(w, out)
 }
 
 func runDuration(r lease.Run) time.Duration {

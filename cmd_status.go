@@ -1,19 +1,17 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 )
 
@@ -111,9 +109,7 @@ func printStatusJSON(w io.Writer, jobs []lease.JobStatus) error {
 		}
 		out = append(out, s)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return escape.JSON(w, out)
 }
 
 func printStatusTable(w io.Writer, jobs []lease.JobStatus) error {
@@ -156,28 +152,9 @@ func printStatusTable(w io.Writer, jobs []lease.JobStatus) error {
 	return tw.Flush()
 }
 
-// printable escapes what a terminal would act on (escape sequences, carriage
-// returns, tabs that would break the columns), so that a hostile job name or
-// holder id cannot draw over other rows.
-func printable(s string) string {
-	if !strings.ContainsFunc(s, needsEscape) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if !needsEscape(r) {
-			b.WriteRune(r)
-			continue
-		}
-		q := strconv.QuoteRune(r) // '\x1b', '\r', '\u2028'
-		b.WriteString(q[1 : len(q)-1])
-	}
-	return b.String()
-}
-
-func needsEscape(r rune) bool {
-	return r == '\\' || !unicode.IsPrint(r) && r != ' ' || r == unicode.ReplacementChar
-}
+// printable escapes what a terminal would act on, so that a hostile job
+// name or holder id cannot draw over other rows (see escape.Printable).
+func printable(s string) string { return escape.Printable(s) }
 
 // lastDuration is how long the last finished run took.
 func lastDuration(j lease.JobStatus) (time.Duration, bool) {

@@ -1,15 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 )
 
@@ -65,13 +70,17 @@ func (d *database) unavailable(err error, log zerolog.Logger) error {
 // but a server message or a resolver may echo what it was given.
 type redactor struct {
 	secrets []string
+	mask    string // what a secret becomes; it shares no character with any
 }
+
+// masks are the candidates for redactor.mask, in order of preference.
+var masks = []string{"xxxxx", "*****", "#####", "_____", "....."}
 
 // newRedactor knows the password of dsn as written, before anything has
 // parsed it (a string pgx cannot parse may still be echoed); openDatabase
 // adds the one pgx parsed, percent-decoded.
 func newRedactor(dsn string) *redactor {
-	r := &redactor{}
+	r := &redactor{mask: masks[0]}
 	if _, rest, ok := strings.Cut(dsn, ":"); ok {
 		if userinfo, _, ok := strings.Cut(strings.TrimPrefix(rest, "//"), "@"); ok {
 			if _, raw, ok := strings.Cut(userinfo, ":"); ok {
@@ -87,16 +96,35 @@ func newRedactor(dsn string) *redactor {
 	return r
 }
 
+// add learns a secret, and picks a mask none of the secrets has a character
+// of: a mask could otherwise complete a secret with the text beside it
+// (password "ax" in "aax"), or be one (password "xxxxx"). When every mask
+// collides, secrets are removed instead.
 func (r *redactor) add(secret string) {
-	if secret != "" {
-		r.secrets = append(r.secrets, secret)
+	if secret == "" {
+		return
+	}
+	r.secrets = append(r.secrets, secret)
+	r.mask = ""
+	for _, m := range masks {
+		if !slices.ContainsFunc(r.secrets, func(s string) bool { return strings.ContainsAny(s, m[:1]) }) {
+			r.mask = m
+			return
+		}
 	}
 }
 
-// String returns s with every secret replaced.
+// String returns s with every secret replaced. A removal can join two parts
+// into a secret again, hence the loop; each round makes s shorter.
 func (r *redactor) String(s string) string {
-	for _, secret := range r.secrets {
-		s = strings.ReplaceAll(s, secret, "xxxxx")
+	for again := true; again; {
+		again = false
+		for _, secret := range r.secrets {
+			if strings.Contains(s, secret) {
+				s = strings.ReplaceAll(s, secret, r.mask)
+				again = r.mask == ""
+			}
+		}
 	}
 	return s
 }
@@ -105,8 +133,9 @@ func (r *redactor) String(s string) string {
 // go through the logger.
 func (r *redactor) errorf(err error) error { return errors.New(r.String(err.Error())) }
 
-// writer returns w with every write redacted. zerolog writes one whole line
-// per call, so a secret is never split across writes.
+// writer returns w, which takes zerolog's JSON lines, with the secrets
+// masked in every line's string values (see JSON) and hidden characters
+// escaped. zerolog writes one whole line per call.
 func (r *redactor) writer(w io.Writer) io.Writer { return redactWriter{r, w} }
 
 type redactWriter struct {
@@ -115,8 +144,91 @@ type redactWriter struct {
 }
 
 func (rw redactWriter) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(rw.w, rw.r.String(string(p))); err != nil {
+	line, ok := rw.r.JSON(p)
+	if !ok { // not zerolog's: mask it as text
+		line = []byte(rw.r.String(string(p)))
+	}
+	// Names read from the table may hold characters a terminal acts on;
+	// zerolog escapes only those below U+0020.
+	line = escape.SafeJSON(line)
+	if _, err := rw.w.Write(line); err != nil {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// JSON returns line, one JSON value, with the secrets masked in its string
+// values. Names, numbers and the order of fields are kept: replacing a
+// password as a substring of the line would break the syntax ("1" in a
+// number, "level" in a name, a quote). ok is false if line is not JSON.
+func (r *redactor) JSON(line []byte) (_ []byte, ok bool) {
+	if len(r.secrets) == 0 {
+		return line, true
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	out := bytes.NewBuffer(make([]byte, 0, len(line)+16))
+	type container struct {
+		object bool
+		n      int // tokens so far: in an object, even ones are names
+	}
+	var open []container
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, false
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			open = open[:len(open)-1]
+			out.WriteByte(byte(d))
+			continue
+		}
+		name := false
+		if len(open) > 0 {
+			c := &open[len(open)-1]
+			switch {
+			case c.object && c.n%2 == 1:
+				out.WriteByte(':')
+			case c.n > 0:
+				out.WriteByte(',')
+			}
+			name = c.object && c.n%2 == 0
+			c.n++
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			out.WriteByte(byte(v))
+			open = append(open, container{object: v == '{'})
+		case string:
+			if !name {
+				v = r.String(v)
+			}
+			writeJSONString(out, v)
+		case json.Number:
+			out.WriteString(v.String())
+		case bool:
+			out.WriteString(strconv.FormatBool(v))
+		case nil:
+			out.WriteString("null")
+		}
+	}
+	if len(open) > 0 || out.Len() == 0 {
+		return nil, false
+	}
+	if bytes.HasSuffix(line, []byte("\n")) {
+		out.WriteByte('\n')
+	}
+	return out.Bytes(), true
+}
+
+// writeJSONString writes s quoted, leaving <, > and & as they are (as
+// zerolog does).
+func writeJSONString(out *bytes.Buffer, s string) {
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)           // a string always encodes
+	out.Truncate(out.Len() - 1) // Encode's newline
 }

@@ -41,10 +41,10 @@ func storeFlags() []cli.Flag {
 // runFlags are the settings of the main command.
 func runFlags() []cli.Flag {
 	return append([]cli.Flag{
-		jobFlag("lease name, 1-200 bytes of UTF-8 (required)"),
-		idFlag("this instance's holder id (default: <hostname>-<pid>-<random>)"),
+		jobFlag("lease name, 1-200 bytes of printable UTF-8 without '#' (required)"),
+		idFlag("this instance's holder id, 1-200 bytes of printable UTF-8 (default: <hostname>-<pid>-<random>)"),
 		&cli.StringFlag{Name: "ttl", EnvVars: []string{"LEASEWRAP_TTL"}, Value: lease.DefaultTTL.String(),
-			Usage: "lease duration written to the database; the three timings below follow it unless set"},
+			Usage: "lease duration written to the database, at most 24h; the three timings below follow it unless set"},
 		&cli.StringFlag{Name: "renew-interval", EnvVars: []string{"LEASEWRAP_RENEW_INTERVAL"},
 			DefaultText: "ttl/3, 15s", Usage: "how often the leader renews"},
 		&cli.StringFlag{Name: "grace", EnvVars: []string{"LEASEWRAP_GRACE"},

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -90,20 +91,48 @@ func (s settings) source(name string) string {
 	return "--" + name
 }
 
-// duration parses a duration setting, with a hint for the common mistakes.
+// durationLimit bounds a duration setting: far beyond any sensible use, and
+// short of where the sums and deadlines made from it would overflow.
+type durationLimit struct {
+	max  time.Duration
+	text string
+}
+
+// durationLimits holds each duration setting to its bound; others take
+// defaultDurationLimit.
+var durationLimits = func() map[string]durationLimit {
+	const day = 24 * time.Hour
+	timing, long := durationLimit{day, "24h"}, durationLimit{365 * day, "8760h (365 days)"}
+	return map[string]durationLimit{
+		"ttl": timing, "renew-interval": timing, "grace": timing, "retry-interval": timing,
+		"wait-timeout": long, "hold-for": long, "max-runtime": long, "retry-delay": {maxRetryDelay, "10m"},
+		"history-keep": defaultDurationLimit, "max-age": defaultDurationLimit,
+	}
+}()
+
+var defaultDurationLimit = durationLimit{3650 * 24 * time.Hour, "87600h (3650 days)"}
+
+// duration parses a duration setting, with a hint for the common mistakes,
+// and holds it to its limit.
 func (s settings) duration(name string) (time.Duration, error) {
 	text := s.c.String(name)
+	limit, ok := durationLimits[name]
+	if !ok {
+		limit = defaultDurationLimit
+	}
 	d, err := time.ParseDuration(text)
 	switch {
 	case err == nil && d < 0:
 		return 0, usagef("invalid %s %s: must be 0 or positive, as in 30s", s.source(name), text)
+	case err == nil && d > limit.max:
+		return 0, usagef("invalid %s %s: must be at most %s", s.source(name), text, limit.text)
 	case err == nil:
 		return d, nil
 	}
-	if _, numErr := strconv.ParseFloat(text, 64); numErr == nil {
+	if text != "" && strings.Trim(text, "0123456789.") == "" {
 		return 0, usagef("invalid %s %q: durations need a unit, as in %ss", s.source(name), text, text)
 	}
-	return 0, usagef("invalid %s %q: want a duration such as 30s, 2m or 500ms", s.source(name), text)
+	return 0, usagef("invalid %s %q: want a duration such as 30s, 2m or 500ms, at most %s", s.source(name), text, limit.text)
 }
 
 // parseRunOptions reads and checks every setting of the main command. It
@@ -121,6 +150,14 @@ func parseRunOptions(c *cli.Context, child []string, hasChild bool) (runOptions,
 	var err error
 	if o.job, err = parseJob(s, true); err != nil {
 		return o, err
+	}
+	if err := lease.CheckNewJob(o.job); err != nil {
+		return o, usagef("invalid %s: %v", s.source("job"), err)
+	}
+	if o.holder != "" {
+		if err := lease.CheckHolder(o.holder); err != nil {
+			return o, usagef("invalid %s: %v", s.source("id"), err)
+		}
 	}
 	if o.store, err = parseStoreOptions(s); err != nil {
 		return o, err
@@ -289,11 +326,11 @@ func fieldValue(t lease.Timings, flag string) time.Duration {
 // newLogger builds the logger the settings ask for. Logs go to stderr
 // through redact, which every log line passes: no password gets out.
 func newLogger(o storeOptions, redact *redactor) zerolog.Logger {
-	w := redact.writer(os.Stderr)
-	out := zerolog.New(w)
+	var w io.Writer = os.Stderr
 	if o.logFormat == "console" || o.logFormat == "auto" && isatty.IsTerminal(os.Stderr.Fd()) {
-		out = zerolog.New(zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"})
+		w = zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"}
 	}
+	out := zerolog.New(redact.writer(w))                         // JSON, redacted before any formatting
 	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000000Z07:00" // handoffs take milliseconds
 	return out.Level(o.logLevel).With().Timestamp().Logger()
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -20,6 +22,10 @@ const pingCloseTimeout = 2 * time.Second
 type runPings struct {
 	pinger *ping.Pinger
 	tail   *ping.Tail // the end of the command's stderr, with --ping-output
+	log    zerolog.Logger
+
+	mu      sync.Mutex
+	refused error // leasewrap's stderr's first failure: the copy to it stopped
 }
 
 // newRunPings starts pinging for this run, or returns nil without
@@ -34,7 +40,7 @@ func newRunPings(o runOptions, log zerolog.Logger) *runPings {
 		log.Warn().Err(err).Msg("not pinging the monitor")
 		return nil
 	}
-	rp := &runPings{pinger: p}
+	rp := &runPings{pinger: p, log: log}
 	if o.pingOutput {
 		rp.tail = ping.NewTail(ping.DefaultTailSize)
 	}
@@ -57,7 +63,7 @@ func (rp *runPings) stderr() (*os.File, func()) {
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
-		_, _ = io.Copy(io.MultiWriter(os.Stderr, rp.tail), r)
+		rp.copyStderr(os.Stderr, r)
 	}()
 	return w, func() {
 		w.Close()
@@ -66,6 +72,50 @@ func (rp *runPings) stderr() (*os.File, func()) {
 		case <-time.After(time.Second): // a descendant that escaped still holds it
 		}
 		r.Close()
+	}
+}
+
+// copyStderr copies the command's stderr from r to out and to the tail,
+// until r ends. The tail takes everything. out takes it until its first
+// failure (a reader that went away, a full disk), and from then on its share
+// is dropped: a copy that stopped reading would leave the command blocked in
+// write for ever while its lease is renewed.
+func (rp *runPings) copyStderr(out io.Writer, r io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			_, _ = rp.tail.Write(buf[:n])
+			if rp.stderrRefused() == nil {
+				if _, werr := out.Write(buf[:n]); werr != nil {
+					rp.refuse(werr)
+				}
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (rp *runPings) stderrRefused() error {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	return rp.refused
+}
+
+// refuse stops the copy to leasewrap's stderr, and says so once. The log goes
+// to that same stderr and may well be lost with it: the final ping says it
+// too (see finish).
+func (rp *runPings) refuse(err error) {
+	rp.mu.Lock()
+	first := rp.refused == nil
+	if first {
+		rp.refused = err
+	}
+	rp.mu.Unlock()
+	if first {
+		rp.log.Warn().Err(err).Msg("cannot copy the command's stderr to leasewrap's: the rest goes to the final ping only")
 	}
 }
 
@@ -78,6 +128,9 @@ func (rp *runPings) finish(code int) {
 	var body []byte
 	if rp.tail != nil {
 		body = rp.tail.Bytes()
+		if err := rp.stderrRefused(); err != nil {
+			body = fmt.Appendf(body, "\nleasewrap: the command's stderr could not be copied to leasewrap's own (%v); from then on it went to this ping only\n", err)
+		}
 	}
 	rp.pinger.Finish(code, body)
 }

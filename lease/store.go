@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -98,26 +99,77 @@ func (s *Store) Table() string { return s.cfg.table }
 func (s *Store) TTL() time.Duration { return s.cfg.TTL }
 
 // ParseTable splits "table" or "schema.table" into an identifier. Names are
-// taken literally (case kept) and later quoted; they must be 1-63 bytes.
+// taken literally (case kept) and later quoted; they must be 1-63 bytes of
+// printable UTF-8, in a schema that is not PostgreSQL's own.
 func ParseTable(name string) (pgx.Identifier, error) {
 	parts := strings.Split(name, ".")
 	if len(parts) > 2 {
 		return nil, fmt.Errorf("invalid table %q: use \"table\" or \"schema.table\"", name)
 	}
 	for _, p := range parts {
-		if p == "" || len(p) > 63 || !utf8.ValidString(p) || strings.ContainsRune(p, 0) {
-			return nil, fmt.Errorf("invalid table %q: each part must be 1-63 bytes of UTF-8, as in %q", name, DefaultTable)
+		if p == "" || len(p) > 63 || !utf8.ValidString(p) || strings.ContainsFunc(p, unprintable) {
+			return nil, fmt.Errorf("invalid table %q: each part must be 1-63 bytes of printable UTF-8, as in %q", name, DefaultTable)
 		}
+	}
+	if len(parts) == 2 && systemSchema(parts[0]) {
+		return nil, fmt.Errorf("invalid table %q: schema %q belongs to PostgreSQL, use one of your own, as in %q", name, parts[0], "public."+DefaultTable)
 	}
 	return pgx.Identifier(parts), nil
 }
 
-// CheckJob reports whether job is a valid job name: 1-200 bytes of UTF-8.
+// CheckJob reports whether job can name an existing lease: 1-200 bytes of
+// UTF-8 without NUL, as PostgreSQL's text stores. Reading commands use it, so
+// that a row written by hand can still be looked at; a new lease takes
+// CheckNewJob.
 func CheckJob(job string) error {
 	if job == "" || len(job) > MaxJobLen || !utf8.ValidString(job) || strings.ContainsRune(job, 0) {
-		return fmt.Errorf("invalid job name %q: must be 1-%d bytes of UTF-8, as in \"nightly_report\"", job, MaxJobLen)
+		return fmt.Errorf("invalid job name %.40q (%d bytes): must be 1-%d bytes of UTF-8, as in \"nightly_report\"", job, len(job), MaxJobLen)
 	}
 	return nil
+}
+
+// CheckNewJob reports whether job may name a lease to take: CheckJob's rule,
+// printable characters only (a name shows up in terminals, logs and
+// metrics), and no '#', which SlotRow uses to name a job's other slots: a
+// job "x#2" would take slot 2 of job "x".
+func CheckNewJob(job string) error {
+	if err := CheckJob(job); err != nil {
+		return err
+	}
+	if strings.ContainsRune(job, '#') {
+		return fmt.Errorf("invalid job name %q: '#' is kept for slot rows (%q is slot 2 of job %q), use another character", job, SlotRow("x", 2), "x")
+	}
+	if i := strings.IndexFunc(job, unprintable); i >= 0 {
+		return fmt.Errorf("invalid job name %q: control and invisible characters (%U) are not allowed", job, []rune(job[i:])[0])
+	}
+	return nil
+}
+
+// MaxHolderLen is the longest holder id accepted, in bytes: as long as a job
+// name, and far longer than DefaultHolder's.
+const MaxHolderLen = 200
+
+// CheckHolder reports whether id can be a holder id: 1-200 bytes of
+// printable UTF-8.
+func CheckHolder(id string) error {
+	if id == "" || len(id) > MaxHolderLen || !utf8.ValidString(id) {
+		return fmt.Errorf("invalid holder id %.40q (%d bytes): must be 1-%d bytes of UTF-8, as in %q", id, len(id), MaxHolderLen, "web-1")
+	}
+	if i := strings.IndexFunc(id, unprintable); i >= 0 {
+		return fmt.Errorf("invalid holder id %q: control and invisible characters (%U) are not allowed", id, []rune(id[i:])[0])
+	}
+	return nil
+}
+
+// unprintable is a character a terminal acts on or hides: controls (ESC,
+// CR, U+009B), format characters (U+202E) and spaces other than ' '.
+func unprintable(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }
+
+// systemSchema reports whether PostgreSQL keeps schema for itself: its
+// catalogs, and every name it reserves with the pg_ prefix (pg_catalog,
+// pg_toast, pg_temp_N).
+func systemSchema(schema string) bool {
+	return schema == "information_schema" || strings.HasPrefix(schema, "pg_")
 }
 
 // DefaultHolder returns "<hostname>-<pid>-<random>". The random part matters:

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 )
 
@@ -93,7 +94,12 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(e.up, prometheus.GaugeValue, 1)
+	// Label values come from the table: escaped, so that a hostile job
+	// name or holder id cannot act on the terminal of whoever reads them.
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		for i, l := range labels {
+			labels[i] = escape.Printable(l)
+		}
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	for _, j := range jobs {

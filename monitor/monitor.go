@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 )
 
@@ -78,7 +79,7 @@ func New(job, holder string, staleAfter time.Duration, withMetrics bool) *Monito
 func newMetrics(job string) *metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	f := promauto.With(prometheus.WrapRegistererWith(prometheus.Labels{"lease": job}, reg))
+	f := promauto.With(prometheus.WrapRegistererWith(prometheus.Labels{"lease": escape.Printable(job)}, reg))
 	m := &metrics{
 		registry: reg,
 		isLeader: f.NewGauge(prometheus.GaugeOpts{Name: "leasewrap_is_leader",
