@@ -13,6 +13,7 @@ import (
 
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/lease"
 )
 
 // binary is the leasewrap built once for all tests of this package.
@@ -85,4 +86,30 @@ func (d db) holder(t *testing.T, job string) string {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// takeover reads, on the database clock, when the lease of holder's run
+// expired (the take that followed closed the run as lost at that expiry)
+// and when the job's current holder took it.
+func (d db) takeover(t *testing.T, job, holder string) (expired, taken time.Time) {
+	t.Helper()
+	err := d.pool.QueryRow(context.Background(), `SELECT h.finished_at, l.acquired_at FROM `+
+		pgx.Identifier{d.table + lease.HistorySuffix}.Sanitize()+` h, `+pgx.Identifier{d.table}.Sanitize()+` l
+WHERE h.job_name = $1 AND h.holder = $2 AND h.outcome = $3 AND l.job_name = $1`, job, holder, lease.OutcomeLost).Scan(&expired, &taken)
+	if err != nil {
+		t.Fatalf("%s's run closed as lost, and its successor's take: %v", holder, err)
+	}
+	return expired, taken
+}
+
+// logTime is when leasewrap wrote a JSON log entry, by its "time" field (the
+// same machine's clock as the test's).
+func logTime(t *testing.T, e map[string]any) time.Time {
+	t.Helper()
+	s, _ := e["time"].(string)
+	at, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatalf("log entry %v: no time: %v", e, err)
+	}
+	return at
 }

@@ -300,10 +300,11 @@ func TestRenewalSurvivesACutIdleConnection(t *testing.T) {
 	}
 }
 
-// renewals counts a lease's renewal attempts.
+// renewals counts a lease's renewal attempts and keeps their errors.
 type renewals struct {
 	mu         sync.Mutex
 	ok, failed int
+	errs       []error
 }
 
 func (r *renewals) Contacted()   {}
@@ -314,6 +315,7 @@ func (r *renewals) Renewed(_ time.Duration, err error) {
 	defer r.mu.Unlock()
 	if err != nil {
 		r.failed++
+		r.errs = append(r.errs, err)
 	} else {
 		r.ok++
 	}
@@ -323,6 +325,12 @@ func (r *renewals) counts() (int, int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.ok, r.failed
+}
+
+func (r *renewals) errors() []error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]error(nil), r.errs...)
 }
 
 // Tables the acquire itself would write to without complaint, since

@@ -5,7 +5,8 @@
 // proxy per wrapper that cuts, blackholes or slows its database connection,
 // a restarted PostgreSQL), and a checker reads the history afterwards: no two
 // children overlap, fencing tokens rise, every child ended or is provably
-// dead, and a new child starts within the bound the design promises.
+// dead, and a new holder takes the lease within the bound the design
+// promises (timed to its take, not to when its child gets to run).
 //
 // CI runs a few trials per scenario; LEASEWRAP_FAULT_TRIALS=20 runs more.
 package faulttest

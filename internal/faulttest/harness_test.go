@@ -195,6 +195,18 @@ func (c *cluster) holderOf(r lwtest.Interval) *member {
 	return nil
 }
 
+// acquiredAt is when the wrapper whose child r is logged that it took the
+// lease (the machine's wall clock, as time.Now reads it).
+func (c *cluster) acquiredAt(r lwtest.Interval) time.Time {
+	c.t.Helper()
+	s, _ := c.holderOf(r).proc.WaitLog(c.t, "acquired")["time"].(string)
+	at, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		c.t.Fatalf("%s's acquired log line has no time: %v", r.Holder, err)
+	}
+	return at
+}
+
 // expectExit waits for m's wrapper to exit with want, then starts it again.
 func (c *cluster) expectExit(m *member, want int) {
 	c.t.Helper()
