@@ -107,15 +107,18 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 	pings := newRunPings(w.o, log)
 	defer pings.close() // after the release below
 	var (
-		res           runner.Result
-		attempt       = 1
-		retry, logged bool
+		res     runner.Result
+		attempt = 1
+		next    nextStep
 	)
 	for ; ; attempt++ {
 		res = w.attempt(path, l, mon, pings, log)
-		if retry, logged = w.retryAfter(res, attempt, l, log); !retry {
+		if next = w.retryAfter(res, attempt, l, log); !next.retry {
 			break
 		}
+	}
+	if next.lost != nil || next.signal != nil {
+		return w.endBetweenAttempts(l, res, attempt, next, pings, log)
 	}
 	pings.finish(runExitCode(res))
 	if !res.Started {
@@ -127,9 +130,6 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 		return exitStatus(res)
 	}
 	end := lease.End{ExitCode: &res.Status, Outcome: runOutcome(res), Attempt: attempt}
-	if logged {
-		end.Outcome = "" // in the history already
-	}
 	logRelease(l.Finish(context.Background(), end), log)
 	return exitStatus(res)
 }

@@ -65,9 +65,21 @@ FROM (VALUES (1)) AS one LEFT JOIN ` + table + ` AS l ON l.job_name = $1::text`,
 		release: releaseSQL(table, "", false),
 
 		// The next attempt of a run (--retries) starts now, under the same
-		// lease and token.
-		startAttempt: `UPDATE ` + table + ` SET last_started_at = now(), last_exit_code = NULL
-WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint`,
+		// lease and token, and only if the lease is still this holder's: it
+		// is a renewal too, with renew's conditions and answer, so that an
+		// attempt never starts on a lease that was released, taken over or
+		// deleted during the wait.
+		startAttempt: `WITH started AS (
+  UPDATE ` + table + ` SET
+    expires_at = now() + $4::bigint * interval '1 microsecond',
+    renewed_at = now(),
+    last_started_at = now(),
+    last_exit_code = NULL
+  WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint
+    AND released_at IS NULL
+  RETURNING 1)
+SELECT EXISTS (SELECT FROM started), l.fencing_token, l.holder, coalesce(l.released_at IS NOT NULL, false)
+FROM (VALUES (1)) AS one LEFT JOIN ` + table + ` AS l ON l.job_name = $1::text`,
 
 		// An operator's release of a live lease. With $3 (force) the lease is
 		// free at once, for a holder known to be dead; without, it is only
