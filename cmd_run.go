@@ -306,6 +306,8 @@ var skipMessages = map[string]string{
 	lease.StateHeld:      "skipped: lease held by another instance",
 	lease.StateKept:      "skipped: another instance ran the job and --hold-for keeps its lease",
 	lease.StateReleasing: "skipped: lease held by another instance, which an operator asked to stop",
+	// A take that began before another instance's release committed.
+	lease.StateReleased: "skipped: another instance held the lease and released it just as this one tried to take it",
 }
 
 var (

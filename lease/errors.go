@@ -61,7 +61,9 @@ type HeldError struct {
 	ExpiresIn time.Duration
 	Token     int64
 	// State is StateHeld, StateKept (its command finished; hold-for keeps
-	// the lease) or StateReleasing (an operator asked it to stop).
+	// the lease), StateReleasing (an operator asked it to stop) or
+	// StateReleased (released without hold-for just as this take began:
+	// the take's own clock still saw it live).
 	State string
 	// Slot is the slot whose holder is named, of Slots (both 0 for a job
 	// with one slot). With several slots every one is held, and this one

@@ -30,8 +30,15 @@ const clockToken = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 
 // heldState says how a live lease is held: StateHeld, StateKept (the
 // command finished, hold-for keeps it) or StateReleasing (an operator asked
-// the holder to stop).
-const heldState = `CASE WHEN released_at IS NULL THEN 'held' WHEN last_finished_at IS NOT NULL THEN 'kept' ELSE 'releasing' END`
+// the holder to stop). A release without hold-for (or after it ran out, or
+// forced) sets expires_at to its own now(), so expires_at <= released_at:
+// that lease is StateReleased even where it still looks live, to a
+// statement whose now() is older than the release (the first take of a
+// wrapper runs after its shape checks, in their transaction, and a release
+// that commits in between looks live to it for those milliseconds), or
+// when the row is read after its expiry.
+const heldState = `CASE WHEN released_at IS NULL THEN 'held' WHEN expires_at <= released_at THEN 'released'
+  WHEN last_finished_at IS NOT NULL THEN 'kept' ELSE 'releasing' END`
 
 // leaseState is the state of any lease row: heldState while it is live,
 // else StateReleased (handed back) or StateExpired (never released).
