@@ -272,6 +272,11 @@ func (w *wrapper) acquire(ctx context.Context) (*lease.Lease, error) {
 		return nil, exitWith(w.o.skipExitCode)
 	case errors.As(err, &slotsErr):
 		return nil, usagef("refusing %s %d: %v", "--slots", w.o.slots, err)
+	case errors.Is(err, lease.ErrTakeInDoubt):
+		// The database answered; the lease is in doubt, as when it is
+		// lost before the command starts.
+		w.log.Error().Err(err).Msg("not starting the command: the lease is in doubt")
+		return nil, exitWith(exitLeaseLost)
 	default:
 		return nil, w.db.unavailable(err, w.log)
 	}
