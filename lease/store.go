@@ -206,6 +206,15 @@ func (s *Store) tryAcquireOnce(ctx context.Context, db DB, job string, budget ti
 	s.cfg.observer.Contacted()
 	switch {
 	case err == nil && taken:
+		if took := s.cfg.clock.Now() - t0; took >= budget {
+			// An answer read after the budget ran out (the process stalled
+			// with it on the way): the lease is this holder's, by its token,
+			// but too late to use. Hand it back at once, as a failed take,
+			// without a keeper that would report it lost.
+			late := &Lease{store: s, job: job, row: SlotRow(job, 1), slot: 1, token: token}
+			_ = late.releaseRow(context.WithoutCancel(ctx), 0, End{})
+			return nil, fmt.Errorf("cannot acquire lease %q: the answer came after %s: %w", job, took.Round(time.Millisecond), context.DeadlineExceeded)
+		}
 		return newLease(s, job, token, t0+s.cfg.TTL), nil
 	case err == nil && slots != 1:
 		return nil, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: 1, Found: slots}
