@@ -107,15 +107,18 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 	pings := newRunPings(w.o, log)
 	defer pings.close() // after the release below
 	var (
-		res           runner.Result
-		attempt       = 1
-		retry, logged bool
+		res     runner.Result
+		attempt = 1
+		next    nextStep
 	)
 	for ; ; attempt++ {
 		res = w.attempt(path, l, mon, pings, log)
-		if retry, logged = w.retryAfter(res, attempt, l, log); !retry {
+		if next = w.retryAfter(res, attempt, l, log); !next.retry {
 			break
 		}
+	}
+	if next.lost != nil || next.signal != nil {
+		return w.endBetweenAttempts(l, res, attempt, next, pings, log)
 	}
 	pings.finish(runExitCode(res))
 	if !res.Started {
@@ -127,9 +130,6 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 		return exitStatus(res)
 	}
 	end := lease.End{ExitCode: &res.Status, Outcome: runOutcome(res), Attempt: attempt}
-	if logged {
-		end.Outcome = "" // in the history already
-	}
 	logRelease(l.Finish(context.Background(), end), log)
 	return exitStatus(res)
 }
@@ -272,6 +272,11 @@ func (w *wrapper) acquire(ctx context.Context) (*lease.Lease, error) {
 		return nil, exitWith(w.o.skipExitCode)
 	case errors.As(err, &slotsErr):
 		return nil, usagef("refusing %s %d: %v", "--slots", w.o.slots, err)
+	case errors.Is(err, lease.ErrTakeInDoubt):
+		// The database answered; the lease is in doubt, as when it is
+		// lost before the command starts.
+		w.log.Error().Err(err).Msg("not starting the command: the lease is in doubt")
+		return nil, exitWith(exitLeaseLost)
 	default:
 		return nil, w.db.unavailable(err, w.log)
 	}
@@ -306,6 +311,8 @@ var skipMessages = map[string]string{
 	lease.StateHeld:      "skipped: lease held by another instance",
 	lease.StateKept:      "skipped: another instance ran the job and --hold-for keeps its lease",
 	lease.StateReleasing: "skipped: lease held by another instance, which an operator asked to stop",
+	// A take that began before another instance's release committed.
+	lease.StateReleased: "skipped: another instance held the lease and released it just as this one tried to take it",
 }
 
 var (

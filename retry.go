@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"os"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -27,18 +29,35 @@ func retryDelay(first time.Duration, n int) time.Duration {
 	return min(d, maxRetryDelay)
 }
 
+// nextStep is what follows an attempt.
+type nextStep struct {
+	// retry: run the command again.
+	retry bool
+	// recorded: the attempt is in the history already.
+	recorded bool
+	// lost: the lease ended after the attempt, before another could
+	// start (in the wait, or found when recording the attempt).
+	lost error
+	// signal: a signal to end leasewrap came during the wait.
+	signal os.Signal
+}
+
 // retryAfter decides whether the command runs again after attempt, and
 // waits for it while the lease is kept, so no other instance starts in
 // between. A success, a command that cannot start, a lost lease and a signal
-// to end leasewrap all end the retries. recorded reports that the attempt
-// is already in the history (the retries ended during the wait).
-func (w *wrapper) retryAfter(res runner.Result, attempt int, l *lease.Lease, log zerolog.Logger) (retry, recorded bool) {
+// to end leasewrap all end the retries. The next attempt starts only once
+// the statement that marks its start has renewed the lease: a lease
+// released, taken over or deleted during the wait is lost, and a database
+// that cannot say so is asked again until the lease would have to stop.
+func (w *wrapper) retryAfter(res runner.Result, attempt int, l *lease.Lease, log zerolog.Logger) nextStep {
 	failed := res.Status != 0 || res.TimedOut
 	if !failed || !res.Started || res.Lost != nil || res.Signal != nil || attempt > w.o.retries {
-		return false, false
+		return nextStep{}
 	}
 	end := lease.End{ExitCode: &res.Status, Outcome: runOutcome(res), Attempt: attempt}
-	if err := l.RecordAttempt(context.Background(), end); err != nil {
+	if err := l.RecordAttempt(context.Background(), end); errors.Is(err, lease.ErrLost) {
+		return notRetrying(nextStep{lost: err}, log)
+	} else if err != nil {
 		log.Warn().Err(err).Msg("cannot record the attempt in the history")
 	}
 	delay := retryDelay(w.o.retryDelay, attempt)
@@ -46,21 +65,74 @@ func (w *wrapper) retryAfter(res runner.Result, attempt int, l *lease.Lease, log
 		Bool("timed_out", res.TimedOut).Stringer("retry_in", delay).Msg("the command failed; running it again, keeping the lease")
 	t := time.NewTimer(delay)
 	defer t.Stop()
+	warned := false
 	for {
 		select {
 		case <-t.C:
-			if err := l.StartAttempt(context.Background()); err != nil {
-				log.Warn().Err(err).Msg("cannot record the next attempt's start")
+			err := l.StartAttempt(context.Background())
+			if err == nil {
+				return nextStep{retry: true, recorded: true}
 			}
-			return true, true
+			if errors.Is(err, lease.ErrLost) {
+				return notRetrying(nextStep{recorded: true, lost: err}, log)
+			}
+			if !warned {
+				warned = true
+				log.Warn().Err(err).Stringer("remaining", l.Remaining().Round(time.Millisecond)).
+					Msg("cannot confirm the lease to start the next attempt; trying again")
+			}
+			t.Reset(w.o.timings.RetryInterval)
 		case <-l.Done():
-			log.Error().Err(l.Err()).Msg("not retrying: lease can no longer be guaranteed")
-			return false, true
+			return notRetrying(nextStep{recorded: true, lost: l.Err()}, log)
 		case sig := <-w.sigs:
 			if signals.Ends(sig) {
 				log.Info().Str("signal", sig.String()).Msg("not retrying: stopped by signal")
-				return false, true
+				return nextStep{recorded: true, signal: sig}
 			}
 		}
 	}
+}
+
+// notRetrying says why a lost lease ends the retries, at the level of the
+// "lease lost" line before it: an operator's release is planned.
+func notRetrying(next nextStep, log zerolog.Logger) nextStep {
+	ev := log.Error()
+	if errors.Is(next.lost, lease.ErrReleasedByOperator) {
+		ev = log.Warn()
+	}
+	ev.Err(next.lost).Msg("not retrying: lease can no longer be guaranteed")
+	return next
+}
+
+// endBetweenAttempts ends a run whose retries a lost lease or a signal
+// ended while no attempt ran. A lost lease exits 75, as when it is lost
+// while the command runs, and the history gets one more row for the run:
+// the attempt that never started (or the one that could not be recorded)
+// as lost, or stopped for an operator's release. A signal exits 128+N, as
+// a signal before the first attempt does: the retries the operator asked
+// for did not all run, and the last attempt's failure is in the history.
+func (w *wrapper) endBetweenAttempts(l *lease.Lease, res runner.Result, attempt int, next nextStep, pings *runPings, log zerolog.Logger) error {
+	code := exitSignalBase + signals.Number(next.signal)
+	if next.lost != nil {
+		code = exitLeaseLost
+	}
+	pings.finish(code)
+	// The attempt is in the history already, or will be by RecordLost.
+	relErr := l.Finish(context.Background(), lease.End{ExitCode: &res.Status, Attempt: attempt})
+	logRelease(relErr, log)
+	if next.lost == nil {
+		return exitWith(code)
+	}
+	run := lease.End{Outcome: runOutcome(runner.Result{Lost: next.lost}), Attempt: attempt + 1}
+	if !next.recorded {
+		run.Attempt, run.ExitCode = attempt, &res.Status
+	}
+	// A release that failed for another reason leaves the row as it was:
+	// a run it marks started is closed by the next holder, not here.
+	if relErr == nil || errors.Is(relErr, lease.ErrLost) {
+		if err := l.RecordLost(context.Background(), run); err != nil {
+			log.Warn().Err(err).Msg("cannot record the run in the history")
+		}
+	}
+	return exitWith(code)
 }

@@ -26,6 +26,11 @@ var (
 	// asked the holder to hand the lease back (leasewrap release --id). Its
 	// Planned method says so to code that cannot import this package.
 	ErrReleasedByOperator error = operatorRelease{}
+	// ErrTakeInDoubt means a take's answer came too late to be used (the
+	// take ran past its budget, and the process had stalled) and the
+	// lease it may have taken is live under this holder's own id: it is
+	// not used, and expires by itself.
+	ErrTakeInDoubt = errors.New("a take whose answer came too late (this process stalled, or the database was slow) holds it; it is not used and expires by itself")
 	// ErrHeld means another holder has a live lease; the error is a *HeldError.
 	ErrHeld = errors.New("lease held by another instance")
 	// ErrReleased is the Err of a lease that was handed back by Release.
@@ -61,7 +66,9 @@ type HeldError struct {
 	ExpiresIn time.Duration
 	Token     int64
 	// State is StateHeld, StateKept (its command finished; hold-for keeps
-	// the lease) or StateReleasing (an operator asked it to stop).
+	// the lease), StateReleasing (an operator asked it to stop) or
+	// StateReleased (released without hold-for just as this take began:
+	// the take's own clock still saw it live).
 	State string
 	// Slot is the slot whose holder is named, of Slots (both 0 for a job
 	// with one slot). With several slots every one is held, and this one

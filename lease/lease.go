@@ -115,14 +115,22 @@ func (l *Lease) Grace() time.Duration { return l.store.cfg.Grace }
 // SIGKILL; negative once that moment has passed.
 func (l *Lease) KillIn() time.Duration { return l.Remaining() - SafetyMargin(l.store.cfg.TTL) }
 
-// end closes Done once, with err as the reason.
-func (l *Lease) end(err error) {
+// end closes Done once, with err as the reason, and reports whether this
+// call closed it.
+func (l *Lease) end(err error) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.err == nil {
-		l.err = err
-		close(l.done)
+	if l.err != nil {
+		return false
 	}
+	l.err = err
+	close(l.done)
+	return true
+}
+
+// logger is the lease's own log context.
+func (l *Lease) logger() zerolog.Logger {
+	return l.store.log.With().Str("job", l.job).Int64("fencing_token", l.token).Logger()
 }
 
 // renewTimeout bounds one renewal statement below the moment work has to
@@ -134,7 +142,7 @@ const renewTimeout = time.Second
 func (l *Lease) keep(ctx context.Context) {
 	defer close(l.keeperDone)
 	cfg := l.store.cfg
-	log := l.store.log.With().Str("job", l.job).Int64("fencing_token", l.token).Logger()
+	log := l.logger()
 	// The first renewal is due a renew interval after the acquiring
 	// statement was sent, not after this goroutine started.
 	l.mu.Lock()
@@ -178,9 +186,12 @@ func (l *Lease) keep(ctx context.Context) {
 
 // lose ends the lease because leadership can no longer be guaranteed, and
 // says why at the level the reason deserves: an operator's release is
-// planned, everything else is an incident.
+// planned, everything else is an incident. The keeper and a retry's start
+// may both find the loss: only the first says so.
 func (l *Lease) lose(err error, log zerolog.Logger) {
-	l.end(err) // before logging: a log write may block or fail
+	if !l.end(err) { // before logging: a log write may block or fail
+		return
+	}
 	l.store.cfg.observer.Lost(err)
 	ev := log.Error()
 	if errors.Is(err, ErrReleasedByOperator) {
@@ -194,11 +205,19 @@ func (l *Lease) lose(err error, log zerolog.Logger) {
 // or ErrReleasedByOperator when that is why), and other errors when the
 // database could not say; the statement never outlives the local deadline.
 func (l *Lease) renew(ctx context.Context) error {
+	return l.extend(ctx, l.store.sql.renew, "renew lease")
+}
+
+// extend runs query, a renewal with renew's parameters ($1 row, $2 holder,
+// $3 token, $4 TTL) and answer (renewed, and the row as it was), and moves
+// the local deadline to t0 + TTL on success, t0 read before the statement
+// was sent. what names the action in errors.
+func (l *Lease) extend(ctx context.Context, query, what string) error {
 	s := l.store
 	t0 := s.cfg.clock.Now()
 	remaining := l.Remaining()
 	if remaining <= 0 {
-		return fmt.Errorf("cannot renew lease %q: %w (expired locally)", l.job, ErrLost)
+		return fmt.Errorf("cannot %s %q: %w (expired locally)", what, l.job, ErrLost)
 	}
 	ctx, cancel := context.WithTimeout(ctx, remaining)
 	defer cancel()
@@ -208,38 +227,40 @@ func (l *Lease) renew(ctx context.Context) error {
 		holder   *string
 		released bool
 	)
-	err := s.db.QueryRow(ctx, s.sql.renew, l.row, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
+	err := s.db.QueryRow(ctx, query, l.row, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
 		Scan(&renewed, &token, &holder, &released)
 	if connectionLost(err) && ctx.Err() == nil {
 		// The pool does not ping idle connections (see Connect): one that
 		// broke while idle fails here once, and the pool dials a fresh one.
 		// Sending the renewal twice is harmless: it is conditional on the
 		// holder and token, and t0 is from before the first.
-		err = s.db.QueryRow(ctx, s.sql.renew, l.row, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
+		err = s.db.QueryRow(ctx, query, l.row, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
 			Scan(&renewed, &token, &holder, &released)
 	}
 	if err != nil {
-		err = fmt.Errorf("cannot renew lease %q: %w", l.job, classify(err))
+		err = fmt.Errorf("cannot %s %q: %w", what, l.job, classify(err))
 		s.cfg.observer.Failed(err)
 		return err
 	}
 	s.cfg.observer.Contacted()
 	switch {
 	case renewed:
+		// The keeper and a retry's start may both renew: a later answer to
+		// an earlier statement must not move the deadline back.
 		l.mu.Lock()
-		l.deadline = t0 + s.cfg.TTL
+		l.deadline = max(l.deadline, t0+s.cfg.TTL)
 		l.mu.Unlock()
 		return nil
 	case token == nil || *token < l.token:
-		return fmt.Errorf("cannot renew lease %q with token %d: %w", l.job, l.token, ErrRowRegressed)
+		return fmt.Errorf("cannot %s %q with token %d: %w", what, l.job, l.token, ErrRowRegressed)
 	case *token == l.token && *holder == s.cfg.holder && released:
-		return fmt.Errorf("cannot renew lease %q: %w", l.job, ErrReleasedByOperator)
+		return fmt.Errorf("cannot %s %q: %w", what, l.job, ErrReleasedByOperator)
 	default:
 		// This holder's lease was still valid (renewals stop before the local
 		// deadline, which is never later than the database's expiry), so no
 		// take could have been legitimate.
-		return fmt.Errorf("cannot renew lease %q: %w: taken over by %q with token %d while this holder's lease was valid (release --force, a write lost in a failover, or a change by hand?)",
-			l.job, ErrLost, *holder, *token)
+		return fmt.Errorf("cannot %s %q: %w: taken over by %q with token %d while this holder's lease was valid (release --force, a write lost in a failover, or a change by hand?)",
+			what, l.job, ErrLost, *holder, *token)
 	}
 }
 
@@ -277,7 +298,9 @@ func (l *Lease) Finish(ctx context.Context, end End) error {
 
 // RecordAttempt records in the history an attempt that ended while the
 // lease is kept for another one (a retry). It does nothing without a
-// history table.
+// history table. When the lease row is no longer this holder's (taken
+// over, or deleted), nothing is recorded, the lease ends as lost (Done
+// closes, as for a failed renewal) and the error wraps ErrLost.
 func (l *Lease) RecordAttempt(ctx context.Context, end End) error {
 	s := l.store
 	h := s.hist.Load()
@@ -286,22 +309,75 @@ func (l *Lease) RecordAttempt(ctx context.Context, end End) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
-	_, err := s.db.Exec(ctx, h.recordAttempt, l.row, s.cfg.holder, l.token, l.job, l.slot, max(end.Attempt, 1), end.ExitCode, end.Outcome)
-	// Without the history, an attempt is not recorded at all.
-	if err = s.withoutHistory(ctx, err, func() error { return nil }); err != nil {
-		return fmt.Errorf("cannot record attempt %d of lease %q: %w", end.Attempt, l.job, classify(err))
+	tag, err := s.db.Exec(ctx, h.recordAttempt, l.row, s.cfg.holder, l.token, l.job, l.slot, max(end.Attempt, 1), end.ExitCode, end.Outcome)
+	if err != nil {
+		// Without the history, an attempt is not recorded at all; the next
+		// attempt's start still proves the lease.
+		if err = s.withoutHistory(ctx, err, func() error { return nil }); err != nil {
+			return fmt.Errorf("cannot record attempt %d of lease %q: %w", end.Attempt, l.job, classify(err))
+		}
+		return nil
+	}
+	if tag.RowsAffected() == 0 {
+		err = fmt.Errorf("cannot record attempt %d of lease %q: %w: the row is gone or another holder's", end.Attempt, l.job, ErrLost)
+		l.lose(err, l.logger())
+		return err
 	}
 	return nil
 }
 
 // StartAttempt marks the start of the next attempt of the run in the lease
-// row, which the history takes the attempt's start from.
+// row (the history takes the attempt's start from it), in a statement that
+// renews the lease as the keeper does: the next attempt may start only when
+// it returns nil. When the lease is no longer this holder's (released by
+// an operator, taken over, deleted) the lease ends as lost, as for a
+// failed renewal, and the error wraps ErrLost. Any other error means the
+// database could not say: the attempt must not start yet; try again while
+// Done is open. The statement never outlives the moment work would have to
+// stop.
 func (l *Lease) StartAttempt(ctx context.Context) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	cfg := l.store.cfg
+	stopIn := l.Remaining() - cfg.StopBefore()
+	if stopIn <= 0 {
+		err := fmt.Errorf("lease %q: no renewal succeeded in time: %w", l.job, ErrLost)
+		l.lose(err, l.logger())
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(stopIn, max(cfg.RenewInterval, renewTimeout)))
+	defer cancel()
+	err := l.extend(ctx, l.store.sql.startAttempt, "start the next attempt of lease")
+	if errors.Is(err, ErrLost) {
+		l.lose(err, l.logger())
+	}
+	return err
+}
+
+// RecordLost records in the history, as end says (OutcomeLost or
+// OutcomeStopped, and the attempt), a run whose lease ended while no
+// command ran: during the wait for a retry, or when recording the attempt
+// before it found the row gone. The lease row may be gone or another
+// holder's by then, so the run is written without it, once: not if the
+// history already has this attempt (or a later one) of this lease, which
+// is how a taker closes a run its holder left started. It does nothing
+// without a history table. Call it after Finish, whose release (when the
+// row is still this holder's) keeps a taker from closing the run too.
+func (l *Lease) RecordLost(ctx context.Context, end End) error {
 	s := l.store
+	if s.hist.Load() == nil {
+		return nil
+	}
+	name := s.history.Sanitize()
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
-	if _, err := s.db.Exec(ctx, s.sql.startAttempt, l.row, s.cfg.holder, l.token); err != nil {
-		return fmt.Errorf("cannot mark the next attempt of lease %q: %w", l.job, classify(err))
+	_, err := s.db.Exec(ctx, `INSERT INTO `+name+` (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome)
+SELECT $1::text, $2::integer, $3::text, $4::bigint, $5::integer, now(), now(), $6::integer, $7::text
+WHERE NOT EXISTS (SELECT FROM `+name+` WHERE job_name = $1::text AND fencing_token = $4::bigint AND attempt >= $5::integer)`,
+		l.job, l.slot, s.cfg.holder, l.token, max(end.Attempt, 1), end.ExitCode, end.Outcome)
+	if err != nil {
+		return fmt.Errorf("cannot record attempt %d of lease %q: %w", end.Attempt, l.job, classify(err))
 	}
 	return nil
 }

@@ -30,8 +30,15 @@ const clockToken = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 
 // heldState says how a live lease is held: StateHeld, StateKept (the
 // command finished, hold-for keeps it) or StateReleasing (an operator asked
-// the holder to stop).
-const heldState = `CASE WHEN released_at IS NULL THEN 'held' WHEN last_finished_at IS NOT NULL THEN 'kept' ELSE 'releasing' END`
+// the holder to stop). A release without hold-for (or after it ran out, or
+// forced) sets expires_at to its own now(), so expires_at <= released_at:
+// that lease is StateReleased even where it still looks live, to a
+// statement whose now() is older than the release (the first take of a
+// wrapper runs after its shape checks, in their transaction, and a release
+// that commits in between looks live to it for those milliseconds), or
+// when the row is read after its expiry.
+const heldState = `CASE WHEN released_at IS NULL THEN 'held' WHEN expires_at <= released_at THEN 'released'
+  WHEN last_finished_at IS NOT NULL THEN 'kept' ELSE 'releasing' END`
 
 // leaseState is the state of any lease row: heldState while it is live,
 // else StateReleased (handed back) or StateExpired (never released).
@@ -65,9 +72,21 @@ FROM (VALUES (1)) AS one LEFT JOIN ` + table + ` AS l ON l.job_name = $1::text`,
 		release: releaseSQL(table, "", false),
 
 		// The next attempt of a run (--retries) starts now, under the same
-		// lease and token.
-		startAttempt: `UPDATE ` + table + ` SET last_started_at = now(), last_exit_code = NULL
-WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint`,
+		// lease and token, and only if the lease is still this holder's: it
+		// is a renewal too, with renew's conditions and answer, so that an
+		// attempt never starts on a lease that was released, taken over or
+		// deleted during the wait.
+		startAttempt: `WITH started AS (
+  UPDATE ` + table + ` SET
+    expires_at = now() + $4::bigint * interval '1 microsecond',
+    renewed_at = now(),
+    last_started_at = now(),
+    last_exit_code = NULL
+  WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint
+    AND released_at IS NULL
+  RETURNING 1)
+SELECT EXISTS (SELECT FROM started), l.fencing_token, l.holder, coalesce(l.released_at IS NOT NULL, false)
+FROM (VALUES (1)) AS one LEFT JOIN ` + table + ` AS l ON l.job_name = $1::text`,
 
 		// An operator's release of a live lease. With $3 (force) the lease is
 		// free at once, for a holder known to be dead; without, it is only

@@ -193,14 +193,43 @@ func (s *Store) TryAcquire(ctx context.Context, job string) (*Lease, error) {
 }
 
 // tryAcquire is TryAcquire on the given connection (a standby's own).
+//
+// A take whose budget ran out is tried once more, with a budget of its
+// own: the database may have been fine and this process stalled (frozen
+// by SIGSTOP, suspended, starved of CPU), since the local clock counts
+// the stall. If the answer that came too late had taken the lease, the
+// second try finds it live under this holder's own id: that lease cannot
+// be used (its deadline is unknown) nor safely handed back (another
+// instance may share the id), so the error wraps ErrTakeInDoubt and the
+// lease expires by itself.
 func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, error) {
 	if err := CheckJob(job); err != nil {
 		return nil, err
 	}
+	budget := s.cfg.TTL - s.cfg.StopBefore()
+	began := s.cfg.clock.Now()
+	l, err := s.tryAcquireOnce(ctx, db, job, budget)
+	if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		return l, err
+	}
+	s.log.Warn().Str("job", job).Stringer("budget", budget).
+		Stringer("elapsed", (s.cfg.clock.Now() - began).Round(time.Millisecond)).Err(err).
+		Msg("no answer to the take within its budget (this process stalled, or the database was slow); trying once more")
+	l, err = s.tryAcquireOnce(ctx, db, job, budget)
+	var held *HeldError
+	if errors.As(err, &held) && held.Holder == s.cfg.holder && held.Slots <= 1 {
+		return nil, fmt.Errorf("lease %q is held under this instance's own id %q (token %d) for another %s: %w",
+			job, held.Holder, held.Token, held.ExpiresIn.Round(time.Millisecond), ErrTakeInDoubt)
+	}
+	return l, err
+}
+
+// tryAcquireOnce is one try of tryAcquire, within budget.
+func (s *Store) tryAcquireOnce(ctx context.Context, db DB, job string, budget time.Duration) (*Lease, error) {
 	t0 := s.cfg.clock.Now()
 	// A lease that takes longer than this to come back would be in doubt
 	// (Done closed) before work could start.
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
+	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	if s.cfg.slots > 1 {
 		if err := s.ensureSchema(ctx); err != nil {
@@ -229,6 +258,15 @@ func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, erro
 	s.cfg.observer.Contacted()
 	switch {
 	case err == nil && taken:
+		if took := s.cfg.clock.Now() - t0; took >= budget {
+			// An answer read after the budget ran out (the process stalled
+			// with it on the way): the lease is this holder's, by its token,
+			// but too late to use. Hand it back at once, as a failed take,
+			// without a keeper that would report it lost.
+			late := &Lease{store: s, job: job, row: SlotRow(job, 1), slot: 1, token: token}
+			_ = late.releaseRow(context.WithoutCancel(ctx), 0, End{})
+			return nil, fmt.Errorf("cannot acquire lease %q: the answer came after %s: %w", job, took.Round(time.Millisecond), context.DeadlineExceeded)
+		}
 		return newLease(s, job, token, t0+s.cfg.TTL), nil
 	case err == nil && slots != 1:
 		return nil, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: 1, Found: slots}
@@ -306,6 +344,11 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 		return nil, err
 	}
 	l, err := s.lookThenTake(ctx, s.db, job)
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		// The look's budget ran out: this process may have stalled (see
+		// tryAcquire); an outage shows on the second try too.
+		l, err = s.lookThenTake(ctx, s.db, job)
+	}
 	var held *HeldError
 	if err == nil || !errors.As(err, &held) {
 		return l, err
