@@ -150,6 +150,11 @@ func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, erro
 	// (Done closed) before work could start.
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
 	defer cancel()
+	db, done, err := s.replicated(ctx, db, job)
+	defer done()
+	if err != nil {
+		return nil, err
+	}
 	if s.cfg.slots > 1 {
 		if err := s.ensureSchema(ctx); err != nil {
 			return nil, err
@@ -163,7 +168,7 @@ func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, erro
 		holder, state *string
 		expiresMicros *int64
 	)
-	err := s.acquireRow(ctx, db, job, s.cfg.holder, s.cfg.TTL.Microseconds()).
+	err = s.acquireRow(ctx, db, job, s.cfg.holder, s.cfg.TTL.Microseconds()).
 		Scan(&taken, &token, &holder, &expiresMicros, &state, &slots)
 	var schemaErr *schemaStepError
 	if errors.As(err, &schemaErr) {
@@ -177,7 +182,7 @@ func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, erro
 	s.cfg.observer.Contacted()
 	switch {
 	case err == nil && taken:
-		return newLease(s, job, token, t0+s.cfg.TTL), nil
+		return s.confirmed(ctx, db, newLease(s, job, token, t0+s.cfg.TTL))
 	case err == nil && slots != 1:
 		return nil, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: 1, Found: slots}
 	case err == nil && *expiresMicros > 0:
@@ -251,6 +256,9 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 		return nil, err
 	}
 	if err := s.ensureSchema(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.standbysReady(ctx, job); err != nil {
 		return nil, err
 	}
 	l, err := s.lookThenTake(ctx, s.db, job)
