@@ -219,6 +219,7 @@ func (r *replicated) failover(rep *report, kind string, last bool) {
 	leader := r.holderOf(old)
 	var terminated *member
 	acked := old // the last take a wrapper was told of
+	var unconfirmed int64
 	switch kind {
 	case "lag":
 		r.pair.HoldBack()
@@ -234,7 +235,7 @@ func (r *replicated) failover(rep *report, kind string, last bool) {
 		_ = leader.proc.Cmd.Process.Signal(syscall.SIGTERM)
 		terminated = leader
 		if r.require && kind == "lost-take" {
-			r.waitUnconfirmedTake(old, len(runs))
+			unconfirmed = r.waitUnconfirmedTake(old)
 		} else {
 			acked = r.waitRun(len(runs), r.takeBound())
 		}
@@ -250,6 +251,12 @@ func (r *replicated) failover(rep *report, kind string, last bool) {
 	// The standby's copy of an older lease may be live for up to a TTL.
 	next, at := r.waitLeader(promoted, failoverTTL+retry+slack)
 	rep.failovers = append(rep.failovers, time.Duration(at-crashed))
+	for _, run := range r.runs() {
+		if unconfirmed != 0 && run.Token == unconfirmed {
+			t.Errorf("failover %d (%s): %s started a child under a take (token %d) that no standby had replayed",
+				rep.trials+1, kind, run.Holder, run.Token)
+		}
+	}
 	if next.Pid == acked.Pid {
 		r.rodeOut++
 	} else if r.pair.Sync {
@@ -267,9 +274,9 @@ func (r *replicated) failover(rep *report, kind string, last bool) {
 }
 
 // waitUnconfirmedTake waits until a standby has taken the lease after old
-// on the primary, where replication is held back, and checks that no child
-// started under that take: no standby has replayed it.
-func (r *replicated) waitUnconfirmedTake(old lwtest.Interval, runs int) {
+// on the primary, where replication is held back, and returns the take's
+// token: no child may ever start under it, for no standby has replayed it.
+func (r *replicated) waitUnconfirmedTake(old lwtest.Interval) int64 {
 	t := r.t
 	t.Helper()
 	conn := r.pair.Conn(t)
@@ -277,17 +284,13 @@ func (r *replicated) waitUnconfirmedTake(old lwtest.Interval, runs int) {
 	deadline := time.Now().Add(retry + slack)
 	for {
 		var token int64
-		var holder string
-		err := conn.QueryRow(context.Background(), `SELECT fencing_token, holder FROM `+failoverTable+`
-WHERE job_name = 'work' AND released_at IS NULL AND expires_at > now()`).Scan(&token, &holder)
+		err := conn.QueryRow(context.Background(), `SELECT fencing_token FROM `+failoverTable+`
+WHERE job_name = 'work' AND released_at IS NULL AND expires_at > now()`).Scan(&token)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			t.Fatal(err)
 		}
 		if err == nil && token > old.Token {
-			if n := len(r.runs()); n > runs {
-				t.Errorf("%s started a child under a take (token %d) no standby had replayed", holder, token)
-			}
-			return
+			return token
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no standby took the lease on the primary within %s of the release", retry+slack)
