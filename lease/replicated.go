@@ -62,20 +62,25 @@ var ErrStandbysHidden = errors.New("the role cannot read the standbys' replay po
 type replicationError struct {
 	msg    string
 	hidden bool
-	cause  error // a failed read, if that is why
+	// cause is why the wait ended early: its deadline, or a failed read
+	// (readFailed: the database could not say, which is not a refusal).
+	cause      error
+	readFailed bool
 }
 
 func (e *replicationError) Error() string { return e.msg }
 func (e *replicationError) Unwrap() error { return e.cause }
 
 func (e *replicationError) Is(target error) bool {
-	return target == ErrNotReplicated || e.hidden && target == ErrStandbysHidden
+	return target == ErrNotReplicated && !e.readFailed || e.hidden && target == ErrStandbysHidden
 }
 
 // as names the take or renewal the error is about, in front of its
 // reason: "cannot take lease "x" as replicated: ...".
 func (e *replicationError) as(what string) error {
-	return &replicationError{msg: what + " as replicated: " + e.msg, hidden: e.hidden, cause: e.cause}
+	out := *e
+	out.msg = what + " as replicated: " + e.msg
+	return &out
 }
 
 // WithRequireReplicated makes a take or renewal count, for the lease's
@@ -318,7 +323,7 @@ func (rs *replicaSession) standbys(ctx context.Context, target string) (standbyS
 	err := rs.conn.QueryRow(ctx, standbysSQL, t).Scan(&st.target, &st.role, &st.visible, &st.streaming, &st.replayed, &st.slowest)
 	if err != nil {
 		err = classify(err)
-		return st, &replicationError{msg: "cannot read pg_stat_replication: " + err.Error(), cause: err}
+		return st, &replicationError{msg: "cannot read pg_stat_replication: " + err.Error(), cause: err, readFailed: true}
 	}
 	return st, nil
 }
@@ -357,7 +362,7 @@ func (rs *replicaSession) replayed(ctx context.Context) *replicationError {
 		}
 		if ctx.Err() != nil {
 			return &replicationError{cause: ctx.Err(), msg: fmt.Sprintf(
-				"not replayed in time (%s): the slowest of %d standbys streaming had replayed up to %s, the commit is at %s",
+				"not replayed in time (%s): the slowest of %d standbys streaming had replayed up to %s of %s",
 				time.Since(began).Round(time.Millisecond), st.streaming, st.slowest, st.target)}
 		}
 	}
