@@ -23,8 +23,9 @@ import (
 //     its own transaction in the same pipeline (no round trip). Where
 //     synchronous_standby_names names standbys, the commit itself waits for
 //     them; everywhere, the commit record asks each standby to report its
-//     replay position the moment it has applied it, where it would
-//     otherwise report at its next wal_receiver_status_interval (10 s);
+//     replay position the moment it has applied it, rather than with
+//     whatever reply it sends next (prompt on PostgreSQL 15 here, but
+//     nothing promises it sooner than wal_receiver_status_interval);
 //   - then, on the same connection, so on the same server, it reads the
 //     primary's flush position (at or past the commit record: the commit
 //     was flushed before it returned) and polls pg_stat_replication until
