@@ -108,8 +108,23 @@ func TestRequireReplicated(t *testing.T) {
 		}
 	})
 
-	t.Run("refuses without a standby", func(t *testing.T) {
+	// The standby goes away: renewals fail at once (no standby streams),
+	// the child is stopped before the lease could expire, and new runs
+	// are refused.
+	t.Run("stops the child and refuses without a standby", func(t *testing.T) {
+		pair.Resume(t)
+		history := filepath.Join(t.TempDir(), "history")
+		p := run(t, pair.DSN(), "trap record:"+history+" block")
+		waitHistory(t, history)
 		pair.LoseStandby(t)
+		// Its last replayed renewal came before the standby went away.
+		if code := p.Wait(t, ttl+slack); code != 75 {
+			t.Errorf("leasewrap exited %d, want 75 (lease lost)", code)
+		}
+		failed := p.WaitLog(t, "renewal failed")
+		if msg, _ := failed["error"].(string); !strings.Contains(msg, "no standby streams from the primary") {
+			t.Errorf("renewal failed for another reason: %q", msg)
+		}
 		before := leaseToken(t, pair, table)
 		refused(t, run(t, pair.DSN(), "ready exit:0"), "no standby streams from the primary")
 		// A standby refuses at its start too, not when it comes to take over.

@@ -78,6 +78,22 @@ func (p *Pair) DSN() string {
 // synchronous pair commits then wait.
 func (p *Pair) HoldBack() { p.link.Blackhole() }
 
+// Resume lets replication through again after HoldBack: the held-back
+// connection is closed, the standby connects again, and Resume returns
+// once it streams and has flushed everything the primary had written.
+func (p *Pair) Resume(t testing.TB) {
+	t.Helper()
+	p.link.Restore()
+	conn := p.Conn(t)
+	defer conn.Close(context.Background())
+	poll(t, "standby streaming again", func() (bool, error) {
+		var n int
+		err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'`).Scan(&n)
+		return n == 1, err
+	})
+	p.WaitCaughtUp(t)
+}
+
 // LoseStandby stops the standby like a power cut and cuts its link, and
 // waits until the primary lists no standby in pg_stat_replication: the
 // primary streams to no one until Rejoin (on a synchronous pair, commits
