@@ -29,7 +29,9 @@ import (
 // each wrapper finds the new primary by itself. The primary is crashed
 // (immediate shutdown) and the standby promoted; the crashed node comes
 // back as a standby of the new primary (a fresh base backup) for the next
-// failover, so every second failover is a failback.
+// failover, so every second failover is a failback. Under
+// --require-replicated it comes back before a new leader is awaited: the
+// new primary confirms no take or renewal until a standby streams from it.
 
 // failoverTTL is longer than the other scenarios' TTL, so that a leader
 // rides out a crash and a promotion on a loaded machine (a renewal has
@@ -42,15 +44,15 @@ const failoverTable = "lease_failover"
 
 // failovers is how many failovers a scenario injects: two (a failover and
 // its failback) in CI, and in long mode (LEASEWRAP_FAULT_TRIALS above 1)
-// that many, but at least least.
-func failovers(t *testing.T, least int) (n int, long bool) {
+// LEASEWRAP_FAULT_TRIALS of them, and no fewer than minimum.
+func failovers(t *testing.T, minimum int) int {
 	if os.Getenv("LEASEWRAP_FAULT_TRIALS") == "" {
-		return 2, false
+		return 2
 	}
-	if n = trials(t); n <= 1 {
-		return 2, false
+	if n := trials(t); n > 1 {
+		return max(n, minimum)
 	}
-	return max(n, least), true
+	return 2
 }
 
 // A synchronous standby has every acknowledged commit, so a failover loses
@@ -59,7 +61,7 @@ func failovers(t *testing.T, least int) (n int, long bool) {
 // crash is the new primary's too.
 func TestFailoverSynchronous(t *testing.T) {
 	t.Parallel()
-	n, _ := failovers(t, 5)
+	n := failovers(t, 5)
 	n += n % 2 // end failed back, on the first node
 	r := newReplicated(t, pgtest.StartPair(t, true))
 	rep := &report{}
@@ -113,7 +115,7 @@ func TestFailoverAsynchronousRequireReplicated(t *testing.T) {
 // asynchronous runs the asynchronous failovers: two in CI, at least ten in
 // long mode, then a rotation, and stops the wrappers.
 func (r *replicated) asynchronous() *report {
-	n, _ := failovers(r.t, 10)
+	n := failovers(r.t, 10)
 	rep := &report{}
 	for i := range n {
 		kind := []string{"lost-take", "lag", "burst"}[i%3]
