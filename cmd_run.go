@@ -62,7 +62,7 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 	}
 	store, err := lease.New(db.pool, lease.WithTable(o.store.table), lease.WithHolder(o.holder),
 		lease.WithTimings(o.timings), lease.WithHoldFor(o.holdFor), lease.WithListen(o.listen),
-		lease.WithSlots(o.slots), lease.WithHistoryKeep(o.historyKeep),
+		lease.WithSlots(o.slots), lease.WithHistoryKeep(o.historyKeep), lease.WithRequireReplicated(o.requireReplicated),
 		lease.WithLogger(storeLog), lease.WithObserver(mon))
 	if err != nil {
 		return usagef("%v", err)

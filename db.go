@@ -59,6 +59,8 @@ func (d *database) unavailable(err error, log zerolog.Logger) error {
 	ev := log.Error().Str("database", lease.Hosts(&cfg.Config)).Str("error", msg)
 	if errors.Is(err, lease.ErrNotLeaseTable) {
 		ev.Msg("refusing a table that is not a lease table: check --table (or LEASEWRAP_TABLE)")
+	} else if errors.Is(err, lease.ErrNotReplicated) {
+		ev.Msg("not starting the command: --require-replicated, and no standby confirmed the lease")
 	} else {
 		ev.Msg("lease store unavailable")
 	}

@@ -69,6 +69,8 @@ func runFlags() []cli.Flag {
 			Usage: "wait before the first retry, doubled for each next one (at most 10m)"},
 		&cli.StringFlag{Name: "slots", EnvVars: []string{"LEASEWRAP_SLOTS"}, Value: "1",
 			Usage: "let up to N instances run the command at once, each in a slot of its own with its own lease (every instance of a job must use the same N)"},
+		&cli.BoolFlag{Name: "require-replicated", EnvVars: []string{"LEASEWRAP_REQUIRE_REPLICATED"},
+			Usage: "count a take or renewal only once every streaming standby has replayed it, so that no failover, even to an asynchronous standby, can lose it; with no standby streaming, refuse to start the command (needs pg_monitor)"},
 		&cli.StringFlag{Name: "history-keep", EnvVars: []string{"LEASEWRAP_HISTORY_KEEP"}, Value: "720h",
 			Usage: "keep finished runs in the history table this long (0s: for ever)"},
 		&cli.StringFlag{Name: "ping-url", EnvVars: []string{"LEASEWRAP_PING_URL"},

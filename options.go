@@ -41,6 +41,8 @@ type runOptions struct {
 	retryDelay   time.Duration
 	slots        int
 	historyKeep  time.Duration
+	// requireReplicated: see lease.WithRequireReplicated.
+	requireReplicated bool
 }
 
 // storeOptions are the settings of every command that talks to the table.
@@ -140,7 +142,7 @@ func (s settings) duration(name string) (time.Duration, error) {
 func parseRunOptions(c *cli.Context, child []string, hasChild bool) (runOptions, error) {
 	s := newSettings(c)
 	o := runOptions{command: child, holder: c.String("id"), wait: c.Bool("wait"), listen: c.Bool("listen"),
-		httpAddr: c.String("http-addr")}
+		httpAddr: c.String("http-addr"), requireReplicated: c.Bool("require-replicated")}
 	if !hasChild {
 		o.command = c.Args().Slice()
 	}

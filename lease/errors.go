@@ -157,7 +157,8 @@ func classify(err error) error {
 // error that says the request itself is wrong (privileges, missing objects,
 // bad names), which waiting will not mend.
 func retryable(err error) bool {
-	if errors.Is(err, ErrNotLeaseTable) || errors.Is(err, ErrFencingUnavailable) || errors.Is(err, ErrSlotsMismatch) {
+	if errors.Is(err, ErrNotLeaseTable) || errors.Is(err, ErrFencingUnavailable) || errors.Is(err, ErrSlotsMismatch) ||
+		errors.Is(err, ErrStandbysHidden) {
 		return false
 	}
 	code := sqlState(err)

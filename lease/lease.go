@@ -227,14 +227,16 @@ func (l *Lease) extend(ctx context.Context, query, what string) error {
 		holder   *string
 		released bool
 	)
-	err := s.db.QueryRow(ctx, query, l.row, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
+	db, done := s.replicaDB(s.db)
+	defer done()
+	err := db.QueryRow(ctx, query, l.row, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
 		Scan(&renewed, &token, &holder, &released)
 	if connectionLost(err) && ctx.Err() == nil {
 		// The pool does not ping idle connections (see Connect): one that
 		// broke while idle fails here once, and the pool dials a fresh one.
 		// Sending the renewal twice is harmless: it is conditional on the
 		// holder and token, and t0 is from before the first.
-		err = s.db.QueryRow(ctx, query, l.row, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
+		err = db.QueryRow(ctx, query, l.row, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
 			Scan(&renewed, &token, &holder, &released)
 	}
 	if err != nil {
@@ -245,6 +247,10 @@ func (l *Lease) extend(ctx context.Context, query, what string) error {
 	s.cfg.observer.Contacted()
 	switch {
 	case renewed:
+		// Under WithRequireReplicated, only once the standbys have it.
+		if err := s.replayed(ctx, db, l); err != nil {
+			return err
+		}
 		// The keeper and a retry's start may both renew: a later answer to
 		// an earlier statement must not move the deadline back.
 		l.mu.Lock()

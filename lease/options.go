@@ -24,6 +24,8 @@ type config struct {
 	// slots is how many holders may have a job at once.
 	slots       int
 	historyKeep time.Duration
+	// requireReplicated: see WithRequireReplicated.
+	requireReplicated bool
 }
 
 func defaultConfig() config {

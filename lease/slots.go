@@ -147,7 +147,7 @@ func (s *Store) tryAcquireSlots(ctx context.Context, db DB, job string, t0 time.
 		s.cfg.observer.Contacted()
 		switch {
 		case taken:
-			return newSlotLease(s, job, slot, token, t0+s.cfg.TTL), nil
+			return s.confirmed(ctx, db, newSlotLease(s, job, slot, token, t0+s.cfg.TTL))
 		case foreign != nil:
 			return nil, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: n, Row: *foreign}
 		case !racing && recorded != nil && *recorded != n:

@@ -231,6 +231,11 @@ func (s *Store) tryAcquireOnce(ctx context.Context, db DB, job string, budget ti
 	// (Done closed) before work could start.
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
+	db, done, err := s.replicated(ctx, db, job)
+	defer done()
+	if err != nil {
+		return nil, err
+	}
 	if s.cfg.slots > 1 {
 		if err := s.ensureSchema(ctx); err != nil {
 			return nil, err
@@ -244,7 +249,7 @@ func (s *Store) tryAcquireOnce(ctx context.Context, db DB, job string, budget ti
 		holder, state *string
 		expiresMicros *int64
 	)
-	err := s.acquireRow(ctx, db, job, s.cfg.holder, s.cfg.TTL.Microseconds()).
+	err = s.acquireRow(ctx, db, job, s.cfg.holder, s.cfg.TTL.Microseconds()).
 		Scan(&taken, &token, &holder, &expiresMicros, &state, &slots)
 	var schemaErr *schemaStepError
 	if errors.As(err, &schemaErr) {
@@ -267,7 +272,7 @@ func (s *Store) tryAcquireOnce(ctx context.Context, db DB, job string, budget ti
 			_ = late.releaseRow(context.WithoutCancel(ctx), 0, End{})
 			return nil, fmt.Errorf("cannot acquire lease %q: the answer came after %s: %w", job, took.Round(time.Millisecond), context.DeadlineExceeded)
 		}
-		return newLease(s, job, token, t0+s.cfg.TTL), nil
+		return s.confirmed(ctx, db, newLease(s, job, token, t0+s.cfg.TTL))
 	case err == nil && slots != 1:
 		return nil, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: 1, Found: slots}
 	case err == nil && *expiresMicros > 0:
@@ -341,6 +346,9 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 		return nil, err
 	}
 	if err := s.ensureSchema(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.standbysReady(ctx, job); err != nil {
 		return nil, err
 	}
 	l, err := s.lookThenTake(ctx, s.db, job)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -28,7 +29,9 @@ import (
 // each wrapper finds the new primary by itself. The primary is crashed
 // (immediate shutdown) and the standby promoted; the crashed node comes
 // back as a standby of the new primary (a fresh base backup) for the next
-// failover, so every second failover is a failback.
+// failover, so every second failover is a failback. Under
+// --require-replicated it comes back before a new leader is awaited: the
+// new primary confirms no take or renewal until a standby streams from it.
 
 // failoverTTL is longer than the other scenarios' TTL, so that a leader
 // rides out a crash and a promotion on a loaded machine (a renewal has
@@ -40,16 +43,16 @@ const failoverTTL = 6 * time.Second
 const failoverTable = "lease_failover"
 
 // failovers is how many failovers a scenario injects: two (a failover and
-// its failback) in CI, and at least five in long mode
-// (LEASEWRAP_FAULT_TRIALS above 1).
-func failovers(t *testing.T) (n int, long bool) {
+// its failback) in CI, and in long mode (LEASEWRAP_FAULT_TRIALS above 1)
+// LEASEWRAP_FAULT_TRIALS of them, and no fewer than minimum.
+func failovers(t *testing.T, minimum int) int {
 	if os.Getenv("LEASEWRAP_FAULT_TRIALS") == "" {
-		return 2, false
+		return 2
 	}
-	if n = trials(t); n <= 1 {
-		return 2, false
+	if n := trials(t); n > 1 {
+		return max(n, minimum)
 	}
-	return max(n, 5), true
+	return 2
 }
 
 // A synchronous standby has every acknowledged commit, so a failover loses
@@ -58,7 +61,7 @@ func failovers(t *testing.T) (n int, long bool) {
 // crash is the new primary's too.
 func TestFailoverSynchronous(t *testing.T) {
 	t.Parallel()
-	n, _ := failovers(t)
+	n := failovers(t, 5)
 	n += n % 2 // end failed back, on the first node
 	r := newReplicated(t, pgtest.StartPair(t, true))
 	rep := &report{}
@@ -78,18 +81,8 @@ func TestFailoverSynchronous(t *testing.T) {
 // a lost renewal allows, stays within renew interval + grace.
 func TestFailoverAsynchronous(t *testing.T) {
 	t.Parallel()
-	n, long := failovers(t)
-	if !long {
-		t.Skip("the asynchronous failover scenario runs in long mode only: set LEASEWRAP_FAULT_TRIALS=5 or more")
-	}
 	r := newReplicated(t, pgtest.StartPair(t, false))
-	rep := &report{}
-	for i := range n {
-		kind := []string{"lost-take", "lag", "burst"}[i%3]
-		r.failover(rep, kind, i == n-1)
-	}
-	r.rotate()
-	r.stop()
+	rep := r.asynchronous()
 	r.check("failover-async", rep, true)
 	r.checkUnique()
 	for _, o := range rep.overlaps {
@@ -99,6 +92,38 @@ func TestFailoverAsynchronous(t *testing.T) {
 	}
 	t.Logf("overlaps: %v (bound %s)", rep.overlaps, renew+grace)
 	r.summary("failover-async", rep)
+}
+
+// With --require-replicated the same failovers of an asynchronous pair
+// cause no overlap at all: a take starts its child, and a renewal extends
+// the leader's deadline, only once the standby has replayed it, so the
+// new primary has every lease a child runs under. No take that started a
+// child is lost, and no holder finds its row older than it wrote.
+func TestFailoverAsynchronousRequireReplicated(t *testing.T) {
+	t.Parallel()
+	r := newReplicated(t, pgtest.StartPair(t, false), "--require-replicated")
+	rep := r.asynchronous()
+	r.check("failover-async-replicated", rep, false)
+	r.checkUnique()
+	if r.regressed > 0 {
+		t.Errorf("%d holders found their lease row older than they had written, under --require-replicated", r.regressed)
+	}
+	t.Logf("overlaps: %v", rep.overlaps)
+	r.summary("failover-async-replicated", rep)
+}
+
+// asynchronous runs the asynchronous failovers: two in CI, at least ten in
+// long mode, then a rotation, and stops the wrappers.
+func (r *replicated) asynchronous() *report {
+	n := failovers(r.t, 10)
+	rep := &report{}
+	for i := range n {
+		kind := []string{"lost-take", "lag", "burst"}[i%3]
+		r.failover(rep, kind, i == n-1)
+	}
+	r.rotate()
+	r.stop()
+	return rep
 }
 
 // replicated is the wrappers on a pair, and what its failovers did.
@@ -115,18 +140,20 @@ type replicated struct {
 	regressed int
 	// repeats counts children whose token an earlier child had.
 	repeats int
+	// extra are more flags for every wrapper; require is set when they
+	// hold --require-replicated.
+	extra   []string
+	require bool
 }
 
-func newReplicated(t *testing.T, pair *pgtest.Pair) *replicated {
+func newReplicated(t *testing.T, pair *pgtest.Pair, extra ...string) *replicated {
 	r := &replicated{pair: pair, cluster: &cluster{t: t, table: failoverTable,
-		history: filepath.Join(t.TempDir(), "history"), dead: map[int]int64{}}}
+		history: filepath.Join(t.TempDir(), "history"), dead: map[int]int64{}},
+		extra: extra, require: slices.Contains(extra, "--require-replicated")}
 	// The table is made first: these scenarios are about failover, and
 	// wrappers that start together on a database without the table are
 	// TestColdStart's.
-	migrate := lwtest.Start(t, binary, nil, "migrate", "--database-url", pair.DSN(), "--table", failoverTable, "--log-format", "json")
-	if code := migrate.Wait(t, 30*time.Second); code != 0 {
-		t.Fatalf("leasewrap migrate exited %d:\n%s", code, migrate.Logs)
-	}
+	migrate(t, pair.DSN(), failoverTable)
 	for i := range 3 {
 		m := &member{index: i}
 		r.members = append(r.members, m)
@@ -139,15 +166,35 @@ func newReplicated(t *testing.T, pair *pgtest.Pair) *replicated {
 	return r
 }
 
+// migrate creates table with leasewrap migrate.
+func migrate(t *testing.T, dsn, table string) {
+	t.Helper()
+	p := lwtest.Start(t, binary, nil, "migrate", "--database-url", dsn, "--table", table, "--log-format", "json")
+	if code := p.Wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("leasewrap migrate exited %d:\n%s", code, p.Logs)
+	}
+}
+
+// takeBound is how soon after a release a standby's child starts: within
+// the retry interval, and under --require-replicated also after the
+// standby confirmed the take, which a take may wait for until work would
+// have to stop (TTL - grace - 5%), before it is handed back.
+func (r *replicated) takeBound() time.Duration {
+	if r.require {
+		return retry + failoverTTL - grace - lease.SafetyMargin(failoverTTL) + slack
+	}
+	return retry + slack
+}
+
 // start (re)starts m's wrapper under a new holder id, on the pair's
 // multi-host connection string.
 func (r *replicated) start(m *member) {
 	r.starts++
 	m.id = fmt.Sprintf("m%d-%d", m.index, r.starts)
-	m.proc = lwtest.Start(r.t, binary, []string{lwtest.Child("trap record:" + r.history + " block")},
-		"--database-url", r.pair.DSN(), "--table", r.table, "--job", "work", "--id", m.id, "--wait", "--log-format", "json",
-		"--ttl", failoverTTL.String(), "--renew-interval", renew.String(), "--grace", grace.String(), "--retry-interval", retry.String(),
-		"--", lwtest.Self())
+	args := []string{"--database-url", r.pair.DSN(), "--table", r.table, "--job", "work", "--id", m.id, "--wait", "--log-format", "json",
+		"--ttl", failoverTTL.String(), "--renew-interval", renew.String(), "--grace", grace.String(), "--retry-interval", retry.String()}
+	args = append(append(args, r.extra...), "--", lwtest.Self())
+	m.proc = lwtest.Start(r.t, binary, []string{lwtest.Child("trap record:" + r.history + " block")}, args...)
 }
 
 // failover runs one trial of kind:
@@ -174,6 +221,7 @@ func (r *replicated) failover(rep *report, kind string, last bool) {
 	leader := r.holderOf(old)
 	var terminated *member
 	acked := old // the last take a wrapper was told of
+	var unconfirmed int64
 	switch kind {
 	case "lag":
 		r.pair.HoldBack()
@@ -188,15 +236,29 @@ func (r *replicated) failover(rep *report, kind string, last bool) {
 	if kind != "steady" && kind != "lag" {
 		_ = leader.proc.Cmd.Process.Signal(syscall.SIGTERM)
 		terminated = leader
-		acked = r.waitRun(len(runs), retry+slack)
+		if r.require && kind == "lost-take" {
+			unconfirmed = r.waitUnconfirmedTake(old)
+		} else {
+			acked = r.waitRun(len(runs), r.takeBound())
+		}
 	}
 	crashed := testchild.Monotonic()
 	promoted := r.pair.Failover(t)
 	promotion := since(crashed)
 	stopBurst()
+	if r.require {
+		// The new primary confirms nothing until a standby streams from it.
+		r.pair.Rejoin(t)
+	}
 	// The standby's copy of an older lease may be live for up to a TTL.
 	next, at := r.waitLeader(promoted, failoverTTL+retry+slack)
 	rep.failovers = append(rep.failovers, time.Duration(at-crashed))
+	for _, run := range r.runs() {
+		if unconfirmed != 0 && run.Token == unconfirmed {
+			t.Errorf("failover %d (%s): %s started a child under a take (token %d) that no standby had replayed",
+				rep.trials+1, kind, run.Holder, run.Token)
+		}
+	}
 	if next.Pid == acked.Pid {
 		r.rodeOut++
 	} else if r.pair.Sync {
@@ -208,8 +270,34 @@ func (r *replicated) failover(rep *report, kind string, last bool) {
 	t.Logf("failover %d (%s): %s had token %d before the crash; promoted in %s; %s leads with token %d after %s",
 		rep.trials, kind, acked.Holder, acked.Token, promotion.Round(time.Millisecond), next.Holder, next.Token,
 		time.Duration(at-crashed).Round(time.Millisecond))
-	if !last {
+	if !last && !r.require {
 		r.pair.Rejoin(t)
+	}
+}
+
+// waitUnconfirmedTake waits until a standby has taken the lease after old
+// on the primary, where replication is held back, and returns the take's
+// token: no child may ever start under it, for no standby has replayed it.
+func (r *replicated) waitUnconfirmedTake(old lwtest.Interval) int64 {
+	t := r.t
+	t.Helper()
+	conn := r.pair.Conn(t)
+	defer conn.Close(context.Background())
+	deadline := time.Now().Add(retry + slack)
+	for {
+		var token int64
+		err := conn.QueryRow(context.Background(), `SELECT fencing_token FROM `+failoverTable+`
+WHERE job_name = 'work' AND released_at IS NULL AND expires_at > now()`).Scan(&token)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		if err == nil && token > old.Token {
+			return token
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no standby took the lease on the primary within %s of the release", retry+slack)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -369,7 +457,7 @@ func (r *replicated) rotate() {
 			return
 		}
 		_ = m.proc.Cmd.Process.Signal(syscall.SIGTERM)
-		r.waitRun(len(runs), retry+slack)
+		r.waitRun(len(runs), r.takeBound())
 		if code := m.proc.Wait(t, 15*time.Second); code != 128+int(syscall.SIGTERM) {
 			t.Errorf("terminated wrapper %s exited %d", m.id, code)
 		}

@@ -78,6 +78,39 @@ func (p *Pair) DSN() string {
 // synchronous pair commits then wait.
 func (p *Pair) HoldBack() { p.link.Blackhole() }
 
+// Resume lets replication through again after HoldBack: the held-back
+// connection is closed, the standby connects again, and Resume returns
+// once it streams and has flushed everything the primary had written.
+func (p *Pair) Resume(t testing.TB) {
+	t.Helper()
+	p.link.Restore()
+	conn := p.Conn(t)
+	defer conn.Close(context.Background())
+	poll(t, "standby streaming again", func() (bool, error) {
+		var n int
+		err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'`).Scan(&n)
+		return n == 1, err
+	})
+	p.WaitCaughtUp(t)
+}
+
+// LoseStandby stops the standby like a power cut and cuts its link, and
+// waits until the primary lists no standby in pg_stat_replication: the
+// primary streams to no one until Rejoin (on a synchronous pair, commits
+// wait until then).
+func (p *Pair) LoseStandby(t testing.TB) {
+	t.Helper()
+	p.Standby().Crash(t)
+	p.link.Cut()
+	conn := p.Conn(t)
+	defer conn.Close(context.Background())
+	poll(t, "primary without standby", func() (bool, error) {
+		var n int
+		err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_replication`).Scan(&n)
+		return n == 0, err
+	})
+}
+
 // Failover crashes the primary and promotes the standby (Crash, then
 // Promote), and returns the new primary's clock when it was promoted.
 func (p *Pair) Failover(t testing.TB) time.Time {
