@@ -207,7 +207,7 @@ func TestSignalInTheRetryWaitExits128PlusN(t *testing.T) {
 	d := newDB(t)
 	record := filepath.Join(t.TempDir(), "record")
 	p := lw(t, []string{child("record:" + record + " exit:1")},
-		append(d.args(), "--id", "first", "--job", "j", "--retries", "2", "--retry-delay", "1h", "--", self())...)
+		append(d.args(), "--id", "first", "--job", "j", "--retries", "2", "--retry-delay", "10m", "--", self())...)
 	p.WaitLog(t, "the command failed; running it again, keeping the lease")
 	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
