@@ -229,15 +229,24 @@ func (l *Lease) extend(ctx context.Context, query, what string) error {
 	)
 	db, done := s.replicaDB(s.db)
 	defer done()
-	err := db.QueryRow(ctx, query, l.row, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
-		Scan(&renewed, &token, &holder, &released)
+	send := func() error {
+		return db.QueryRow(ctx, query, l.row, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
+			Scan(&renewed, &token, &holder, &released)
+	}
+	err := send()
 	if connectionLost(err) && ctx.Err() == nil {
 		// The pool does not ping idle connections (see Connect): one that
 		// broke while idle fails here once, and the pool dials a fresh one.
 		// Sending the renewal twice is harmless: it is conditional on the
 		// holder and token, and t0 is from before the first.
-		err = db.QueryRow(ctx, query, l.row, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
-			Scan(&renewed, &token, &holder, &released)
+		err = send()
+	}
+	if err == nil && !renewed && token != nil && *token == l.token && *holder == s.cfg.holder && !released {
+		// The row changed while the UPDATE waited for it (an operator's
+		// release committing, say): the UPDATE saw the new row, the SELECT
+		// still shows the statement's snapshot. A second statement sees
+		// what changed; it cannot renew a lease the first found changed.
+		err = send()
 	}
 	if err != nil {
 		err = fmt.Errorf("cannot %s %q: %w", what, l.job, classify(err))
