@@ -87,6 +87,9 @@ func SafeJSON(b []byte) []byte {
 	return out
 }
 
-// hidden is a character above ASCII that is not printable (encoding/json
-// has escaped the ASCII ones, and replaced invalid UTF-8).
-func hidden(r rune) bool { return r >= utf8.RuneSelf && !unicode.IsPrint(r) && r != utf8.RuneError }
+// hidden is a character that is not printable and that encoding/json
+// leaves raw: DEL, and those above ASCII (it escapes the other ASCII
+// controls, and replaces invalid UTF-8).
+func hidden(r rune) bool {
+	return r == 0x7f || r >= utf8.RuneSelf && !unicode.IsPrint(r) && r != utf8.RuneError
+}
