@@ -138,25 +138,26 @@ func exitStatusRoff() string {
 		code string
 		text string
 	}{
-		{"COMMAND's own status", "when this instance held the lease and ran COMMAND (128+N when a signal N ended it)"},
+		{"COMMAND's own status", "when this instance held the lease and ran COMMAND; with --retries, the last attempt's"},
+		{"128+N", "COMMAND was ended by signal N, or leasewrap was, before COMMAND started or between --retries attempts"},
 		{"0, or --skip-exit-code", "when another instance holds the lease"},
-		{fmt.Sprint(exitUsage), "a mistake in the command line or the environment, an --http-addr that cannot be listened on, or --slots other than the job's"},
-		{fmt.Sprint(exitUnavailable), "the database could not be reached or used, or the table is not a lease table; COMMAND did not run. For status, history, release and exporter: the lease table does not exist; for history: the run history cannot be read"},
-		{fmt.Sprint(exitLeaseLost), "the lease was lost while COMMAND ran (COMMAND was stopped), or was in doubt when COMMAND was to start"},
+		{fmt.Sprint(exitUsage), "a mistake in the command line or the environment, an --http-addr that cannot be listened on, or --slots other than the job's; for release --force, a holder that renewed within the TTL, without --yes"},
+		{fmt.Sprint(exitUnavailable), "the database could not be reached or used, or the table is not a lease table, or --require-replicated found no standby to confirm the lease; COMMAND did not run. For status, history, release and exporter: the lease table does not exist; for history and migrate: the run history cannot be read"},
+		{fmt.Sprint(exitLeaseLost), "the lease was lost while COMMAND ran (COMMAND was stopped) or between two --retries attempts, or it was in doubt when COMMAND was to start (a take answered past its time budget) and COMMAND never ran"},
 		{fmt.Sprint(exitWaitTimeout), "--wait-timeout passed before this instance became the leader, or COMMAND ran past --max-runtime and was stopped"},
 		{fmt.Sprint(exitNotExecutable), "COMMAND was found but is not executable"},
 		{fmt.Sprint(exitCommandNotFound), "COMMAND was not found"},
 		{fmt.Sprint(exitNotFound), "status or release: no such job, or no live lease of that holder"},
 		{fmt.Sprint(exitLastRunFailed), "status --fail-on-error: the last run of a job shown exited non-zero; check: CRITICAL"},
 		{fmt.Sprint(checkUnknown), "check: UNKNOWN, it cannot tell"},
-		{fmt.Sprint(exitIOErr), "a subcommand could not write its output"},
+		{fmt.Sprint(exitIOErr), "a subcommand could not write its output (check answers 3 instead)"},
 	}
 	var b strings.Builder
 	b.WriteString(".SH EXIT STATUS\n")
 	for _, s := range statuses {
 		fmt.Fprintf(&b, ".TP\n%s\n%s\n", roffEscape(s.code), roffEscape(s.text))
 	}
-	b.WriteString(".SH SEE ALSO\n/usr/share/doc/leasewrap/README.md and /usr/share/doc/leasewrap/examples/\n")
+	b.WriteString(".SH SEE ALSO\n/usr/share/doc/leasewrap/README.md, /usr/share/doc/leasewrap/docs/ and /usr/share/doc/leasewrap/examples/\n")
 	return b.String()
 }
 

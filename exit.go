@@ -15,13 +15,17 @@ const (
 	// exitUsage (EX_USAGE): bad command line or configuration.
 	exitUsage = 64
 	// exitUnavailable (EX_UNAVAILABLE): the lease store could not be reached
-	// or used before the child started.
+	// or used before the child started (also --require-replicated with no
+	// standby to confirm the lease); for the read-only subcommands, the
+	// lease table does not exist.
 	exitUnavailable = 69
 	// exitIOErr (EX_IOERR): a subcommand's output could not be written
 	// (check answers 3, UNKNOWN, instead).
 	exitIOErr = 74
-	// exitLeaseLost (EX_TEMPFAIL): the lease was lost while the child ran,
-	// and the child was stopped.
+	// exitLeaseLost (EX_TEMPFAIL): the lease was lost while the child ran
+	// (the child was stopped) or between two --retries attempts, or it was
+	// in doubt when the child was to start (a take answered past its
+	// budget), and the child never started.
 	exitLeaseLost = 75
 	// exitWaitTimeout: --wait-timeout passed without becoming leader, as
 	// timeout(1) exits.
