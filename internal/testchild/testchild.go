@@ -120,8 +120,10 @@ func run(steps []string) int {
 				return 3
 			}
 			// The Go runtime turns some signals into exit codes or ignores
-			// them; a shell takes the default action for every one.
-			err := unix.Exec("/bin/sh", []string{"sh", "-c", "kill -s " + arg + " $$"}, os.Environ())
+			// them; a shell takes the default action for every one, once
+			// env has reset the ones this process inherited as ignored
+			// (under nohup, SIGHUP), which a shell may not trap.
+			err := unix.Exec("/usr/bin/env", []string{"env", "--default-signal", "sh", "-c", "kill -s " + arg + " $$"}, os.Environ())
 			say("kill: %v", err)
 			return 3
 		default:
