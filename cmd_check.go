@@ -79,7 +79,7 @@ func checkAction(c *cli.Context) error {
 	defer a.db.close()
 	f, err := a.store.Freshness(c.Context, job)
 	if err != nil {
-		return unknown(c, job, a.db.redact.errorf(err))
+		return unknown(c, job, a.db.redact.wrap(err))
 	}
 	res := judge(f, maxAge, c.Bool("fail-on-last-failure"))
 	return res.print(c.App.Writer, c.Bool("json"))

@@ -101,7 +101,7 @@ func historyAction(c *cli.Context) error {
 	// No lease table (a mistyped --table), or a history that cannot be
 	// read: said in one line, not shown as an empty history.
 	case errors.Is(err, lease.ErrNoTable), errors.Is(err, lease.ErrNoHistory), errors.Is(err, lease.ErrHistoryUnavailable):
-		return &exitError{code: exitUnavailable, err: a.db.redact.errorf(err)}
+		return &exitError{code: exitUnavailable, err: a.db.redact.wrap(err)}
 	case err != nil:
 		return a.db.unavailable(err, a.log)
 	}

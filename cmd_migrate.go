@@ -30,7 +30,7 @@ func migrateCommand() *cli.Command {
 						return err
 					}
 				}
-				return &exitError{code: exitUnavailable, err: a.db.redact.errorf(err)}
+				return &exitError{code: exitUnavailable, err: a.db.redact.wrap(err)}
 			case err != nil:
 				return a.db.unavailable(err, a.log)
 			}

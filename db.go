@@ -30,7 +30,7 @@ type database struct {
 func openDatabase(ctx context.Context, dsn string, redact *redactor) (*database, error) {
 	pool, err := lease.Connect(ctx, dsn)
 	if err != nil {
-		return nil, usagef("invalid --database-url (or LEASEWRAP_DATABASE_URL, DATABASE_URL): %s", redact.String(err.Error()))
+		return nil, usagef("invalid --database-url (or LEASEWRAP_DATABASE_URL, DATABASE_URL): %w", redact.wrap(err))
 	}
 	redact.add(pool.Config().ConnConfig.Password)
 	return &database{pool: pool, redact: redact}, nil
@@ -131,9 +131,25 @@ func (r *redactor) String(s string) string {
 	return s
 }
 
-// errorf returns err with its message redacted, for output that does not
-// go through the logger.
-func (r *redactor) errorf(err error) error { return errors.New(r.String(err.Error())) }
+// wrap returns err with its message redacted, for output that does not go
+// through the logger. errors.Is and errors.As still see the whole chain.
+func (r *redactor) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &redactedError{err: err, r: r}
+}
+
+// redactedError is an error whose message is redacted; Unwrap returns the
+// original, whose own message is not.
+type redactedError struct {
+	err error
+	r   *redactor
+}
+
+func (e *redactedError) Error() string { return e.r.String(e.err.Error()) }
+
+func (e *redactedError) Unwrap() error { return e.err }
 
 // writer returns w, which takes zerolog's JSON lines, with the secrets
 // masked in every line's string values (see JSON) and hidden characters
