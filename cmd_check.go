@@ -58,7 +58,7 @@ type checkResult struct {
 
 func checkAction(c *cli.Context) error {
 	s := newSettings(c)
-	job, err := parseJob(s, true)
+	job, err := requireJob(s)
 	if err != nil {
 		return unknown(c, "", err)
 	}

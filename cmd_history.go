@@ -52,7 +52,7 @@ func parseHistoryOptions(c *cli.Context, now time.Time) (historyOptions, error) 
 	s := newSettings(c)
 	o := historyOptions{json: c.Bool("json"), timeline: c.Bool("timeline")}
 	var err error
-	if o.query.Job, err = parseJob(s, false); err != nil {
+	if o.query.Job, err = parseJob(s); err != nil {
 		return o, err
 	}
 	if o.json && o.timeline {

@@ -31,7 +31,7 @@ func releaseCommand() *cli.Command {
 
 func releaseAction(c *cli.Context) error {
 	s := newSettings(c)
-	job, err := parseJob(s, true)
+	job, err := requireJob(s)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func statusCommand() *cli.Command {
 		}, storeFlags()...),
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
-			job, err := parseJob(newSettings(c), false)
+			job, err := parseJob(newSettings(c))
 			if err != nil {
 				return err
 			}
