@@ -342,14 +342,23 @@ func fieldValue(t lease.Timings, flag string) time.Duration {
 		"retry-interval": t.RetryInterval}[flag]
 }
 
+// logTimeFormat is the time of every JSON log line: handoffs take
+// milliseconds. zerolog reads it from a package variable, for its console
+// writer too, so it is set once, before any logger exists.
+const logTimeFormat = "2006-01-02T15:04:05.000000Z07:00"
+
+func init() { zerolog.TimeFieldFormat = logTimeFormat }
+
 // newLogger builds the logger the settings ask for. Logs go to stderr
 // through redact, which every log line passes: no password gets out.
+// The console format has colours only on a terminal, and not when NO_COLOR
+// is set (no-color.org).
 func newLogger(o storeOptions, redact *redactor) zerolog.Logger {
 	var w io.Writer = os.Stderr
-	if o.logFormat == "console" || o.logFormat == "auto" && isatty.IsTerminal(os.Stderr.Fd()) {
-		w = zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"}
+	tty := isatty.IsTerminal(os.Stderr.Fd())
+	if o.logFormat == "console" || o.logFormat == "auto" && tty {
+		w = zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000", NoColor: !tty || os.Getenv("NO_COLOR") != ""}
 	}
-	out := zerolog.New(redact.writer(w))                         // JSON, redacted before any formatting
-	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000000Z07:00" // handoffs take milliseconds
+	out := zerolog.New(redact.writer(w)) // JSON, redacted before any formatting
 	return out.Level(o.logLevel).With().Timestamp().Logger()
 }
