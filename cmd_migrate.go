@@ -34,6 +34,9 @@ func migrateCommand() *cli.Command {
 			case err != nil:
 				return a.db.unavailable(err, a.log)
 			}
+			for _, line := range changes {
+				a.db.named(a.log.Info()).Msg(line) // where, which stdout does not say
+			}
 			if len(changes) == 0 {
 				changes = []string{"lease table " + a.store.Table() + " is up to date"}
 			}

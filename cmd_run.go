@@ -37,7 +37,7 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 	sigs, stopSignals := signals.Notify()
 	defer stopSignals()
 
-	db, err := openDatabase(c.Context, o.store.databaseURL, redact)
+	db, err := openDatabase(c.Context, o.store.databaseURL, redact, log)
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 		o.holder = lease.DefaultHolder()
 	}
 	log = log.With().Str("holder", o.holder).Logger()
-	storeLog := log // the store adds the job to its own lines
+	storeLog := db.storeLogger(log) // the store adds the job to its own lines
 	log = log.With().Str("job", o.job).Logger()
 	log.Debug().Stringer("ttl", o.timings.TTL).Stringer("renew_interval", o.timings.RenewInterval).
 		Stringer("grace", o.timings.Grace).Stringer("retry_interval", o.timings.RetryInterval).
