@@ -200,7 +200,7 @@ func printHistoryTable(w io.Writer, runs []lease.Run) error {
 			exit = strconv.Itoa(*r.ExitCode)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", printable(r.Holder), r.FencingToken, r.Attempt,
-			r.StartedAt.UTC().Format("2006-01-02 15:04:05Z"), runDuration(r), exit, printable(r.Outcome))
+			stamp(r.StartedAt), runDuration(r), exit, printable(r.Outcome))
 	}
 	return tw.Flush()
 }
@@ -369,6 +369,8 @@ func laneName(holder string) string {
 	return name
 }
 
+// stamp is how the tables and the timeline write a time: in UTC, to the
+// second.
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") }
 
 func roundStep(d time.Duration) time.Duration {

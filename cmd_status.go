@@ -129,7 +129,7 @@ func printStatusTable(w io.Writer, jobs []lease.JobStatus) error {
 			expires = j.ExpiresIn.Round(100 * time.Millisecond).String()
 		}
 		if j.LastStarted != nil {
-			start = j.LastStarted.UTC().Format("2006-01-02 15:04:05Z")
+			start = stamp(*j.LastStarted)
 		}
 		if d, ok := lastDuration(j); ok {
 			duration = d.String()
