@@ -113,11 +113,11 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 	)
 	for ; ; attempt++ {
 		res = w.attempt(path, l, mon, pings, log)
-		if next = w.retryAfter(res, attempt, l, log); !next.retry {
+		if next = w.retryAfter(res, attempt, l, log); next.kind != stepRetry {
 			break
 		}
 	}
-	if next.lost != nil || next.signal != nil {
+	if next.between() {
 		return w.endBetweenAttempts(l, res, attempt, next, pings, log)
 	}
 	pings.finish(runExitCode(res))
