@@ -67,7 +67,7 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	w := &wrapper{o: o, log: log, db: db, store: store, sigs: sigs}
+	w := &wrapper{o: o, log: log, db: db, store: store, sigs: sigs, children: runner.NewSupervisor()}
 	l, err := w.acquire(c.Context)
 	if err != nil {
 		return err
@@ -84,6 +84,8 @@ type wrapper struct {
 	db    *database
 	store *lease.Store
 	sigs  <-chan os.Signal
+	// children runs every attempt's command.
+	children *runner.Supervisor
 }
 
 // runChild runs the command while l holds, hands the lease back, and
@@ -149,7 +151,7 @@ func (w *wrapper) attempt(path string, l *lease.Lease, mon *monitor.Monitor, pin
 		Started:    mon.ChildStarted,
 		MaxRuntime: w.o.maxRuntime,
 	}
-	res := runner.Run(cmd, l, cfg)
+	res := w.children.Run(cmd, l, cfg)
 	if res.Started {
 		mon.ChildExited(res.Status)
 	}
