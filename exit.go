@@ -78,8 +78,9 @@ func (e *internalError) Unwrap() error { return e.err }
 
 // withStatus marks what action returns without an exit status as an
 // internalError, so that exitCode can tell a bug from urfave/cli's own
-// errors, which come before any action runs. The message goes through a
-// redactor for the connection string the command was given.
+// errors, which come before any action runs. The error is logged, in the
+// format the command's settings ask for, or else said in one line; either
+// way through a redactor for the connection string the command was given.
 func withStatus(action cli.ActionFunc) cli.ActionFunc {
 	return func(c *cli.Context) error {
 		err := action(c)
@@ -88,17 +89,24 @@ func withStatus(action cli.ActionFunc) cli.ActionFunc {
 		if err == nil || errors.As(err, &exit) || errors.As(err, &start) {
 			return err
 		}
-		return &internalError{err: newRedactor(c.String("database-url")).wrap(err)}
+		redact := newRedactor(c.String("database-url"))
+		err = &internalError{err: redact.wrap(err)}
+		if o, bad := parseStoreOptions(newSettings(c)); bad == nil {
+			log := newLogger(o, redact)
+			log.Error().Err(err).Msg("internal error")
+			return exitWith(exitSoftware)
+		}
+		return &exitError{code: exitSoftware, err: err}
 	}
 }
 
-// exitCode is the status for an action's error: its own code, 126/127 for a
-// command that cannot run, EX_SOFTWARE for an internalError, and EX_USAGE
-// for anything urfave/cli returned (a flag or argument it could not parse).
+// exitCode is the status for an action's error: its own code (EX_SOFTWARE
+// for a bug, see withStatus), 126/127 for a command that cannot run, and
+// EX_USAGE for anything urfave/cli returned (a flag or argument it could
+// not parse).
 func exitCode(err error) (int, error) {
 	var exit *exitError
 	var start *runner.StartError
-	var internal *internalError
 	switch {
 	case err == nil:
 		return 0, nil
@@ -106,8 +114,6 @@ func exitCode(err error) (int, error) {
 		return exit.code, exit.err
 	case errors.As(err, &start):
 		return start.Status, start
-	case errors.As(err, &internal):
-		return exitSoftware, internal
 	default:
 		return exitUsage, err
 	}

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"testing"
 
@@ -14,24 +16,48 @@ import (
 	"github.com/redbite/leasewrap/lease"
 )
 
-// An error an action returns without a status is a bug: EX_SOFTWARE, said
-// in one line, with the password redacted. urfave/cli's own errors, which
-// come before any action, stay usage errors.
+// An error an action returns without a status is a bug: EX_SOFTWARE,
+// logged as an internal error in the format asked for (or, without log
+// settings, said in one line), with the password redacted. urfave/cli's own
+// errors, which come before any action, stay usage errors.
 func TestInternalErrorExits70(t *testing.T) {
 	const password = "s3cret-pw"
-	app := &cli.App{Name: "leasewrap", Writer: io.Discard, ErrWriter: io.Discard,
-		ExitErrHandler: func(*cli.Context, error) {},
-		Flags:          []cli.Flag{&cli.StringFlag{Name: "database-url"}},
-		Action: withStatus(func(*cli.Context) error {
-			return fmt.Errorf("unexpected state for postgres://u:%s@db/x", password)
-		})}
-	var stderr bytes.Buffer
-	code := report(&stderr, app.Run([]string{"leasewrap", "--database-url", "postgres://u:" + password + "@db/x"}))
-	if code != exitSoftware || !strings.Contains(stderr.String(), "internal error") || strings.Count(stderr.String(), "\n") != 1 {
-		t.Errorf("exit %d, %q; want 70 and one line saying it is an internal error", code, stderr.String())
+	dsn := "postgres://u:" + password + "@db/x"
+	bug := withStatus(func(*cli.Context) error { return fmt.Errorf("unexpected state for %s", dsn) })
+	newApp := func(flags []cli.Flag) *cli.App {
+		return &cli.App{Name: "leasewrap", Writer: io.Discard, ErrWriter: io.Discard,
+			ExitErrHandler: func(*cli.Context, error) {}, Flags: flags, Action: bug}
 	}
-	if strings.Contains(stderr.String(), password) {
-		t.Errorf("the password is in %q", stderr.String())
+
+	// With log settings: one JSON log line at error level.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = w
+	var said bytes.Buffer
+	code := report(&said, newApp(storeFlags()).Run([]string{"leasewrap", "--database-url", dsn, "--log-format", "json"}))
+	os.Stderr = stderr
+	w.Close()
+	logged, _ := io.ReadAll(r)
+	var entry map[string]any
+	if err := json.Unmarshal(logged, &entry); err != nil || entry["level"] != "error" || entry["message"] != "internal error" ||
+		!strings.Contains(fmt.Sprint(entry["error"]), "a bug in leasewrap") {
+		t.Errorf("logged %q (%v), want one JSON line: internal error, at error level", logged, err)
+	}
+	if code != exitSoftware || said.Len() != 0 {
+		t.Errorf("exit %d, said %q; want 70 and only the log line", code, said.String())
+	}
+
+	// Without: one line.
+	said.Reset()
+	code = report(&said, newApp([]cli.Flag{&cli.StringFlag{Name: "database-url"}}).Run([]string{"leasewrap", "--database-url", dsn}))
+	if code != exitSoftware || !strings.Contains(said.String(), "internal error") || strings.Count(said.String(), "\n") != 1 {
+		t.Errorf("exit %d, %q; want 70 and one line saying it is an internal error", code, said.String())
+	}
+	if strings.Contains(said.String()+string(logged), password) {
+		t.Errorf("the password is in %q or %q", said.String(), logged)
 	}
 	code, _, errOut := runInProcess(t, map[string]string{"LEASEWRAP_WAIT": "maybe"}, "--job", "j", "--", "true")
 	if code != exitUsage {
