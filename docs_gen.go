@@ -152,7 +152,7 @@ func exitStatusRoff() string {
 		{fmt.Sprint(exitLastRunFailed), "status --fail-on-error: the last run of a job shown exited non-zero; check: CRITICAL"},
 		{fmt.Sprint(checkUnknown), "check: UNKNOWN, it cannot tell"},
 		{fmt.Sprint(exitIOErr), "a subcommand could not write its output"},
-		{fmt.Sprint(exitSoftware), "an internal error: a bug in leasewrap, said in one line on stderr (please report it)"},
+		{fmt.Sprint(exitSoftware), "an internal error, a bug in leasewrap, logged as \"internal error\" (please report it)"},
 	}
 	var b strings.Builder
 	b.WriteString(".SH EXIT STATUS\n")
