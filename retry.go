@@ -39,7 +39,7 @@ type nextStep struct {
 	signal os.Signal
 }
 
-// stepKind says what follows an attempt. There is no zero value: every
+// stepKind says what follows an attempt. Its zero value is no step: every
 // step names itself.
 type stepKind int
 
