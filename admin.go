@@ -29,10 +29,10 @@ func openAdmin(c *cli.Context) (*admin, error) {
 	}
 	redact := newRedactor(opts.databaseURL)
 	a := &admin{opts: opts, log: newLogger(opts, redact)}
-	if a.db, err = openDatabase(c.Context, opts.databaseURL, redact); err != nil {
+	if a.db, err = openDatabase(c.Context, opts.databaseURL, redact, a.log); err != nil {
 		return nil, err
 	}
-	if a.store, err = lease.New(a.db.pool, lease.WithTable(opts.table), lease.WithLogger(a.log)); err != nil {
+	if a.store, err = lease.New(a.db.pool, lease.WithTable(opts.table), lease.WithLogger(a.db.storeLogger(a.log))); err != nil {
 		a.db.close()
 		return nil, usagef("%v", err)
 	}

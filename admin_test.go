@@ -271,3 +271,31 @@ func TestRunHistoryRecordsAStopForLeaseLoss(t *testing.T) {
 		t.Errorf("recorded exit %v (finished %v), want 143", code, finished)
 	}
 }
+
+// A release asked for twice is under way, not missing: the second says so
+// and exits 0, and the holder stops once.
+func TestReleaseAlreadyRequested(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	releaseAs := func(id string) []string {
+		return []string{"release", "--database-url", pgtest.URL(), "--table", d.table, "--job", "j", "--id", id}
+	}
+	// Renewals 10s apart: both releases come before the holder sees the first.
+	p := lw(t, []string{child("trap ready block")}, d.args("--job", "j", "--id", "host-a", "--ttl", "30s",
+		"--renew-interval", "10s", "--grace", "2s", "--retry-interval", "1s", "--", self())...)
+	p.Expect(t, "ready")
+	if got := lw(t, nil, releaseAs("host-a")...).Wait(t, 10*time.Second); got != 0 {
+		t.Fatalf("first release exited %d", got)
+	}
+	again := lw(t, nil, releaseAs("host-a")...)
+	line := <-again.Lines
+	if got := again.Wait(t, 10*time.Second); got != 0 || !strings.HasPrefix(line, "release already requested: host-a stops its command") {
+		t.Errorf("second release exited %d with %q, want 0 and \"release already requested\"", got, line)
+	}
+	if got := lw(t, nil, releaseAs("other")...).Wait(t, 10*time.Second); got != 1 {
+		t.Errorf("release --id other of a lease being released exited %d, want 1", got)
+	}
+	if got := p.Wait(t, 20*time.Second); got != 75 {
+		t.Errorf("holder exited %d, want 75", got)
+	}
+}

@@ -28,7 +28,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// must not break status or version.
 		app.Flags = nil
 	default:
-		app.Action = func(c *cli.Context) error { return runAction(c, child, hasChild) }
+		app.Action = withStatus(func(c *cli.Context) error { return runAction(c, child, hasChild) })
 	}
 	return report(stderr, app.Run(own))
 }
@@ -63,7 +63,11 @@ func report(stderr io.Writer, err error) int {
 }
 
 func commands() []*cli.Command {
-	return []*cli.Command{statusCommand(), historyCommand(), checkCommand(), exporterCommand(), releaseCommand(), migrateCommand(), versionCommand()}
+	cmds := []*cli.Command{statusCommand(), historyCommand(), checkCommand(), exporterCommand(), releaseCommand(), migrateCommand(), versionCommand()}
+	for _, c := range cmds {
+		c.Action = withStatus(c.Action)
+	}
+	return cmds
 }
 
 // splitChild splits args at the first "--": leasewrap's own arguments before

@@ -35,6 +35,9 @@ func TestCheckJudgesTheLastSuccess(t *testing.T) {
 
 	code, out := check("--max-age", "26h")
 	expect(code, out, 3, "UNKNOWN: no lease table")
+	lw(t, nil, d.args("--job", "other", "--", "true")...).Wait(t, 10*time.Second)
+	code, out = check("--max-age", "26h")
+	expect(code, out, 2, "CRITICAL: no such job nightly: no lease and no run in the history")
 	run("3")
 	code, out = check("--max-age", "26h")
 	expect(code, out, 2, "CRITICAL: nightly has no successful run in the history")

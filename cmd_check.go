@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -58,7 +59,7 @@ type checkResult struct {
 
 func checkAction(c *cli.Context) error {
 	s := newSettings(c)
-	job, err := parseJob(s, true)
+	job, err := requireJob(s)
 	if err != nil {
 		return unknown(c, "", err)
 	}
@@ -79,14 +80,21 @@ func checkAction(c *cli.Context) error {
 	defer a.db.close()
 	f, err := a.store.Freshness(c.Context, job)
 	if err != nil {
-		return unknown(c, job, a.db.redact.errorf(err))
+		return unknown(c, job, a.db.redact.wrap(err))
 	}
-	res := judge(f, maxAge, c.Bool("fail-on-last-failure"))
+	known := true
+	if f.LastRun == nil {
+		// No run at all: a job that has not run yet, or no such job.
+		_, err := a.store.Status(c.Context, job)
+		known = !errors.Is(err, lease.ErrNoJob)
+	}
+	res := judge(f, maxAge, c.Bool("fail-on-last-failure"), known)
 	return res.print(c.App.Writer, c.Bool("json"))
 }
 
-// judge decides the check from what the history says.
-func judge(f lease.Freshness, maxAge time.Duration, failOnLastFailure bool) checkResult {
+// judge decides the check from what the history says; known is false when
+// the lease table has no row for the job either.
+func judge(f lease.Freshness, maxAge time.Duration, failOnLastFailure, known bool) checkResult {
 	r := checkResult{Job: f.Job, MaxAgeSeconds: maxAge.Seconds(), code: checkOK, Status: "ok"}
 	if run := f.LastRun; run != nil {
 		r.LastRunAt, r.LastRunOutcome, r.LastExitCode = utc(&run.FinishedAt), &run.Outcome, run.ExitCode
@@ -98,6 +106,8 @@ func judge(f lease.Freshness, maxAge time.Duration, failOnLastFailure bool) chec
 	}
 	lastFailed := f.LastRun != nil && !f.LastRun.Succeeded()
 	switch {
+	case !known:
+		r.code, r.Message = checkCritical, fmt.Sprintf("no such job %s: no lease and no run in the history (check --job and --table)", printable(f.Job))
 	case f.LastSuccess == nil:
 		r.code, r.Message = checkCritical, fmt.Sprintf("%s has no successful run in the history", printable(f.Job))
 	case age > maxAge:

@@ -52,7 +52,7 @@ func parseHistoryOptions(c *cli.Context, now time.Time) (historyOptions, error) 
 	s := newSettings(c)
 	o := historyOptions{json: c.Bool("json"), timeline: c.Bool("timeline")}
 	var err error
-	if o.query.Job, err = parseJob(s, false); err != nil {
+	if o.query.Job, err = parseJob(s); err != nil {
 		return o, err
 	}
 	if o.json && o.timeline {
@@ -101,7 +101,7 @@ func historyAction(c *cli.Context) error {
 	// No lease table (a mistyped --table), or a history that cannot be
 	// read: said in one line, not shown as an empty history.
 	case errors.Is(err, lease.ErrNoTable), errors.Is(err, lease.ErrNoHistory), errors.Is(err, lease.ErrHistoryUnavailable):
-		return &exitError{code: exitUnavailable, err: a.db.redact.errorf(err)}
+		return &exitError{code: exitUnavailable, err: a.db.redact.wrap(err)}
 	case err != nil:
 		return a.db.unavailable(err, a.log)
 	}
@@ -200,7 +200,7 @@ func printHistoryTable(w io.Writer, runs []lease.Run) error {
 			exit = strconv.Itoa(*r.ExitCode)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", printable(r.Holder), r.FencingToken, r.Attempt,
-			r.StartedAt.UTC().Format("2006-01-02 15:04:05Z"), runDuration(r), exit, printable(r.Outcome))
+			stamp(r.StartedAt), runDuration(r), exit, printable(r.Outcome))
 	}
 	return tw.Flush()
 }
@@ -263,13 +263,14 @@ func printTimeline(w io.Writer, runs []lease.Run, from, to time.Time, width int)
 		byJob[r.Job] = append(byJob[r.Job], r)
 	}
 	slices.Sort(jobs)
+	ticks := axis(from, step, width)
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s .. %s, one column = %s\n", stamp(from), stamp(to), roundStep(step))
 	pad := strings.Repeat(" ", laneNameWidth+2)
 	for _, job := range jobs {
 		jr := byJob[job]
 		slices.SortStableFunc(jr, func(a, b lease.Run) int { return a.StartedAt.Compare(b.StartedAt) })
-		fmt.Fprintf(&b, "\n%s\n%s%s\n%s%s\n", printable(job), pad, labels(from, step, width), pad, ruler(width))
+		fmt.Fprintf(&b, "\n%s\n%s%s\n%s%s\n", printable(job), pad, labels(ticks), pad, ruler(ticks, width))
 		drawLanes(&b, jr, from, step, width, col)
 		for _, o := range overlaps(jr) {
 			fmt.Fprintf(&b, "  overlap: %s\n", o)
@@ -288,7 +289,10 @@ func printTimeline(w io.Writer, runs []lease.Run, from, to time.Time, width int)
 }
 
 // drawLanes draws one job's lanes, one per holder, and the runs lane that
-// counts the runs at each column's middle.
+// counts, in each column, the most runs at once during its time. A run's
+// mark is in the column of its last instant, so a run that ends on a
+// column's edge is not drawn into the next one, and the runs lane counts
+// every column a run is drawn in, a run shorter than a column too.
 func drawLanes(b *strings.Builder, jr []lease.Run, from time.Time, step time.Duration, width int, col func(time.Time) int) {
 	var holders []string
 	lanes := map[string][]byte{}
@@ -299,7 +303,7 @@ func drawLanes(b *strings.Builder, jr []lease.Run, from time.Time, step time.Dur
 			lane = []byte(strings.Repeat(" ", width))
 			lanes[r.Holder] = lane
 		}
-		start, end := col(r.StartedAt), col(r.FinishedAt)
+		start, end := col(r.StartedAt), col(lastInstant(r))
 		for i := start; i < end; i++ {
 			lane[i] = '='
 		}
@@ -310,16 +314,63 @@ func drawLanes(b *strings.Builder, jr []lease.Run, from time.Time, step time.Dur
 	}
 	counts := make([]byte, width)
 	for i := range counts {
-		mid := from.Add(step*time.Duration(i) + step/2)
-		n := 0
-		for _, r := range jr {
-			if !r.StartedAt.After(mid) && r.FinishedAt.After(mid) {
-				n++
-			}
-		}
-		counts[i] = countMark(n)
+		a := from.Add(step * time.Duration(i))
+		counts[i] = countMark(mostAtOnce(jr, a, a.Add(step)))
 	}
 	fmt.Fprintf(b, "  %-*s|%s|\n", laneNameWidth, "runs", counts)
+}
+
+// lastInstant is the last moment r held its slot: a run of no length has
+// one.
+func lastInstant(r lease.Run) time.Time {
+	if r.FinishedAt.After(r.StartedAt) {
+		return r.FinishedAt.Add(-1)
+	}
+	return r.StartedAt
+}
+
+// mostAtOnce is the most runs that ran at the same moment in [a, b). A run
+// that ends as another starts did not run with it.
+func mostAtOnce(runs []lease.Run, a, b time.Time) int {
+	type event struct {
+		at    time.Time
+		delta int
+	}
+	var events []event
+	for _, r := range runs {
+		end := lastInstant(r).Add(1) // exclusive
+		if !r.StartedAt.Before(b) || !end.After(a) {
+			continue
+		}
+		events = append(events, event{maxTime(r.StartedAt, a), 1}, event{minTime(end, b), -1})
+	}
+	// Ends before starts at the same moment.
+	slices.SortFunc(events, func(x, y event) int {
+		if c := x.at.Compare(y.at); c != 0 {
+			return c
+		}
+		return x.delta - y.delta
+	})
+	n, most := 0, 0
+	for _, e := range events {
+		n += e.delta
+		most = max(most, n)
+	}
+	return most
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func countMark(n int) byte {
@@ -332,33 +383,84 @@ func countMark(n int) byte {
 	return '+'
 }
 
-// ruler marks every tenth column, under its time in labels.
-func ruler(width int) string {
+// tick is a time the axis names, in the column it falls in.
+type tick struct {
+	col   int
+	label string
+}
+
+// tickSteps are the intervals an axis may name times at: round ones, so
+// that the labels read as a regular scale.
+var tickSteps = []time.Duration{
+	time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+	time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour,
+	24 * time.Hour, 48 * time.Hour, 7 * 24 * time.Hour, 14 * 24 * time.Hour, 28 * 24 * time.Hour,
+}
+
+// axis picks the shortest of tickSteps that leaves room for each label
+// and a gap (or, for a longer period, a multiple of days that does), and
+// returns the times that are multiples of it (in UTC) and whose labels fit,
+// in as few characters as the interval needs. A period too short for any
+// such time gets its start.
+func axis(from time.Time, step time.Duration, width int) []tick {
+	span := step * time.Duration(width)
+	layoutFor := func(d time.Duration) string {
+		switch {
+		case d >= 24*time.Hour:
+			return "Jan 02"
+		case d < time.Minute:
+			return "15:04:05"
+		}
+		return "15:04"
+	}
+	room := func(d time.Duration) time.Duration { return step * time.Duration(len(layoutFor(d))+2) }
+	every := tickSteps[len(tickSteps)-1]
+	if room(every) > every {
+		const day = 24 * time.Hour
+		every = (room(every) + day - 1) / day * day
+	}
+	for _, d := range tickSteps {
+		if d >= room(d) {
+			every = d
+			break
+		}
+	}
+	layout := layoutFor(every)
+	var ticks []tick
+	for t := from.UTC().Truncate(every); t.Before(from.Add(span)); t = t.Add(every) {
+		c := int(t.Sub(from) / max(step, 1))
+		if !t.Before(from) && c+len(layout) <= width+1 {
+			ticks = append(ticks, tick{col: c, label: t.Format(layout)})
+		}
+	}
+	if len(ticks) == 0 {
+		ticks = []tick{{col: 0, label: from.UTC().Format(layoutFor(min(every, span)))}}
+	}
+	return ticks
+}
+
+// ruler marks the columns of the ticks, under their labels; the left edge
+// marks the first column's.
+func ruler(ticks []tick, width int) string {
 	r := []byte(strings.Repeat("-", width))
-	for i := 10; i < width; i += 10 {
-		r[i] = '+'
+	for _, t := range ticks {
+		if t.col > 0 {
+			r[t.col] = '+'
+		}
 	}
 	return "+" + string(r) + "+"
 }
 
-// labels prints the time at the start of the lanes and at every tenth
-// column, in as few characters as the period needs.
-func labels(from time.Time, step time.Duration, width int) string {
-	layout := "15:04"
-	switch {
-	case step*time.Duration(width) > 48*time.Hour:
-		layout = "Jan 02"
-	case step*10 < time.Minute:
-		layout = "15:04:05"
+// labels writes each tick's time from its column on; column i of the lanes
+// is at i+1, after the "|".
+func labels(ticks []tick) string {
+	var b strings.Builder
+	for _, t := range ticks {
+		b.WriteString(strings.Repeat(" ", max(t.col+1-b.Len(), 0)))
+		b.WriteString(t.label)
 	}
-	line := []byte(strings.Repeat(" ", width+2))
-	for i := 0; i < width; i += 10 {
-		label := from.Add(step * time.Duration(i)).UTC().Format(layout)
-		if i+1+len(label) <= len(line) {
-			copy(line[i+1:], label) // column i of the lanes is at i+1, after the "|"
-		}
-	}
-	return strings.TrimRight(string(line), " ")
+	return b.String()
 }
 
 func laneName(holder string) string {
@@ -369,6 +471,8 @@ func laneName(holder string) string {
 	return name
 }
 
+// stamp is how the tables and the timeline write a time: in UTC, to the
+// second.
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") }
 
 func roundStep(d time.Duration) time.Duration {

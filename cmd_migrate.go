@@ -30,9 +30,12 @@ func migrateCommand() *cli.Command {
 						return err
 					}
 				}
-				return &exitError{code: exitUnavailable, err: a.db.redact.errorf(err)}
+				return &exitError{code: exitUnavailable, err: a.db.redact.wrap(err)}
 			case err != nil:
 				return a.db.unavailable(err, a.log)
+			}
+			for _, line := range changes {
+				a.db.named(a.log.Info()).Msg(line) // where, which stdout does not say
 			}
 			if len(changes) == 0 {
 				changes = []string{"lease table " + a.store.Table() + " is up to date"}

@@ -31,7 +31,7 @@ func releaseCommand() *cli.Command {
 
 func releaseAction(c *cli.Context) error {
 	s := newSettings(c)
-	job, err := parseJob(s, true)
+	job, err := requireJob(s)
 	if err != nil {
 		return err
 	}
@@ -60,6 +60,12 @@ func releaseAction(c *cli.Context) error {
 	i := slices.IndexFunc(jobs, func(j lease.JobStatus) bool { return j.Slot == slot })
 	if i < 0 {
 		return &exitError{code: exitNotFound, err: fmt.Errorf("job %s has no slot %d (it has %d)", printable(job), slot, jobs[0].Slots)}
+	}
+	if j := jobs[i]; j.State == lease.StateReleasing && !force && j.Holder == id {
+		// Asked for already: what this command would ask for is under way.
+		return printed(fmt.Fprintln(c.App.Writer, printable(fmt.Sprintf(
+			"release already requested: %s stops its command at its next renewal (within its --renew-interval), then hands the lease on %s back (token %d)",
+			j.Holder, job, j.FencingToken))))
 	}
 	if err := releasable(jobs[i], id, force, c.Bool("yes")); err != nil {
 		return err
@@ -91,8 +97,6 @@ func releasable(j lease.JobStatus, id string, force, yes bool) error {
 	case j.State == lease.StateKept && !force:
 		return &exitError{code: exitNotFound, err: fmt.Errorf("the command of %s has finished; --hold-for keeps the lease on %s for another %s: add --force to end the hold now",
 			holder, printable(j.Job), j.ExpiresIn.Round(time.Second))}
-	case j.State == lease.StateReleasing && !force:
-		return &exitError{code: exitNotFound, err: fmt.Errorf("a release of %s's lease on %s is already pending: it stops at its next renewal", holder, printable(j.Job))}
 	case force && j.State != lease.StateKept && !yes:
 		return usagef("%s holds the lease on %s and renewed it within the TTL, so it is probably alive: --force would let another instance start while its command still runs. Use release --id %s to let it stop first, or add --yes if you know it is dead",
 			holder, printable(j.Job), holder)

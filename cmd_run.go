@@ -37,7 +37,7 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 	sigs, stopSignals := signals.Notify()
 	defer stopSignals()
 
-	db, err := openDatabase(c.Context, o.store.databaseURL, redact)
+	db, err := openDatabase(c.Context, o.store.databaseURL, redact, log)
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 		o.holder = lease.DefaultHolder()
 	}
 	log = log.With().Str("holder", o.holder).Logger()
-	storeLog := log // the store adds the job to its own lines
+	storeLog := db.storeLogger(log) // the store adds the job to its own lines
 	log = log.With().Str("job", o.job).Logger()
 	log.Debug().Stringer("ttl", o.timings.TTL).Stringer("renew_interval", o.timings.RenewInterval).
 		Stringer("grace", o.timings.Grace).Stringer("retry_interval", o.timings.RetryInterval).
@@ -67,7 +67,7 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	w := &wrapper{o: o, log: log, db: db, store: store, sigs: sigs}
+	w := &wrapper{o: o, log: log, db: db, store: store, sigs: sigs, children: runner.NewSupervisor()}
 	l, err := w.acquire(c.Context)
 	if err != nil {
 		return err
@@ -84,6 +84,8 @@ type wrapper struct {
 	db    *database
 	store *lease.Store
 	sigs  <-chan os.Signal
+	// children runs every attempt's command.
+	children *runner.Supervisor
 }
 
 // runChild runs the command while l holds, hands the lease back, and
@@ -113,11 +115,11 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 	)
 	for ; ; attempt++ {
 		res = w.attempt(path, l, mon, pings, log)
-		if next = w.retryAfter(res, attempt, l, log); !next.retry {
+		if next = w.retryAfter(res, attempt, l, log); next.kind != stepRetry {
 			break
 		}
 	}
-	if next.lost != nil || next.signal != nil {
+	if next.between() {
 		return w.endBetweenAttempts(l, res, attempt, next, pings, log)
 	}
 	pings.finish(runExitCode(res))
@@ -149,7 +151,7 @@ func (w *wrapper) attempt(path string, l *lease.Lease, mon *monitor.Monitor, pin
 		Started:    mon.ChildStarted,
 		MaxRuntime: w.o.maxRuntime,
 	}
-	res := runner.Run(cmd, l, cfg)
+	res := w.children.Run(cmd, l, cfg)
 	if res.Started {
 		mon.ChildExited(res.Status)
 	}

@@ -31,7 +31,7 @@ func statusCommand() *cli.Command {
 		}, storeFlags()...),
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
-			job, err := parseJob(newSettings(c), false)
+			job, err := parseJob(newSettings(c))
 			if err != nil {
 				return err
 			}
@@ -129,7 +129,7 @@ func printStatusTable(w io.Writer, jobs []lease.JobStatus) error {
 			expires = j.ExpiresIn.Round(100 * time.Millisecond).String()
 		}
 		if j.LastStarted != nil {
-			start = j.LastStarted.UTC().Format("2006-01-02 15:04:05Z")
+			start = stamp(*j.LastStarted)
 		}
 		if d, ok := lastDuration(j); ok {
 			duration = d.String()

@@ -24,16 +24,43 @@ type database struct {
 	redact *redactor
 }
 
-// openDatabase opens the pool for a connection string. A string it cannot
-// parse is refused with a usage error that says which part is wrong and
-// never repeats the password.
-func openDatabase(ctx context.Context, dsn string, redact *redactor) (*database, error) {
+// openDatabase opens the pool for a connection string, and says at debug
+// level which database it is. A string it cannot parse is refused with a
+// usage error that says which part is wrong and never repeats the password.
+func openDatabase(ctx context.Context, dsn string, redact *redactor, log zerolog.Logger) (*database, error) {
 	pool, err := lease.Connect(ctx, dsn)
 	if err != nil {
-		return nil, usagef("invalid --database-url (or LEASEWRAP_DATABASE_URL, DATABASE_URL): %s", redact.String(err.Error()))
+		return nil, usagef("invalid --database-url (or LEASEWRAP_DATABASE_URL, DATABASE_URL): %w", redact.wrap(err))
 	}
 	redact.add(pool.Config().ConnConfig.Password)
-	return &database{pool: pool, redact: redact}, nil
+	d := &database{pool: pool, redact: redact}
+	d.named(log.Debug()).Str("user", pool.Config().ConnConfig.User).Msg("lease database")
+	return d, nil
+}
+
+// where names the database without the password: its hosts and ports
+// (lease.Hosts) and its name. An empty --database-url leaves both to
+// libpq's defaults, and an empty name to the server's, the user's name.
+func (d *database) where() (hosts, name string) {
+	cfg := d.pool.Config().ConnConfig
+	name = cfg.Database
+	if name == "" {
+		name = cfg.User
+	}
+	return lease.Hosts(&cfg.Config), name
+}
+
+// named adds the database's hosts and name to a log line.
+func (d *database) named(ev *zerolog.Event) *zerolog.Event {
+	hosts, name := d.where()
+	return ev.Str("database", hosts).Str("database_name", name)
+}
+
+// storeLogger is log with the database's hosts and name, for the Store:
+// the lines it logs when it creates or upgrades a table say where.
+func (d *database) storeLogger(log zerolog.Logger) zerolog.Logger {
+	hosts, name := d.where()
+	return log.With().Str("database", hosts).Str("database_name", name).Logger()
 }
 
 // close closes the pool but waits at most a second: closing a connection to
@@ -52,11 +79,10 @@ func (d *database) close() {
 }
 
 // unavailable logs why the lease store could not be used, naming the
-// database hosts, and returns EX_UNAVAILABLE.
+// database, and returns EX_UNAVAILABLE.
 func (d *database) unavailable(err error, log zerolog.Logger) error {
-	cfg := d.pool.Config().ConnConfig
 	msg := strings.ReplaceAll(err.Error(), "\n\t", "; ")
-	ev := log.Error().Str("database", lease.Hosts(&cfg.Config)).Str("error", msg)
+	ev := d.named(log.Error()).Str("error", msg)
 	if errors.Is(err, lease.ErrNotLeaseTable) {
 		ev.Msg("refusing a table that is not a lease table: check --table (or LEASEWRAP_TABLE)")
 	} else if errors.Is(err, lease.ErrNotReplicated) {
@@ -131,9 +157,25 @@ func (r *redactor) String(s string) string {
 	return s
 }
 
-// errorf returns err with its message redacted, for output that does not
-// go through the logger.
-func (r *redactor) errorf(err error) error { return errors.New(r.String(err.Error())) }
+// wrap returns err with its message redacted, for output that does not go
+// through the logger. errors.Is and errors.As still see the whole chain.
+func (r *redactor) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &redactedError{err: err, r: r}
+}
+
+// redactedError is an error whose message is redacted; Unwrap returns the
+// original, whose own message is not.
+type redactedError struct {
+	err error
+	r   *redactor
+}
+
+func (e *redactedError) Error() string { return e.r.String(e.err.Error()) }
+
+func (e *redactedError) Unwrap() error { return e.err }
 
 // writer returns w, which takes zerolog's JSON lines, with the secrets
 // masked in every line's string values (see JSON) and hidden characters

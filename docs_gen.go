@@ -28,6 +28,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/redbite/leasewrap/runner"
 )
 
 const genDocsEnv = "LEASEWRAP_GEN_DOCS"
@@ -145,12 +147,13 @@ func exitStatusRoff() string {
 		{fmt.Sprint(exitUnavailable), "the database could not be reached or used, or the table is not a lease table, or --require-replicated found no standby to confirm the lease; COMMAND did not run. For status, history, release and exporter: the lease table does not exist; for history and migrate: the run history cannot be read"},
 		{fmt.Sprint(exitLeaseLost), "the lease was lost while COMMAND ran (COMMAND was stopped) or between two --retries attempts, or it was in doubt when COMMAND was to start (a take answered past its time budget) and COMMAND never ran"},
 		{fmt.Sprint(exitWaitTimeout), "--wait-timeout passed before this instance became the leader, or COMMAND ran past --max-runtime and was stopped"},
-		{fmt.Sprint(exitNotExecutable), "COMMAND was found but is not executable"},
-		{fmt.Sprint(exitCommandNotFound), "COMMAND was not found"},
+		{fmt.Sprint(runner.StatusNotExecutable), "COMMAND was found but is not executable"},
+		{fmt.Sprint(runner.StatusNotFound), "COMMAND was not found"},
 		{fmt.Sprint(exitNotFound), "status or release: no such job, or no live lease of that holder"},
 		{fmt.Sprint(exitLastRunFailed), "status --fail-on-error: the last run of a job shown exited non-zero; check: CRITICAL"},
 		{fmt.Sprint(checkUnknown), "check: UNKNOWN, it cannot tell"},
 		{fmt.Sprint(exitIOErr), "a subcommand could not write its output (check answers 3 instead)"},
+		{fmt.Sprint(exitSoftware), "an internal error, a bug in leasewrap, logged as \"internal error\" (please report it)"},
 	}
 	var b strings.Builder
 	b.WriteString(".SH EXIT STATUS\n")

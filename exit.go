@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/redbite/leasewrap/runner"
 )
 
@@ -34,10 +36,10 @@ const (
 	// timeout(1) exits; the log line and the history tell it from
 	// exitWaitTimeout.
 	exitTimedOut = 124
-	// exitNotExecutable and exitCommandNotFound: COMMAND cannot run, as a
-	// shell says it.
-	exitNotExecutable   = runner.StatusNotExecutable
-	exitCommandNotFound = runner.StatusNotFound
+	// exitSoftware (EX_SOFTWARE): an action failed with an error that has
+	// no status of its own, which is a bug in leasewrap, not the user's
+	// mistake. (126 and 127, COMMAND cannot run, are runner.StartError's.)
+	exitSoftware = 70
 	// exitSignalBase plus N: the child, or leasewrap before the child
 	// started, was ended by signal N.
 	exitSignalBase = runner.StatusSignalBase
@@ -68,9 +70,44 @@ func usagef(format string, a ...any) error {
 	return &exitError{code: exitUsage, err: fmt.Errorf(format, a...)}
 }
 
-// exitCode is the status for an action's error: its own code, 126/127 for a
-// command that cannot run, and EX_USAGE for anything urfave/cli returned
-// (a flag or argument it could not parse).
+// internalError is an error an action returned without an exit status:
+// every failure a user can cause or fix has one, so this is a bug.
+type internalError struct{ err error }
+
+func (e *internalError) Error() string {
+	return fmt.Sprintf("internal error (a bug in leasewrap, please report it): %v", e.err)
+}
+
+func (e *internalError) Unwrap() error { return e.err }
+
+// withStatus marks what action returns without an exit status as an
+// internalError, so that exitCode can tell a bug from urfave/cli's own
+// errors, which come before any action runs. The error is logged, in the
+// format the command's settings ask for, or else said in one line; either
+// way through a redactor for the connection string the command was given.
+func withStatus(action cli.ActionFunc) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		err := action(c)
+		var exit *exitError
+		var start *runner.StartError
+		if err == nil || errors.As(err, &exit) || errors.As(err, &start) {
+			return err
+		}
+		redact := newRedactor(c.String("database-url"))
+		err = &internalError{err: redact.wrap(err)}
+		if o, bad := parseStoreOptions(newSettings(c)); bad == nil {
+			log := newLogger(o, redact)
+			log.Error().Err(err).Msg("internal error")
+			return exitWith(exitSoftware)
+		}
+		return &exitError{code: exitSoftware, err: err}
+	}
+}
+
+// exitCode is the status for an action's error: its own code (EX_SOFTWARE
+// for a bug, see withStatus), 126/127 for a command that cannot run, and
+// EX_USAGE for anything urfave/cli returned (a flag or argument it could
+// not parse).
 func exitCode(err error) (int, error) {
 	var exit *exitError
 	var start *runner.StartError

@@ -2,6 +2,7 @@ package main
 
 import (
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -71,7 +72,7 @@ func runFlags() []cli.Flag {
 			Usage: "let up to N instances run the command at once, each in a slot of its own with its own lease (every instance of a job must use the same N)"},
 		&cli.BoolFlag{Name: "require-replicated", EnvVars: []string{"LEASEWRAP_REQUIRE_REPLICATED"},
 			Usage: "count a take or renewal only once every streaming standby has replayed it, so that no failover, even to an asynchronous standby, can lose it; with no standby streaming, refuse to start the command (needs pg_monitor)"},
-		&cli.StringFlag{Name: "history-keep", EnvVars: []string{"LEASEWRAP_HISTORY_KEEP"}, Value: "720h",
+		&cli.StringFlag{Name: "history-keep", EnvVars: []string{"LEASEWRAP_HISTORY_KEEP"}, Value: shortDuration(lease.DefaultHistoryKeep),
 			Usage: "keep finished runs in the history table this long (0s: for ever)"},
 		&cli.StringFlag{Name: "ping-url", EnvVars: []string{"LEASEWRAP_PING_URL"},
 			Usage: "ping a monitor when the command starts and ends (healthchecks.io and its self-hosted server, or a cronitor.link URL); only the instance that runs it pings, and a ping never delays it"},
@@ -82,6 +83,19 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "http-addr", EnvVars: []string{"LEASEWRAP_HTTP_ADDR"},
 			Usage: "serve /healthz, /leader and /metrics on this address, as in :8080 (default: off)"},
 	}, storeFlags()...)
+}
+
+// shortDuration writes d as a flag's default is read: 720h, not
+// 720h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }
 
 // configEnv lists every environment variable leasewrap reads its own

@@ -208,3 +208,68 @@ func TestTimelineGolden(t *testing.T) {
 	}
 	golden(t, "timeline.txt", b.String())
 }
+
+// Every column a lane draws a run in counts it in the runs lane, a run
+// shorter than a column and one ending on a column's edge too; and the
+// axis names round times at a regular interval, each in its own column.
+func TestTimelineShortRunsAndEvenAxis(t *testing.T) {
+	from := time.Date(2026, 3, 1, 16, 15, 20, 0, time.UTC)
+	to := from.Add(5 * time.Minute)
+	s := func(sec float64) time.Time { return from.Add(time.Duration(sec * float64(time.Second))) }
+	code := func(c int) *int { return &c }
+	runs := []lease.Run{
+		{Job: "j", Slot: 1, Holder: "a", StartedAt: s(0), FinishedAt: s(25), ExitCode: code(0), Outcome: lease.OutcomeExited},
+		{Job: "j", Slot: 1, Holder: "b", StartedAt: s(40.5), FinishedAt: s(41), ExitCode: code(1), Outcome: lease.OutcomeExited},
+		{Job: "j", Slot: 1, Holder: "a", StartedAt: s(100), FinishedAt: s(100), ExitCode: code(0), Outcome: lease.OutcomeExited},
+		{Job: "j", Slot: 1, Holder: "b", StartedAt: s(200.1), FinishedAt: s(200.2), ExitCode: code(127), Outcome: lease.OutcomeCouldNotStart},
+	}
+	var b bytes.Buffer
+	const width = 72
+	if err := printTimeline(&b, runs, from, to, width); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(b.String(), "\n")
+	lane := func(name string) string {
+		for _, l := range lines {
+			if strings.HasPrefix(l, "  "+name+" ") {
+				return l[strings.Index(l, "|")+1 : strings.LastIndex(l, "|")]
+			}
+		}
+		t.Fatalf("no %s lane in\n%s", name, b.String())
+		return ""
+	}
+	count := lane("runs")
+	for _, h := range []string{"a", "b"} {
+		for i, c := range lane(h) {
+			if c != ' ' && count[i] == '.' {
+				t.Errorf("column %d: %s's lane shows %q, the runs lane '.':\n%s", i, h, c, b.String())
+			}
+		}
+	}
+	// The labels: the line after the job's name.
+	step := to.Sub(from) / width
+	pad := laneNameWidth + 2
+	var prev time.Time
+	var gaps []time.Duration
+	for i, f := range strings.Fields(lines[3]) {
+		at, err := time.Parse("15:04:05", f)
+		if err != nil {
+			at, err = time.Parse("15:04", f)
+		}
+		if err != nil {
+			t.Fatalf("label %q: %v\n%s", f, err, b.String())
+		}
+		at = time.Date(2026, 3, 1, at.Hour(), at.Minute(), at.Second(), 0, time.UTC)
+		col := strings.Index(lines[3][pad:], f) - 1
+		if want := int(at.Sub(from) / step); col != want {
+			t.Errorf("label %s in column %d, want %d", f, col, want)
+		}
+		if i > 0 {
+			gaps = append(gaps, at.Sub(prev))
+		}
+		prev = at
+	}
+	if len(gaps) < 2 || slices.ContainsFunc(gaps, func(g time.Duration) bool { return g != gaps[0] }) {
+		t.Errorf("labels %q are not evenly spaced (gaps %v)", lines[3], gaps)
+	}
+}

@@ -57,7 +57,15 @@ func TestHealthLeaderAndMetrics(t *testing.T) {
 	if body := waitStatus(t, leaderAddr, "/leader", 200); !strings.Contains(body, `"fencing_token":1`) || !strings.Contains(body, `"holder":"leader"`) {
 		t.Errorf("/leader on the leader: %s", body)
 	}
-	waitStatus(t, standbyAddr, "/leader", 503)
+	if body := waitStatus(t, leaderAddr, "/leader", 200); !strings.Contains(body, `"self":"leader"`) {
+		t.Errorf("/leader on the leader does not name itself as self: %s", body)
+	}
+	// A standby names itself, as self, and no holder: its own id there
+	// would read as the leader's.
+	if body := waitStatus(t, standbyAddr, "/leader", 503); !strings.Contains(body, `"self":"`) ||
+		!strings.Contains(body, `"leader":false`) || strings.Contains(body, `"holder"`) {
+		t.Errorf("/leader on the standby: %s, want self and no holder", body)
+	}
 	waitStatus(t, leaderAddr, "/healthz", 200)
 	waitStatus(t, standbyAddr, "/healthz", 200)
 	// Series exist from the start, next to the Go runtime's and the process's.

@@ -150,7 +150,10 @@ func parseRunOptions(c *cli.Context, child []string, hasChild bool) (runOptions,
 		return o, usagef("missing command: put it after --, as in leasewrap --job nightly_report -- ./generate-report")
 	}
 	var err error
-	if o.job, err = parseJob(s, true); err != nil {
+	if o.job, err = requireJob(s); err != nil {
+		return o, err
+	}
+	if err := refuseOuterJob(s, o.job); err != nil {
 		return o, err
 	}
 	if err := lease.CheckNewJob(o.job); err != nil {
@@ -217,24 +220,38 @@ func parseAttempts(s settings, o *runOptions) error {
 	return nil
 }
 
-// parseJob reads --job, which the main command and release need.
-func parseJob(s settings, required bool) (string, error) {
+// parseJob reads --job where it is optional (status, history): "" when
+// it is not set.
+func parseJob(s settings) (string, error) {
 	job := s.c.String("job")
-	if job == "" && !required {
-		return "", nil
-	}
 	if job == "" {
-		return "", usagef("missing --job (or LEASEWRAP_JOB): name the lease, as in --job nightly_report")
-	}
-	// Inside a leasewrap's command, LEASEWRAP_JOB names the outer job: a
-	// nested leasewrap that took it for its own would always sit out.
-	if required && !fromCommandLine(s.args, "job") && os.Getenv("LEASEWRAP_FENCING_TOKEN") != "" {
-		return "", usagef("LEASEWRAP_JOB=%s is the job of the leasewrap this runs under: name this one's with --job", job)
+		return "", nil
 	}
 	if err := lease.CheckJob(job); err != nil {
 		return "", usagef("invalid %s: %v", s.source("job"), err)
 	}
 	return job, nil
+}
+
+// requireJob reads --job where it must be set (the main command, release,
+// check).
+func requireJob(s settings) (string, error) {
+	if s.c.String("job") == "" {
+		return "", usagef("missing --job (or LEASEWRAP_JOB): name the lease, as in --job nightly_report")
+	}
+	return parseJob(s)
+}
+
+// refuseOuterJob refuses, for the main command, a job read from
+// LEASEWRAP_JOB inside a leasewrap's command: it names the outer job, and
+// a nested leasewrap that took it for its own would always sit out. Other
+// commands may use it: `release` and `check` of the job one runs under are
+// what a command may well ask.
+func refuseOuterJob(s settings, job string) error {
+	if !fromCommandLine(s.args, "job") && os.Getenv("LEASEWRAP_FENCING_TOKEN") != "" {
+		return usagef("LEASEWRAP_JOB=%s is the job of the leasewrap this runs under: name this one's with --job", job)
+	}
+	return nil
 }
 
 // logLevels are the documented --log-level values.
@@ -325,14 +342,23 @@ func fieldValue(t lease.Timings, flag string) time.Duration {
 		"retry-interval": t.RetryInterval}[flag]
 }
 
+// logTimeFormat is the time of every JSON log line: handoffs take
+// milliseconds. zerolog reads it from a package variable, for its console
+// writer too, so it is set once, before any logger exists.
+const logTimeFormat = "2006-01-02T15:04:05.000000Z07:00"
+
+func init() { zerolog.TimeFieldFormat = logTimeFormat }
+
 // newLogger builds the logger the settings ask for. Logs go to stderr
 // through redact, which every log line passes: no password gets out.
+// The console format has colours only on a terminal, and not when NO_COLOR
+// is set (no-color.org).
 func newLogger(o storeOptions, redact *redactor) zerolog.Logger {
 	var w io.Writer = os.Stderr
-	if o.logFormat == "console" || o.logFormat == "auto" && isatty.IsTerminal(os.Stderr.Fd()) {
-		w = zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"}
+	tty := isatty.IsTerminal(os.Stderr.Fd())
+	if o.logFormat == "console" || o.logFormat == "auto" && tty {
+		w = zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000", NoColor: !tty || os.Getenv("NO_COLOR") != ""}
 	}
-	out := zerolog.New(redact.writer(w))                         // JSON, redacted before any formatting
-	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000000Z07:00" // handoffs take milliseconds
+	out := zerolog.New(redact.writer(w)) // JSON, redacted before any formatting
 	return out.Level(o.logLevel).With().Timestamp().Logger()
 }

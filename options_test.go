@@ -264,3 +264,22 @@ func TestStatusThatCannotWriteExits74(t *testing.T) {
 		t.Errorf("exit %d, %q; want 74 and the reason", code, stderr.String())
 	}
 }
+
+// Inside a wrapped command, LEASEWRAP_JOB names the outer job: the main
+// command refuses to take it for its own (see TestBadSettingsSayWhatToChange),
+// but release and check of that job are what a command may ask.
+func TestReleaseAndCheckUseTheOuterJob(t *testing.T) {
+	d := newDB(t)
+	if code, _, errOut := runInProcess(t, nil, "migrate", "--database-url", pgtest.URL(), "--table", d.table); code != 0 {
+		t.Fatalf("migrate exited %d: %s", code, errOut)
+	}
+	env := map[string]string{"LEASEWRAP_JOB": "outer", "LEASEWRAP_FENCING_TOKEN": "7"}
+	code, _, errOut := runInProcess(t, env, "release", "--id", "w1", "--database-url", pgtest.URL(), "--table", d.table)
+	if code != exitNotFound || !strings.Contains(errOut, `"outer"`) {
+		t.Errorf("release under a leasewrap: exit %d, %q; want 1, no such job \"outer\"", code, errOut)
+	}
+	code, out, _ := runInProcess(t, env, "check", "--max-age", "1h", "--database-url", pgtest.URL(), "--table", d.table)
+	if code != checkCritical || !strings.Contains(out, "outer") {
+		t.Errorf("check under a leasewrap: exit %d, %q; want CRITICAL about outer", code, out)
+	}
+}

@@ -31,15 +31,42 @@ func retryDelay(first time.Duration, n int) time.Duration {
 
 // nextStep is what follows an attempt.
 type nextStep struct {
-	// retry: run the command again.
-	retry bool
-	// recorded: the attempt is in the history already.
-	recorded bool
-	// lost: the lease ended after the attempt, before another could
-	// start (in the wait, or found when recording the attempt).
+	kind stepKind
+	// lost is why the lease ended (stepLost, stepLostUnrecorded).
 	lost error
-	// signal: a signal to end leasewrap came during the wait.
+	// signal is the signal to end leasewrap that came during the wait
+	// (stepSignalled).
 	signal os.Signal
+}
+
+// stepKind says what follows an attempt. Its zero value is no step: every
+// step names itself.
+type stepKind int
+
+const (
+	// stepEnd: no retry; the attempt's end is the run's, recorded as usual.
+	stepEnd stepKind = iota + 1
+	// stepRetry: run the command again; the attempt is in the history.
+	stepRetry
+	// stepLost: the lease ended in the wait; the attempt is in the history.
+	stepLost
+	// stepLostUnrecorded: the lease was found lost when recording the
+	// attempt, which is not in the history.
+	stepLostUnrecorded
+	// stepSignalled: a signal to end leasewrap came in the wait; the
+	// attempt is in the history.
+	stepSignalled
+)
+
+// between reports whether the run ends between attempts, with no attempt
+// running: for a lost lease or a signal.
+func (n nextStep) between() bool {
+	return n.kind == stepLost || n.kind == stepLostUnrecorded || n.kind == stepSignalled
+}
+
+// recorded reports whether the last attempt is in the history already.
+func (n nextStep) recorded() bool {
+	return n.kind == stepRetry || n.kind == stepLost || n.kind == stepSignalled
 }
 
 // retryAfter decides whether the command runs again after attempt, and
@@ -52,11 +79,11 @@ type nextStep struct {
 func (w *wrapper) retryAfter(res runner.Result, attempt int, l *lease.Lease, log zerolog.Logger) nextStep {
 	failed := res.Status != 0 || res.TimedOut
 	if !failed || !res.Started || res.Lost != nil || res.Signal != nil || attempt > w.o.retries {
-		return nextStep{}
+		return nextStep{kind: stepEnd}
 	}
 	end := lease.End{ExitCode: &res.Status, Outcome: runOutcome(res), Attempt: attempt}
 	if err := l.RecordAttempt(context.Background(), end); errors.Is(err, lease.ErrLost) {
-		return notRetrying(nextStep{lost: err}, log)
+		return notRetrying(nextStep{kind: stepLostUnrecorded, lost: err}, log)
 	} else if err != nil {
 		log.Warn().Err(err).Msg("cannot record the attempt in the history")
 	}
@@ -71,10 +98,10 @@ func (w *wrapper) retryAfter(res runner.Result, attempt int, l *lease.Lease, log
 		case <-t.C:
 			err := l.StartAttempt(context.Background())
 			if err == nil {
-				return nextStep{retry: true, recorded: true}
+				return nextStep{kind: stepRetry}
 			}
 			if errors.Is(err, lease.ErrLost) {
-				return notRetrying(nextStep{recorded: true, lost: err}, log)
+				return notRetrying(nextStep{kind: stepLost, lost: err}, log)
 			}
 			if !warned {
 				warned = true
@@ -83,11 +110,11 @@ func (w *wrapper) retryAfter(res runner.Result, attempt int, l *lease.Lease, log
 			}
 			t.Reset(w.o.timings.RetryInterval)
 		case <-l.Done():
-			return notRetrying(nextStep{recorded: true, lost: l.Err()}, log)
+			return notRetrying(nextStep{kind: stepLost, lost: l.Err()}, log)
 		case sig := <-w.sigs:
 			if signals.Ends(sig) {
 				log.Info().Str("signal", sig.String()).Msg("not retrying: stopped by signal")
-				return nextStep{recorded: true, signal: sig}
+				return nextStep{kind: stepSignalled, signal: sig}
 			}
 		}
 	}
@@ -112,19 +139,20 @@ func notRetrying(next nextStep, log zerolog.Logger) nextStep {
 // a signal before the first attempt does: the retries the operator asked
 // for did not all run, and the last attempt's failure is in the history.
 func (w *wrapper) endBetweenAttempts(l *lease.Lease, res runner.Result, attempt int, next nextStep, pings *runPings, log zerolog.Logger) error {
-	code := exitSignalBase + signals.Number(next.signal)
-	if next.lost != nil {
-		code = exitLeaseLost
+	code := exitLeaseLost
+	if next.kind == stepSignalled {
+		code = exitSignalBase + signals.Number(next.signal)
 	}
 	pings.finish(code)
-	// The attempt is in the history already, or will be by RecordLost.
-	relErr := l.Finish(context.Background(), lease.End{ExitCode: &res.Status, Attempt: attempt})
+	// The attempt is in the history already, or will be by RecordLost:
+	// the release records nothing.
+	relErr := l.Finish(context.Background(), releaseOnly(res, attempt))
 	logRelease(relErr, log)
-	if next.lost == nil {
+	if next.kind == stepSignalled {
 		return exitWith(code)
 	}
 	run := lease.End{Outcome: runOutcome(runner.Result{Lost: next.lost}), Attempt: attempt + 1}
-	if !next.recorded {
+	if !next.recorded() {
 		run.Attempt, run.ExitCode = attempt, &res.Status
 	}
 	// A release that failed for another reason leaves the row as it was:
@@ -135,4 +163,10 @@ func (w *wrapper) endBetweenAttempts(l *lease.Lease, res runner.Result, attempt 
 		}
 	}
 	return exitWith(code)
+}
+
+// releaseOnly is the End of a release that records nothing in the history
+// (lease.End's empty Outcome): the run is recorded apart.
+func releaseOnly(res runner.Result, attempt int) lease.End {
+	return lease.End{ExitCode: &res.Status, Attempt: attempt}
 }

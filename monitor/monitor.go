@@ -232,7 +232,10 @@ func (m *Monitor) healthz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
-// leaderz is 200 with the lease while this instance leads, else 503.
+// leaderz is 200 with the lease while this instance leads, else 503. self
+// is this instance's holder id; holder, the lease's holder, appears only
+// while that is this instance: a standby does not know the leader, and
+// its own id under "holder" would read as the leader's.
 func (m *Monitor) leaderz(w http.ResponseWriter, _ *http.Request) {
 	m.mu.Lock()
 	l := m.leader
@@ -248,13 +251,24 @@ func (m *Monitor) leaderz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	if !leading {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_ = json.NewEncoder(w).Encode(map[string]any{"job": m.job, "holder": m.holder, "leader": false})
+		_ = json.NewEncoder(w).Encode(leaderJSON{Job: m.job, Self: m.holder})
 		return
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"job": m.job, "holder": m.holder, "leader": true,
-		"fencing_token": l.Token(), "expires_in": l.Remaining().Seconds(),
-	})
+	token, expiresIn := l.Token(), l.Remaining().Seconds()
+	_ = json.NewEncoder(w).Encode(leaderJSON{Job: m.job, Self: m.holder, Holder: m.holder, Leader: true,
+		FencingToken: &token, ExpiresIn: &expiresIn})
+}
+
+// leaderJSON is the stable shape of /leader.
+type leaderJSON struct {
+	Job  string `json:"job"`
+	Self string `json:"self"`
+	// Holder is the lease's holder, set only on the leader, where it is
+	// Self.
+	Holder       string   `json:"holder,omitempty"`
+	Leader       bool     `json:"leader"`
+	FencingToken *int64   `json:"fencing_token,omitempty"`
+	ExpiresIn    *float64 `json:"expires_in,omitempty"`
 }
 
 // Serve listens on addr and serves h until the returned stop is called,

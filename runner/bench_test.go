@@ -19,7 +19,7 @@ func BenchmarkRunTrue(b *testing.B) {
 	}
 	l := newFakeLease(time.Hour)
 	for b.Loop() {
-		if res := runner.Run(exec.Command(path), l, runner.Config{Log: zerolog.Nop()}); res.Status != 0 {
+		if res := supervisor.Run(exec.Command(path), l, runner.Config{Log: zerolog.Nop()}); res.Status != 0 {
 			b.Fatalf("true exited %d", res.Status)
 		}
 	}

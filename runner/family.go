@@ -20,18 +20,25 @@ import (
 type family struct {
 	pgid   int
 	reaper *signals.Reaper // nil: the process group is all there is
+	runs   *Supervisor     // the runs whose children are not this one's
 }
 
-// runs holds the process groups of the children being supervised in this
-// process. An orphan cannot be traced back to the run it came from, so it
-// belongs to every run in progress; with one child at a time, as leasewrap
-// runs, that is exact. Processes of another run's group or tree are never
-// this run's. runs is locked before the reaper's lock, and while a child
-// starts, so no reading of the process table sees a child not yet in it.
-var runs = struct {
-	sync.Mutex
+// Supervisor runs children (Run) and knows the process group of each one
+// it supervises, so that stopping what one run left behind never touches
+// another run's child or what is below it. An orphan cannot be traced back
+// to the run it came from, so it belongs to every run in progress; with
+// one child at a time, as leasewrap runs, that is exact. A process needs
+// one Supervisor for all its runs: another would not know this one's
+// children and would take them for orphans of its own runs.
+type Supervisor struct {
+	// mu is locked before the reaper's lock, and while a child starts, so
+	// no reading of the process table sees a child not yet in pgids.
+	mu    sync.Mutex
 	pgids map[int]bool
-}{pgids: map[int]bool{}}
+}
+
+// NewSupervisor returns a Supervisor with no runs.
+func NewSupervisor() *Supervisor { return &Supervisor{pgids: map[int]bool{}} }
 
 // group sends sig to the child's process group only: forwarding.
 func (f *family) group(sig unix.Signal) {
@@ -46,8 +53,8 @@ func (f *family) signal(groupSig, otherSig unix.Signal) (alive bool) {
 	if f.reaper == nil {
 		return f.groupOnly(groupSig)
 	}
-	runs.Lock()
-	defer runs.Unlock()
+	f.runs.mu.Lock()
+	defer f.runs.mu.Unlock()
 	var err error
 	f.reaper.Hold(func() {
 		var procs []signals.Process
@@ -86,9 +93,9 @@ func (f *family) groupOnly(sig unix.Signal) bool {
 
 // members picks the family out of the process table: the child's group,
 // and leasewrap's descendants but other runs' children, their groups and
-// everything below them. runs must be locked.
+// everything below them. f.runs.mu must be locked.
 func (f *family) members(procs []signals.Process) []signals.Process {
-	other := func(pgid int) bool { return pgid != f.pgid && runs.pgids[pgid] }
+	other := func(pgid int) bool { return pgid != f.pgid && f.runs.pgids[pgid] }
 	out := signals.Descendants(procs, os.Getpid(), func(p signals.Process) bool {
 		return other(p.Pid) || other(p.Pgid)
 	})

@@ -79,8 +79,8 @@ const pollInterval = 20 * time.Millisecond
 // SIGKILL at the same deadlines and is reaped: nothing of the run outlives
 // the lease. Elsewhere only the child's process group can be found and
 // stopped. An orphan cannot be traced to the run it came from: with several
-// Runs at once in one process, it is stopped with the first that ends.
-func Run(cmd *exec.Cmd, l Lease, cfg Config) Result {
+// runs of s at once, it is stopped with the first that ends.
+func (s *Supervisor) Run(cmd *exec.Cmd, l Lease, cfg Config) Result {
 	log := cfg.Log
 	select {
 	case <-l.Done():
@@ -102,27 +102,27 @@ func Run(cmd *exec.Cmd, l Lease, cfg Config) Result {
 		// Also after a failed exec: the terminal was handed over before it.
 		defer signals.ReclaimTerminal()
 	}
-	runs.Lock() // see runs
+	s.mu.Lock() // see Supervisor.mu
 	waited, err := start(cmd, reaper)
 	if err == nil {
-		runs.pgids[cmd.Process.Pid] = true
+		s.pgids[cmd.Process.Pid] = true
 	}
-	runs.Unlock()
+	s.mu.Unlock()
 	if err != nil {
 		log.Error().Err(err).Msg("cannot start child")
 		return Result{Status: startStatus(err)}
 	}
 	pgid := cmd.Process.Pid
 	defer func() {
-		runs.Lock()
-		delete(runs.pgids, pgid)
-		runs.Unlock()
+		s.mu.Lock()
+		delete(s.pgids, pgid)
+		s.mu.Unlock()
 	}()
 	log.Info().Int("pid", pgid).Msg("child started")
 	if cfg.Started != nil {
 		cfg.Started()
 	}
-	sv := &supervision{fam: &family{pgid: pgid, reaper: reaper}, lease: l, cfg: cfg, log: log, started: time.Now()}
+	sv := &supervision{fam: &family{pgid: pgid, reaper: reaper, runs: s}, lease: l, cfg: cfg, log: log, started: time.Now()}
 	return sv.run(waited)
 }
 

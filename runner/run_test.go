@@ -23,6 +23,11 @@ import (
 	"github.com/redbite/leasewrap/runner"
 )
 
+// supervisor runs every child of the tests, as leasewrap runs all of its
+// own through one: the tests that run children at once must not take each
+// other's for orphans.
+var supervisor = runner.NewSupervisor()
+
 func TestMain(m *testing.M) {
 	testchild.Main()
 	zerolog.TimeFieldFormat = time.RFC3339Nano // log times to time the runner by
@@ -139,7 +144,7 @@ func start(t *testing.T, c *child, l *fakeLease, grace, margin time.Duration) *r
 	l.setTimings(grace, margin)
 	r := &run{res: make(chan runner.Result, 1), sigs: make(chan os.Signal, 4)}
 	go func() {
-		r.res <- runner.Run(c.cmd, l, runner.Config{Signals: r.sigs, Log: zerolog.New(io.Discard)})
+		r.res <- supervisor.Run(c.cmd, l, runner.Config{Signals: r.sigs, Log: zerolog.New(io.Discard)})
 	}()
 	return r
 }
@@ -209,7 +214,7 @@ func TestCommandNotFoundOrNotExecutable(t *testing.T) {
 		}
 	}
 	// Found and marked executable, but the kernel cannot run it.
-	res := runner.Run(exec.Command(noShebang), newFakeLease(time.Hour), runner.Config{Log: zerolog.Nop()})
+	res := supervisor.Run(exec.Command(noShebang), newFakeLease(time.Hour), runner.Config{Log: zerolog.Nop()})
 	if res.Status != runner.StatusNotExecutable {
 		t.Errorf("unrunnable file: code %d, want 126", res.Status)
 	}
@@ -299,7 +304,7 @@ func TestNoChildStartsOnALeaseInDoubt(t *testing.T) {
 	t.Parallel()
 	l := newFakeLease(time.Hour)
 	l.lose(errStolen)
-	res := runner.Run(exec.Command("/bin/true"), l, runner.Config{Log: zerolog.Nop()})
+	res := supervisor.Run(exec.Command("/bin/true"), l, runner.Config{Log: zerolog.Nop()})
 	if res.Started {
 		t.Errorf("result %+v, want not started and exit 75", res)
 	}
@@ -328,7 +333,7 @@ func TestOutsideSIGTERMStopsAChildIgnoringItAfterGrace(t *testing.T) {
 	go func() {
 		l := newFakeLease(time.Hour)
 		l.setTimings(grace, 0)
-		res <- runner.Run(c.cmd, l, runner.Config{Signals: sigs, Log: zerolog.New(&logs).With().Timestamp().Logger()})
+		res <- supervisor.Run(c.cmd, l, runner.Config{Signals: sigs, Log: zerolog.New(&logs).With().Timestamp().Logger()})
 	}()
 	c.expect(t, "ready")
 	sent := time.Now()
@@ -404,7 +409,7 @@ func TestMaxRuntimeStopsAHungChild(t *testing.T) {
 				res := make(chan runner.Result, 1)
 				began := time.Now()
 				go func() {
-					res <- runner.Run(c.cmd, l, runner.Config{MaxRuntime: maxRuntime, Log: zerolog.New(io.Discard)})
+					res <- supervisor.Run(c.cmd, l, runner.Config{MaxRuntime: maxRuntime, Log: zerolog.New(io.Discard)})
 				}()
 				var got runner.Result
 				select {
