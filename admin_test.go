@@ -211,13 +211,16 @@ func TestReleaseCommand(t *testing.T) {
 		}
 	}
 	// Asked to give the lease back, the live holder stops its command at its
-	// next renewal; the lease stays held until then, so nothing overlaps.
-	if in := d.expiresIn(t, "j"); in <= 0 {
-		t.Errorf("lease free while its holder's command still runs")
-	}
+	// next renewal; the lease stays held until then, so nothing overlaps:
+	// the row expires only after the holder saw its command exit.
 	p.Expect(t, "signal SIGTERM")
 	if got := p.Wait(t, 10*time.Second); got != 75 {
 		t.Errorf("holder exited %d after a release, want 75", got)
+	}
+	var freed time.Time
+	d.query(t, &freed, `SELECT expires_at FROM TABLE WHERE job_name = 'j'`)
+	if exited := logTime(t, p.WaitLog(t, "child exited")); freed.Before(exited) {
+		t.Errorf("lease free at %s, %s before its holder's command exited", freed.Format(time.RFC3339Nano), exited.Sub(freed))
 	}
 	// A planned hand-over reads as one on the holder's side.
 	if e := p.WaitLog(t, "lease lost"); e["level"] != "warn" {
