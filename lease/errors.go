@@ -173,3 +173,12 @@ func retryable(err error) bool {
 	}
 	return false
 }
+
+// timedOut reports whether err is a timeout that a stall of this process
+// alone can cause: the context's deadline, or a socket deadline that
+// passed meanwhile. A connect resumed after a stop can fail with either,
+// depending on which timer the runtime sees first ("dial tcp …: i/o
+// timeout" is os.ErrDeadlineExceeded, which is not context's).
+func timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)
+}

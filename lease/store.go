@@ -209,7 +209,7 @@ func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, erro
 	budget := s.cfg.TTL - s.cfg.StopBefore()
 	began := s.cfg.clock.Now()
 	l, err := s.tryAcquireOnce(ctx, db, job, budget)
-	if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+	if !timedOut(err) || ctx.Err() != nil {
 		return l, err
 	}
 	s.log.Warn().Str("job", job).Stringer("budget", budget).
@@ -352,7 +352,7 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 		return nil, err
 	}
 	l, err := s.lookThenTake(ctx, s.db, job)
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+	if timedOut(err) && ctx.Err() == nil {
 		// The look's budget ran out: this process may have stalled (see
 		// tryAcquire); an outage shows on the second try too.
 		l, err = s.lookThenTake(ctx, s.db, job)
