@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -180,5 +181,7 @@ func retryable(err error) bool {
 // depending on which timer the runtime sees first ("dial tcp …: i/o
 // timeout" is os.ErrDeadlineExceeded, which is not context's).
 func timedOut(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)
+	var netErr net.Error
+	return errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) ||
+		errors.As(err, &netErr) && netErr.Timeout()
 }
