@@ -76,7 +76,7 @@ func (s *Store) Status(ctx context.Context, job string) ([]JobStatus, error) {
 	}
 	rows, err := s.db.Query(ctx, s.sql.status, jobArg)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read lease table %s: %w", s.table.Sanitize(), err)
+		return nil, fmt.Errorf("cannot read lease table %s: %w", s.table.Sanitize(), classify(err))
 	}
 	var (
 		out           []JobStatus
@@ -91,7 +91,7 @@ func (s *Store) Status(ctx context.Context, job string) ([]JobStatus, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cannot read lease table %s: %w", s.table.Sanitize(), err)
+		return nil, fmt.Errorf("cannot read lease table %s: %w", s.table.Sanitize(), classify(err))
 	}
 	if job != "" && len(out) == 0 {
 		return nil, fmt.Errorf("job %q: %w", job, ErrNoJob)

@@ -217,20 +217,21 @@ type historyStatements struct {
 	prune                                         bool
 }
 
-// useHistory switches the take and release statements to the ones that
-// record runs, when the history table is there and this role may write
-// to it; otherwise it says once why runs are not recorded, and counts it.
-func (s *Store) useHistory(hs historyState) {
+// useHistory returns the take and release statements that record runs,
+// when the history table is there and this role may write to it;
+// otherwise it says once why runs are not recorded, counts it, and
+// returns nil.
+func (s *Store) useHistory(hs historyState) *historyStatements {
 	name := s.history.Sanitize()
 	switch {
 	case hs.problem != nil:
 		s.historyFailed(fmt.Errorf("%w (fix or drop it, then run leasewrap migrate)", hs.problem))
-		return
+		return nil
 	case !hs.complete:
-		return // ensureSchema warned
+		return nil // ensureSchema warned
 	case !hs.canWrite:
 		s.historyFailed(fmt.Errorf("this role may not INSERT into and SELECT from %s (GRANT SELECT, INSERT, DELETE ON %s)", name, name))
-		return
+		return nil
 	}
 	prune := s.cfg.historyKeep > 0
 	if prune && !hs.canPrune {
@@ -238,7 +239,7 @@ func (s *Store) useHistory(hs historyState) {
 			"old runs are not pruned: this role may not DELETE from %s (GRANT DELETE ON %s)", name, name)
 		prune = false
 	}
-	s.hist.Store(s.historyStatements(prune))
+	return s.historyStatements(prune)
 }
 
 // historyStatements builds the statements that also write the history, with
@@ -313,7 +314,7 @@ func (s *Store) withoutHistory(ctx context.Context, err error, plain func() erro
 	}
 	perr := plain()
 	// Swap: two statements that failed at once say it once.
-	if (perr == nil || errors.Is(perr, pgx.ErrNoRows)) && s.hist.Swap(nil) != nil {
+	if (perr == nil || errors.Is(perr, pgx.ErrNoRows)) && s.dropHistory() {
 		s.historyFailed(fmt.Errorf("writing to %s failed: %w", s.history.Sanitize(), classify(err)))
 	}
 	return perr

@@ -113,74 +113,56 @@ type batcher interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// schemaStepError carries an error of ensureSchema out of an acquireRow's
-// Scan, so that tryAcquire returns it as it is (a *SchemaError, say).
-type schemaStepError struct{ err error }
-
-func (e *schemaStepError) Error() string { return e.err.Error() }
-func (e *schemaStepError) Unwrap() error { return e.err }
-
-// acquireRow runs the acquire statement with args when scanned: with the
-// shape checks in front until the Store's tables are known to be right, and
-// through ensureSchema when that fails (see above).
-func (s *Store) acquireRow(ctx context.Context, db DB, args ...any) pgx.Row {
-	return acquireRow{s: s, ctx: ctx, db: db, args: args}
-}
-
-type acquireRow struct {
-	s    *Store
-	ctx  context.Context
-	db   DB
-	args []any
-}
-
-func (r acquireRow) Scan(dest ...any) error {
-	s := r.s
-	if !s.schemaChecked() {
-		if b, ok := r.db.(batcher); ok {
+// take runs the single-slot take (see acquireSQL) with args, scanning its
+// row into dest: with the shape checks in front until the Store's tables
+// are known to be right, and through ensureSchema when that fails (see
+// above). checkErr is ensureSchema's error, to be returned as it is (a
+// *SchemaError, say); err is the take's.
+func (s *Store) take(ctx context.Context, db DB, args, dest []any) (checkErr, err error) {
+	if s.checked.Load() == nil {
+		if b, ok := db.(batcher); ok {
 			h := s.historyStatements(s.cfg.historyKeep > 0)
-			err := r.checked(b, h, dest)
+			err := s.takeChecked(ctx, b, h, args, dest)
 			if err == nil || errors.Is(err, pgx.ErrNoRows) {
-				s.setSchemaChecked()
-				s.hist.Store(h)
-				return err
+				// A slow path that finished meanwhile knows more.
+				s.checked.CompareAndSwap(nil, &tablesChecked{hist: h})
+				return nil, err
 			}
 			// A refusal that the catalog does not explain may still be
 			// the history's (a trigger or constraint of the operator's):
 			// the slow path tells.
-			if !needsCatalog(err) && (retryable(err) || r.ctx.Err() != nil) {
-				return err
+			if !needsCatalog(err) && (retryable(err) || ctx.Err() != nil) {
+				return nil, err
 			}
 		}
 		// ensureSchema decides, too, whether runs are recorded: a history
 		// table that failed its shape check is not written to, and the
 		// take goes on without it.
-		if err := s.ensureSchema(r.ctx); err != nil {
-			return &schemaStepError{err}
+		if err := s.ensureSchema(ctx); err != nil {
+			return err, nil
 		}
 	}
-	h := s.hist.Load()
+	h := s.hist()
 	if h == nil {
-		return r.db.QueryRow(r.ctx, s.sql.acquire, r.args...).Scan(dest...)
+		return nil, db.QueryRow(ctx, s.sql.acquire, args...).Scan(dest...)
 	}
 	// A history table changed under a running instance must not keep it
 	// from taking the lease: the take is tried again without it.
-	err := r.db.QueryRow(r.ctx, h.acquire, r.args...).Scan(dest...)
-	return s.withoutHistory(r.ctx, err, func() error {
-		return r.db.QueryRow(r.ctx, s.sql.acquire, r.args...).Scan(dest...)
+	err = db.QueryRow(ctx, h.acquire, args...).Scan(dest...)
+	return nil, s.withoutHistory(ctx, err, func() error {
+		return db.QueryRow(ctx, s.sql.acquire, args...).Scan(dest...)
 	})
 }
 
-// checked sends the shape checks of both tables and the acquire that also
+// takeChecked sends the shape checks of both tables and the take that also
 // records runs in one pipeline. The history check also asks for the
 // privileges recording and pruning need; without them, the catalog decides.
-func (r acquireRow) checked(b batcher, h *historyStatements, dest []any) error {
-	s := r.s
+func (s *Store) takeChecked(ctx context.Context, b batcher, h *historyStatements, args, dest []any) error {
 	batch := &pgx.Batch{}
 	batch.Queue(shapeCheck, s.table.Sanitize(), s.checkFunction().Sanitize()+"(text,bigint,text)")
 	batch.Queue(historyShapeCheck, s.history.Sanitize(), h.prune)
-	batch.Queue(h.acquire, r.args...)
-	br := b.SendBatch(r.ctx, batch)
+	batch.Queue(h.acquire, args...)
+	br := b.SendBatch(ctx, batch)
 	_, err := br.Exec()
 	if err == nil {
 		_, err = br.Exec()
@@ -194,18 +176,6 @@ func (r acquireRow) checked(b batcher, h *historyStatements, dest []any) error {
 		return cerr
 	}
 	return err
-}
-
-func (s *Store) schemaChecked() bool {
-	s.schemaMu.Lock()
-	defer s.schemaMu.Unlock()
-	return s.schemaReady
-}
-
-func (s *Store) setSchemaChecked() {
-	s.schemaMu.Lock()
-	defer s.schemaMu.Unlock()
-	s.schemaReady = true
 }
 
 // look reads job's lease without writing: a plain SELECT, which takes no

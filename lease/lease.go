@@ -318,7 +318,7 @@ func (l *Lease) Finish(ctx context.Context, end End) error {
 // closes, as for a failed renewal) and the error wraps ErrLost.
 func (l *Lease) RecordAttempt(ctx context.Context, end End) error {
 	s := l.store
-	h := s.hist.Load()
+	h := s.hist()
 	if h == nil {
 		return nil
 	}
@@ -381,7 +381,7 @@ func (l *Lease) StartAttempt(ctx context.Context) error {
 // row is still this holder's) keeps a taker from closing the run too.
 func (l *Lease) RecordLost(ctx context.Context, end End) error {
 	s := l.store
-	if s.hist.Load() == nil {
+	if s.hist() == nil {
 		return nil
 	}
 	name := s.history.Sanitize()
@@ -441,7 +441,7 @@ func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, end End) 
 		case err == nil:
 			return nil
 		case !retryable(err) || ctx.Err() != nil:
-			return fmt.Errorf("cannot release lease %q: %w", l.job, err)
+			return fmt.Errorf("cannot release lease %q: %w", l.job, classify(err))
 		}
 		// A connection that broke while the lease was held fails once; the
 		// pool dials a fresh one for the next try.
@@ -449,7 +449,7 @@ func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, end End) 
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("cannot release lease %q: %w", l.job, err)
+			return fmt.Errorf("cannot release lease %q: %w", l.job, classify(err))
 		case <-t.C:
 		}
 	}
@@ -459,7 +459,7 @@ func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, end End) 
 // arguments (see releaseSQL).
 func (s *Store) releaseArgs(l *Lease, holdFor time.Duration, end End) (string, []any) {
 	args := []any{l.row, s.cfg.holder, l.token, holdFor.Microseconds(), end.ExitCode, s.channel, l.job}
-	h := s.hist.Load()
+	h := s.hist()
 	if h == nil {
 		return s.sql.release, args
 	}

@@ -259,11 +259,14 @@ func (s *Store) migrate(ctx context.Context) ([]string, historyState, error) {
 // because DDL takes an ACCESS EXCLUSIVE lock that would stall every other
 // instance and every reader of the table. A function it may not create is
 // warned about once, not fatal: the lease needs only SELECT, INSERT, UPDATE
-// on a complete table.
+// on a complete table. Once checked, it costs an atomic load.
 func (s *Store) ensureSchema(ctx context.Context) error {
-	s.schemaMu.Lock()
-	defer s.schemaMu.Unlock()
-	if s.schemaReady {
+	if s.checked.Load() != nil {
+		return nil
+	}
+	s.migrating.Lock()
+	defer s.migrating.Unlock()
+	if s.checked.Load() != nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, schemaTimeout)
@@ -284,11 +287,10 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 	if err != nil && fe == nil && he == nil {
 		return err
 	}
-	s.useHistory(hs)
 	for _, c := range changes {
 		s.log.Info().Str("table", s.cfg.table).Msg(c)
 	}
-	s.schemaReady = true
+	s.checked.Store(&tablesChecked{hist: s.useHistory(hs)})
 	return nil
 }
 

@@ -165,7 +165,7 @@ func (s *Store) tryAcquireSlots(ctx context.Context, db DB, job string, t0 time.
 
 // acquireSlotsSQL is the multi-slot take for the schema found.
 func (s *Store) acquireSlotsSQL() string {
-	if h := s.hist.Load(); h != nil {
+	if h := s.hist(); h != nil {
 		return h.acquireSlots
 	}
 	return s.slotsSQL

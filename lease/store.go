@@ -42,15 +42,46 @@ type Store struct {
 	// channel is where releases are announced (NOTIFY) to standbys.
 	channel string
 
-	schemaMu    sync.Mutex
-	schemaReady bool
+	// checked is nil until the tables are known to be right, then what
+	// was found, in one value: a take that sees the tables checked also
+	// sees whether runs are recorded. migrating serialises the slow path
+	// (catalog and DDL); the fast path never waits for it.
+	checked   atomic.Pointer[tablesChecked]
+	migrating sync.Mutex
 
-	// history is the run history table; hist holds the statements that
-	// write to it, once the schema says it can be used (nil: runs are
-	// not recorded). slotsSQL is the multi-slot take without history.
+	// history is the run history table. slotsSQL is the multi-slot take
+	// without history.
 	history  pgx.Identifier
-	hist     atomic.Pointer[historyStatements]
 	slotsSQL string
+}
+
+// tablesChecked is what a Store found once its tables were checked.
+type tablesChecked struct {
+	// hist holds the statements that also write the history (nil: runs
+	// are not recorded).
+	hist *historyStatements
+}
+
+// hist returns the statements that also write the history, or nil when
+// runs are not recorded (or the tables are not checked yet).
+func (s *Store) hist() *historyStatements {
+	if c := s.checked.Load(); c != nil {
+		return c.hist
+	}
+	return nil
+}
+
+// dropHistory stops recording runs, and reports whether this call did.
+func (s *Store) dropHistory() bool {
+	for {
+		c := s.checked.Load()
+		if c == nil || c.hist == nil {
+			return false
+		}
+		if s.checked.CompareAndSwap(c, &tablesChecked{}) {
+			return true
+		}
+	}
 }
 
 // New returns a Store that keeps leases in db. It checks the options but does
@@ -249,11 +280,10 @@ func (s *Store) tryAcquireOnce(ctx context.Context, db DB, job string, budget ti
 		holder, state *string
 		expiresMicros *int64
 	)
-	err = s.acquireRow(ctx, db, job, s.cfg.holder, s.cfg.TTL.Microseconds()).
-		Scan(&taken, &token, &holder, &expiresMicros, &state, &slots)
-	var schemaErr *schemaStepError
-	if errors.As(err, &schemaErr) {
-		return nil, schemaErr.err
+	checkErr, err := s.take(ctx, db, []any{job, s.cfg.holder, s.cfg.TTL.Microseconds()},
+		[]any{&taken, &token, &holder, &expiresMicros, &state, &slots})
+	if checkErr != nil {
+		return nil, checkErr
 	}
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		err = fmt.Errorf("cannot acquire lease %q: %w", job, classify(err))
