@@ -96,6 +96,7 @@ func New(db DB, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.Timings = TimingsFor(cfg.ttl, cfg.timings)
 	if err := cfg.Timings.Check(); err != nil {
 		return nil, err
 	}
