@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
 )
 
 // Lease states as Status reports them. The first three are live: no other
@@ -76,7 +77,7 @@ func (s *Store) Status(ctx context.Context, job string) ([]JobStatus, error) {
 	}
 	rows, err := s.db.Query(ctx, s.sql.status, jobArg)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read lease table %s: %w", s.table.Sanitize(), classify(err))
+		return nil, fmt.Errorf("cannot read lease table %s: %w", s.table.Sanitize(), pgerr.Classify(err))
 	}
 	var (
 		out           []JobStatus
@@ -91,7 +92,7 @@ func (s *Store) Status(ctx context.Context, job string) ([]JobStatus, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cannot read lease table %s: %w", s.table.Sanitize(), classify(err))
+		return nil, fmt.Errorf("cannot read lease table %s: %w", s.table.Sanitize(), pgerr.Classify(err))
 	}
 	if job != "" && len(out) == 0 {
 		return nil, fmt.Errorf("job %q: %w", job, ErrNoJob)
@@ -127,10 +128,10 @@ func (s *Store) ReleaseHeld(ctx context.Context, row, holder string, token int64
 	)
 	err := s.db.QueryRow(ctx, s.sql.releaseAny, row, holderArg, force, s.channel, tokenArg).Scan(&was, &released, nil)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows), sqlState(err) == codeUndefinedTable:
+	case errors.Is(err, pgx.ErrNoRows), pgerr.SQLState(err) == pgerr.CodeUndefinedTable:
 		return "", 0, fmt.Errorf("no live lease on %q to release: %w", row, ErrNoJob)
 	case err != nil:
-		return "", 0, fmt.Errorf("cannot release lease %q: %w", row, classify(err))
+		return "", 0, fmt.Errorf("cannot release lease %q: %w", row, pgerr.Classify(err))
 	}
 	return was, released, nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
 )
 
 // Outcomes lists the outcomes the history records today, in a stable
@@ -116,17 +117,17 @@ func (s *Store) Summaries(ctx context.Context, window time.Duration) ([]JobSumma
 // missing, and names the tables otherwise.
 func (s *Store) summaryError(ctx context.Context, err error) error {
 	table, history := s.table.Sanitize(), s.history.Sanitize()
-	switch sqlState(err) {
-	case codeUndefinedTable:
-	case codeUndefinedColumn:
+	switch pgerr.SQLState(err) {
+	case pgerr.CodeUndefinedTable:
+	case pgerr.CodeUndefinedColumn:
 		return fmt.Errorf("lease table %s or history table %s is of an older shape (run leasewrap migrate): %w", table, history, err)
 	default:
-		return fmt.Errorf("cannot read lease table %s and history table %s: %w", table, history, classify(err))
+		return fmt.Errorf("cannot read lease table %s and history table %s: %w", table, history, pgerr.Classify(err))
 	}
 	var hasTable, hasHistory bool
 	if lookErr := s.db.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL`, table, history).
 		Scan(&hasTable, &hasHistory); lookErr != nil {
-		return fmt.Errorf("cannot read lease table %s and history table %s: %w", table, history, classify(err))
+		return fmt.Errorf("cannot read lease table %s and history table %s: %w", table, history, pgerr.Classify(err))
 	}
 	switch {
 	case !hasTable:
@@ -134,5 +135,5 @@ func (s *Store) summaryError(ctx context.Context, err error) error {
 	case !hasHistory:
 		return fmt.Errorf("no history table %s (run leasewrap migrate): %w", history, ErrNoHistory)
 	}
-	return fmt.Errorf("cannot read lease table %s and history table %s: %w", table, history, classify(err))
+	return fmt.Errorf("cannot read lease table %s and history table %s: %w", table, history, pgerr.Classify(err))
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
 )
 
 // Outcomes of a run, as the history records them. The list may grow;
@@ -146,7 +147,7 @@ func (s *Store) readHistory(ctx context.Context, q queryer) (historyState, error
 	err := q.QueryRow(ctx, historyCatalogQuery, name).
 		Scan(&hs.exists, &cat.kind, &cat.names, &cat.types, &cat.notNull, &cat.filled, &hs.canWrite, &hs.canPrune)
 	if err != nil {
-		return hs, fmt.Errorf("cannot look up history table %s: %w", name, classify(err))
+		return hs, fmt.Errorf("cannot look up history table %s: %w", name, pgerr.Classify(err))
 	}
 	if !hs.exists {
 		return hs, nil
@@ -315,7 +316,7 @@ func (s *Store) withoutHistory(ctx context.Context, err error, plain func() erro
 	perr := plain()
 	// Swap: two statements that failed at once say it once.
 	if (perr == nil || errors.Is(perr, pgx.ErrNoRows)) && s.dropHistory() {
-		s.historyFailed(fmt.Errorf("writing to %s failed: %w", s.history.Sanitize(), classify(err)))
+		s.historyFailed(fmt.Errorf("writing to %s failed: %w", s.history.Sanitize(), pgerr.Classify(err)))
 	}
 	return perr
 }
@@ -373,7 +374,7 @@ func (s *Store) History(ctx context.Context, q HistoryQuery) ([]Run, error) {
 FROM `+name+` WHERE ($1::text IS NULL OR job_name = $1::text) AND ($2::timestamptz IS NULL OR finished_at >= $2::timestamptz)
 ORDER BY finished_at DESC, started_at DESC, fencing_token DESC LIMIT $3::integer`, job, since, limit)
 	if err != nil {
-		return nil, fmt.Errorf("%w: cannot read history table %s: %w", ErrHistoryUnavailable, name, classify(err))
+		return nil, fmt.Errorf("%w: cannot read history table %s: %w", ErrHistoryUnavailable, name, pgerr.Classify(err))
 	}
 	var (
 		out []Run

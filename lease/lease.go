@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
 	"github.com/rs/zerolog"
 )
 
@@ -249,7 +250,7 @@ func (l *Lease) extend(ctx context.Context, query, what string) error {
 		err = send()
 	}
 	if err != nil {
-		err = fmt.Errorf("cannot %s %q: %w", what, l.job, classify(err))
+		err = fmt.Errorf("cannot %s %q: %w", what, l.job, pgerr.Classify(err))
 		s.cfg.observer.Failed(err)
 		return err
 	}
@@ -329,7 +330,7 @@ func (l *Lease) RecordAttempt(ctx context.Context, end End) error {
 		// Without the history, an attempt is not recorded at all; the next
 		// attempt's start still proves the lease.
 		if err = s.withoutHistory(ctx, err, func() error { return nil }); err != nil {
-			return fmt.Errorf("cannot record attempt %d of lease %q: %w", end.Attempt, l.job, classify(err))
+			return fmt.Errorf("cannot record attempt %d of lease %q: %w", end.Attempt, l.job, pgerr.Classify(err))
 		}
 		return nil
 	}
@@ -392,7 +393,7 @@ SELECT $1::text, $2::integer, $3::text, $4::bigint, $5::integer, now(), now(), $
 WHERE NOT EXISTS (SELECT FROM `+name+` WHERE job_name = $1::text AND fencing_token = $4::bigint AND attempt >= $5::integer)`,
 		l.job, l.slot, s.cfg.holder, l.token, max(end.Attempt, 1), end.ExitCode, end.Outcome)
 	if err != nil {
-		return fmt.Errorf("cannot record attempt %d of lease %q: %w", end.Attempt, l.job, classify(err))
+		return fmt.Errorf("cannot record attempt %d of lease %q: %w", end.Attempt, l.job, pgerr.Classify(err))
 	}
 	return nil
 }
@@ -441,7 +442,7 @@ func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, end End) 
 		case err == nil:
 			return nil
 		case !retryable(err) || ctx.Err() != nil:
-			return fmt.Errorf("cannot release lease %q: %w", l.job, classify(err))
+			return fmt.Errorf("cannot release lease %q: %w", l.job, pgerr.Classify(err))
 		}
 		// A connection that broke while the lease was held fails once; the
 		// pool dials a fresh one for the next try.
@@ -449,7 +450,7 @@ func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, end End) 
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("cannot release lease %q: %w", l.job, classify(err))
+			return fmt.Errorf("cannot release lease %q: %w", l.job, pgerr.Classify(err))
 		case <-t.C:
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
 )
 
 // Freshness is what the history says about a job's recent runs: its newest
@@ -43,7 +45,7 @@ func (s *Store) Freshness(ctx context.Context, job string) (Freshness, error) {
 	var success, last nullableRun
 	err = s.db.QueryRow(ctx, fmt.Sprintf(freshnessSQL, name), job).Scan(append(append([]any{&f.Now}, success.dest()...), last.dest()...)...)
 	if err != nil {
-		return f, fmt.Errorf("%w: cannot read history table %s: %w", ErrHistoryUnavailable, name, classify(err))
+		return f, fmt.Errorf("%w: cannot read history table %s: %w", ErrHistoryUnavailable, name, pgerr.Classify(err))
 	}
 	f.LastSuccess, f.LastRun = success.run(job), last.run(job)
 	return f, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
 )
 
 // nullRule says what the statements need of a column's NULLs.
@@ -247,7 +248,7 @@ func (s *Store) migrate(ctx context.Context) ([]string, historyState, error) {
 	case errors.As(err, &schemaErr), errors.Is(err, ErrFencingUnavailable):
 		return nil, historyState{}, err
 	case err != nil:
-		return nil, historyState{}, fmt.Errorf("cannot create or upgrade lease table %s: %w", s.table.Sanitize(), classify(err))
+		return nil, historyState{}, fmt.Errorf("cannot create or upgrade lease table %s: %w", s.table.Sanitize(), pgerr.Classify(err))
 	}
 	// The history table is there now, and this role created it or could
 	// already use it.
@@ -378,7 +379,7 @@ func (s *Store) migrateTable(ctx context.Context, tx pgx.Tx, st schemaState) ([]
 // altered, and the operator decides what those rows mean.
 func (s *Store) nullsError(err error) error {
 	var pgErr *pgconn.PgError
-	if sqlState(err) != codeNotNull || !errors.As(err, &pgErr) {
+	if pgerr.SQLState(err) != pgerr.CodeNotNull || !errors.As(err, &pgErr) {
 		return err
 	}
 	col := pgErr.ColumnName
@@ -394,7 +395,7 @@ func (s *Store) createCheck(ctx context.Context, tx pgx.Tx, st schemaState, alon
 	fn := s.checkFunction().Sanitize()
 	_, err := tx.Exec(ctx, "CREATE OR REPLACE FUNCTION "+fn+checkFunctionBody)
 	switch {
-	case alone && sqlState(err) == codeNoPrivilege:
+	case alone && pgerr.SQLState(err) == pgerr.CodeNoPrivilege:
 		return "", &fencingError{function: fn, schema: st.checkSchema}
 	case err != nil:
 		return "", err
@@ -492,7 +493,7 @@ func (s *Store) readSchema(ctx context.Context, q queryer) (schemaState, error) 
 		Scan(&st.tableExists, &cat.kind, &st.hasCheck, &st.checkSchema, &st.canCreate,
 			&cat.names, &cat.types, &cat.notNull, &cat.filled, &cat.pk, &cat.jobKey)
 	if err != nil {
-		return schemaState{}, fmt.Errorf("cannot look up lease table %s: %w", s.table.Sanitize(), classify(err))
+		return schemaState{}, fmt.Errorf("cannot look up lease table %s: %w", s.table.Sanitize(), pgerr.Classify(err))
 	}
 	if st.history, err = s.readHistory(ctx, q); err != nil {
 		return schemaState{}, err

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
 )
 
 // MaxSlots is the largest --slots a job may have.
@@ -140,7 +142,7 @@ func (s *Store) tryAcquireSlots(ctx context.Context, db DB, job string, t0 time.
 			})
 		}
 		if err != nil {
-			err = fmt.Errorf("cannot acquire a slot of lease %q: %w", job, classify(err))
+			err = fmt.Errorf("cannot acquire a slot of lease %q: %w", job, pgerr.Classify(err))
 			s.cfg.observer.Failed(err)
 			return nil, err
 		}

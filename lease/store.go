@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
 	"github.com/rs/zerolog"
 )
 
@@ -287,7 +288,7 @@ func (s *Store) tryAcquireOnce(ctx context.Context, db DB, job string, budget ti
 		return nil, checkErr
 	}
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		err = fmt.Errorf("cannot acquire lease %q: %w", job, classify(err))
+		err = fmt.Errorf("cannot acquire lease %q: %w", job, pgerr.Classify(err))
 		s.cfg.observer.Failed(err)
 		return nil, err
 	}
@@ -336,7 +337,7 @@ func (s *Store) readHolder(ctx context.Context, db DB, job string) (*HeldError, 
 	case errors.Is(err, pgx.ErrNoRows):
 		return e, nil
 	case err != nil:
-		return nil, fmt.Errorf("cannot read holder of lease %q: %w", job, classify(err))
+		return nil, fmt.Errorf("cannot read holder of lease %q: %w", job, pgerr.Classify(err))
 	}
 	e.ExpiresIn = time.Duration(expiresInMicros) * time.Microsecond
 	return e, nil
