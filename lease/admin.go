@@ -61,15 +61,15 @@ func (s *Store) noTable() error {
 // empty. It never creates the table: without one it returns an error
 // matching ErrNoTable. It reads the lease table only, never the history.
 func (s *Store) Status(ctx context.Context, job string) ([]JobStatus, error) {
-	st, err := s.readSchema(ctx, s.db)
+	st, err := s.objects.Read(ctx, s.db)
 	if err != nil {
 		return nil, err
 	}
-	if !st.tableExists {
+	if !st.TableExists {
 		return nil, s.noTable()
 	}
-	if len(st.missingColumns) > 0 {
-		return nil, fmt.Errorf("lease table %s lacks %v: run leasewrap migrate", s.table.Sanitize(), st.missingColumns)
+	if len(st.MissingColumns) > 0 {
+		return nil, fmt.Errorf("lease table %s lacks %v: run leasewrap migrate", s.table.Sanitize(), st.MissingColumns)
 	}
 	var jobArg *string
 	if job != "" {

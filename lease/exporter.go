@@ -83,7 +83,7 @@ ORDER BY j.job`
 // returns an error wrapping ErrNoTable, without the history table one
 // wrapping ErrNoHistory.
 func (s *Store) Summaries(ctx context.Context, window time.Duration) ([]JobSummary, error) {
-	table, history := s.table.Sanitize(), s.history.Sanitize()
+	table, history := s.table.Sanitize(), s.objects.History
 	rows, err := s.db.Query(ctx, fmt.Sprintf(summarySQL, table, history), window.Microseconds())
 	if err != nil {
 		return nil, s.summaryError(ctx, err)
@@ -116,7 +116,7 @@ func (s *Store) Summaries(ctx context.Context, window time.Duration) ([]JobSumma
 // summaryError says which table is missing when the summary found one
 // missing, and names the tables otherwise.
 func (s *Store) summaryError(ctx context.Context, err error) error {
-	table, history := s.table.Sanitize(), s.history.Sanitize()
+	table, history := s.table.Sanitize(), s.objects.History
 	switch pgerr.SQLState(err) {
 	case pgerr.CodeUndefinedTable:
 	case pgerr.CodeUndefinedColumn:

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/lease/schema"
 )
 
 // The summary reads each job's newest run and newest success from the
@@ -29,7 +30,7 @@ func TestSummaryUsesTheJobIndex(t *testing.T) {
 	if _, err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	lt, ht := pgx.Identifier{table}.Sanitize(), HistoryTable(pgx.Identifier{table}).Sanitize()
+	lt, ht := pgx.Identifier{table}.Sanitize(), schema.HistoryTable(pgx.Identifier{table}).Sanitize()
 	for _, sql := range []string{
 		`INSERT INTO ` + lt + ` (job_name, holder, expires_at, fencing_token) VALUES ('busy', 'h', now(), 1), ('failing', 'h', now(), 1)`,
 		`INSERT INTO ` + ht + ` (job_name, holder, fencing_token, started_at, finished_at, exit_code, outcome)

@@ -385,7 +385,7 @@ func (l *Lease) RecordLost(ctx context.Context, end End) error {
 	if s.hist() == nil {
 		return nil
 	}
-	name := s.history.Sanitize()
+	name := s.objects.History
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
 	_, err := s.db.Exec(ctx, `INSERT INTO `+name+` (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome)

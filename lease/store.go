@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redbite/leasewrap/lease/internal/pgerr"
+	"github.com/redbite/leasewrap/lease/schema"
 	"github.com/rs/zerolog"
 )
 
@@ -50,9 +51,9 @@ type Store struct {
 	checked   atomic.Pointer[tablesChecked]
 	migrating sync.Mutex
 
-	// history is the run history table. slotsSQL is the multi-slot take
-	// without history.
-	history  pgx.Identifier
+	// objects names the tables and the fencing function. slotsSQL is the
+	// multi-slot take without history.
+	objects  schema.Objects
 	slotsSQL string
 }
 
@@ -120,7 +121,7 @@ func New(db DB, opts ...Option) (*Store, error) {
 		log:      cfg.log,
 		sql:      newStatements(table.Sanitize()),
 		channel:  channelFor(table),
-		history:  HistoryTable(table),
+		objects:  schema.For(table),
 		slotsSQL: acquireSlotsSQL(table.Sanitize(), ""),
 	}, nil
 }
