@@ -11,7 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/redbite/leasewrap/internal/escape"
-	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 // check exits as Nagios and Icinga plugins do.
@@ -77,7 +77,7 @@ func checkAction(c *cli.Context) error {
 		return unknown(c, job, err)
 	}
 	defer a.db.close()
-	f, err := a.store.Freshness(c.Context, job)
+	f, err := a.read.Freshness(c.Context, job)
 	if err != nil {
 		return unknown(c, job, a.db.redact.errorf(err))
 	}
@@ -86,7 +86,7 @@ func checkAction(c *cli.Context) error {
 }
 
 // judge decides the check from what the history says.
-func judge(f lease.Freshness, maxAge time.Duration, failOnLastFailure bool) checkResult {
+func judge(f inspect.Freshness, maxAge time.Duration, failOnLastFailure bool) checkResult {
 	r := checkResult{Job: f.Job, MaxAgeSeconds: maxAge.Seconds(), code: checkOK, Status: "ok"}
 	if run := f.LastRun; run != nil {
 		r.LastRunAt, r.LastRunOutcome, r.LastExitCode = utc(&run.FinishedAt), &run.Outcome, run.ExitCode

@@ -33,14 +33,15 @@ const (
 	OutcomeTimedOut = "timed_out"
 )
 
+// Outcomes lists the outcomes the history records today, in a stable
+// order, for readers that want a series for each even before it happens.
+var Outcomes = []string{OutcomeExited, OutcomeSignalled, OutcomeLost, OutcomeStopped, OutcomeCouldNotStart, OutcomeTimedOut}
+
 // DefaultHistoryKeep is how long runs stay in the history.
 const DefaultHistoryKeep = 30 * 24 * time.Hour
 
 // pruneBatch is the most rows one release deletes from the history.
 const pruneBatch = 100
-
-// ErrNoHistory means there is no history table (yet).
-var ErrNoHistory = errors.New("no run history")
 
 // WithHistoryKeep sets how long finished runs stay in the history table
 // (default DefaultHistoryKeep); 0 keeps them for ever. Each release deletes
@@ -102,25 +103,6 @@ FROM ended`,
 	}
 }
 
-// readableHistory checks, without creating anything, that the lease table
-// is there (a mistyped --table is not an empty history) and that the
-// history table is there and of our shape, and returns its quoted name.
-func (s *Store) readableHistory(ctx context.Context) (string, error) {
-	name := s.objects.History
-	st, err := s.objects.Read(ctx, s.db)
-	switch {
-	case err != nil:
-		return "", err
-	case !st.TableExists:
-		return "", s.noTable()
-	case st.History.Problem != nil:
-		return "", fmt.Errorf("run history unavailable: %w", st.History.Problem)
-	case !st.History.Exists:
-		return "", fmt.Errorf("no history table %s (run leasewrap migrate, or a job with this version): %w", name, ErrNoHistory)
-	}
-	return name, nil
-}
-
 // HistoryObserver is an Observer that is also told when runs cannot be
 // recorded in the history (the table is broken, missing, or this role may
 // not write to it), each time leasewrap gives up recording them.
@@ -154,77 +136,6 @@ func (s *Store) withoutHistory(ctx context.Context, err error, plain func() erro
 		s.historyFailed(fmt.Errorf("writing to %s failed: %w", s.objects.History, pgerr.Classify(err)))
 	}
 	return perr
-}
-
-// Run is one finished run of a job, as the history keeps it. Times come
-// from the database clock. A run closed by the next holder (its own holder
-// never released) has OutcomeLost and finishes when its lease expired.
-type Run struct {
-	Job          string
-	Slot         int
-	Holder       string
-	FencingToken int64
-	Attempt      int
-	StartedAt    time.Time
-	FinishedAt   time.Time
-	ExitCode     *int
-	Outcome      string
-}
-
-// Succeeded reports whether the run exited on its own with status 0, the
-// one outcome that counts as a success (in SQL: outcome = 'exited' AND
-// exit_code = 0).
-func (r Run) Succeeded() bool {
-	return r.Outcome == OutcomeExited && r.ExitCode != nil && *r.ExitCode == 0
-}
-
-// HistoryQuery selects runs: Job's only when set, those that finished at
-// or after Since when set, at most Limit (all when 0), newest first.
-type HistoryQuery struct {
-	Job   string
-	Since time.Time
-	Limit int
-}
-
-// History reads finished runs from the history table. It never creates
-// the table: without one it returns an error wrapping ErrNoHistory.
-func (s *Store) History(ctx context.Context, q HistoryQuery) ([]Run, error) {
-	name, err := s.readableHistory(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var job *string
-	if q.Job != "" {
-		job = &q.Job
-	}
-	var since *time.Time
-	if !q.Since.IsZero() {
-		since = &q.Since
-	}
-	var limit *int
-	if q.Limit > 0 {
-		limit = &q.Limit
-	}
-	rows, err := s.db.Query(ctx, `SELECT job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome
-FROM `+name+` WHERE ($1::text IS NULL OR job_name = $1::text) AND ($2::timestamptz IS NULL OR finished_at >= $2::timestamptz)
-ORDER BY finished_at DESC, started_at DESC, fencing_token DESC LIMIT $3::integer`, job, since, limit)
-	if err != nil {
-		return nil, fmt.Errorf("%w: cannot read history table %s: %w", ErrHistoryUnavailable, name, pgerr.Classify(err))
-	}
-	var (
-		out []Run
-		r   Run
-	)
-	_, err = pgx.ForEachRow(rows, []any{&r.Job, &r.Slot, &r.Holder, &r.FencingToken, &r.Attempt, &r.StartedAt,
-		&r.FinishedAt, &r.ExitCode, &r.Outcome}, func() error {
-		out = append(out, r)
-		r = Run{}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%w: cannot read history table %s: %w", ErrHistoryUnavailable, name, err)
-	}
-	return out, nil
 }
 
 // releaseWithoutHistory is the release that failed with err while it also
