@@ -40,9 +40,6 @@ var Outcomes = []string{OutcomeExited, OutcomeSignalled, OutcomeLost, OutcomeSto
 // DefaultHistoryKeep is how long runs stay in the history.
 const DefaultHistoryKeep = 30 * 24 * time.Hour
 
-// pruneBatch is the most rows one release deletes from the history.
-const pruneBatch = 100
-
 // WithHistoryKeep sets how long finished runs stay in the history table
 // (default DefaultHistoryKeep); 0 keeps them for ever. Each release deletes
 // at most a small batch of older runs.
@@ -50,8 +47,9 @@ func WithHistoryKeep(d time.Duration) Option { return func(c *config) { c.histor
 
 // historyStatements are the statements that also write the history.
 type historyStatements struct {
-	acquire, acquireSlots, release, recordAttempt string
-	prune                                         bool
+	take, takeSlots, release string
+	// prune: release also deletes old runs (releasePruningSQL).
+	prune bool
 }
 
 // useHistory returns the take and release statements that record runs,
@@ -76,31 +74,17 @@ func (s *Store) useHistory(hs schema.HistoryState) *historyStatements {
 			"old runs are not pruned: this role may not DELETE from %s (GRANT DELETE ON %s)", name, name)
 		prune = false
 	}
-	return s.historyStatements(prune)
+	return s.recording(prune)
 }
 
-// historyStatements builds the statements that also write the history, with
-// pruning or without.
-func (s *Store) historyStatements(prune bool) *historyStatements {
-	table, name := s.table.Sanitize(), s.objects.History
-	return &historyStatements{
-		acquire:      acquireSQL(table, name),
-		acquireSlots: acquireSlotsSQL(table, name),
-		release:      releaseSQL(table, name, prune),
-		// An attempt that ended while a retry follows: $1 row, $2 holder,
-		// $3 token, $4 job, $5 slot, $6 attempt, $7 exit code, $8 outcome.
-		// The lease row forgets the attempt's start, so that a crash during
-		// the wait for the next one closes no run twice.
-		recordAttempt: `WITH ended AS (
-  UPDATE ` + table + ` AS l SET last_started_at = NULL, last_exit_code = $7::integer
-  FROM (SELECT last_started_at FROM ` + table + ` WHERE job_name = $1::text) AS o
-  WHERE l.job_name = $1::text AND l.holder = $2::text AND l.fencing_token = $3::bigint
-  RETURNING l.holder, l.fencing_token, o.last_started_at AS started)
-INSERT INTO ` + name + ` (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome)
-SELECT $4::text, $5::integer, holder, fencing_token, $6::integer, coalesce(started, now()), now(), $7::integer, $8::text
-FROM ended`,
-		prune: prune,
+// recording returns the statements that also write the history,
+// with pruning or without.
+func (s *Store) recording(prune bool) *historyStatements {
+	h := &historyStatements{take: s.sql.takeRecording, takeSlots: s.sql.takeSlotsRecording, release: s.sql.releaseRecording, prune: prune}
+	if prune {
+		h.release = s.sql.releasePruning
 	}
+	return h
 }
 
 // HistoryObserver is an Observer that is also told when runs cannot be

@@ -20,7 +20,7 @@ type batcher interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// take runs the single-slot take (see acquireSQL) with args, scanning its
+// take runs the single-slot take (see takeSQL) with args, scanning its
 // row into dest: with the shape checks in front until the Store's tables
 // are known to be right, and through ensureSchema when that fails (see
 // above). checkErr is ensureSchema's error, to be returned as it is (a
@@ -28,7 +28,7 @@ type batcher interface {
 func (s *Store) take(ctx context.Context, db DB, args, dest []any) (checkErr, err error) {
 	if s.checked.Load() == nil {
 		if b, ok := db.(batcher); ok {
-			h := s.historyStatements(s.cfg.historyKeep > 0)
+			h := s.recording(s.cfg.historyKeep > 0)
 			err := s.takeChecked(ctx, b, h, args, dest)
 			if err == nil || errors.Is(err, pgx.ErrNoRows) {
 				// A slow path that finished meanwhile knows more.
@@ -51,13 +51,13 @@ func (s *Store) take(ctx context.Context, db DB, args, dest []any) (checkErr, er
 	}
 	h := s.hist()
 	if h == nil {
-		return nil, db.QueryRow(ctx, s.sql.acquire, args...).Scan(dest...)
+		return nil, db.QueryRow(ctx, s.sql.take, args...).Scan(dest...)
 	}
 	// A history table changed under a running instance must not keep it
 	// from taking the lease: the take is tried again without it.
-	err = db.QueryRow(ctx, h.acquire, args...).Scan(dest...)
+	err = db.QueryRow(ctx, h.take, args...).Scan(dest...)
 	return nil, s.withoutHistory(ctx, err, func() error {
-		return db.QueryRow(ctx, s.sql.acquire, args...).Scan(dest...)
+		return db.QueryRow(ctx, s.sql.take, args...).Scan(dest...)
 	})
 }
 
@@ -67,7 +67,7 @@ func (s *Store) take(ctx context.Context, db DB, args, dest []any) (checkErr, er
 func (s *Store) takeChecked(ctx context.Context, b batcher, h *historyStatements, args, dest []any) error {
 	batch := &pgx.Batch{}
 	s.objects.QueueShapeChecks(batch, h.prune)
-	batch.Queue(h.acquire, args...)
+	batch.Queue(h.take, args...)
 	br := b.SendBatch(ctx, batch)
 	_, err := br.Exec()
 	if err == nil {

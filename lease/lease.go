@@ -319,13 +319,12 @@ func (l *Lease) Finish(ctx context.Context, end End) error {
 // closes, as for a failed renewal) and the error wraps ErrLost.
 func (l *Lease) RecordAttempt(ctx context.Context, end End) error {
 	s := l.store
-	h := s.hist()
-	if h == nil {
+	if s.hist() == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
-	tag, err := s.db.Exec(ctx, h.recordAttempt, l.row, s.cfg.holder, l.token, l.job, l.slot, max(end.Attempt, 1), end.ExitCode, end.Outcome)
+	tag, err := s.db.Exec(ctx, s.sql.recordAttempt, l.row, s.cfg.holder, l.token, l.job, l.slot, max(end.Attempt, 1), end.ExitCode, end.Outcome)
 	if err != nil {
 		// Without the history, an attempt is not recorded at all; the next
 		// attempt's start still proves the lease.
@@ -385,12 +384,9 @@ func (l *Lease) RecordLost(ctx context.Context, end End) error {
 	if s.hist() == nil {
 		return nil
 	}
-	name := s.objects.History
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
-	_, err := s.db.Exec(ctx, `INSERT INTO `+name+` (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome)
-SELECT $1::text, $2::integer, $3::text, $4::bigint, $5::integer, now(), now(), $6::integer, $7::text
-WHERE NOT EXISTS (SELECT FROM `+name+` WHERE job_name = $1::text AND fencing_token = $4::bigint AND attempt >= $5::integer)`,
+	_, err := s.db.Exec(ctx, s.sql.recordLost,
 		l.job, l.slot, s.cfg.holder, l.token, max(end.Attempt, 1), end.ExitCode, end.Outcome)
 	if err != nil {
 		return fmt.Errorf("cannot record attempt %d of lease %q: %w", end.Attempt, l.job, pgerr.Classify(err))
@@ -457,7 +453,7 @@ func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, end End) 
 }
 
 // releaseArgs is the release statement for the schema found, with its
-// arguments (see releaseSQL).
+// arguments (see releaseSQL and releaseRecordingSQL).
 func (s *Store) releaseArgs(l *Lease, holdFor time.Duration, end End) (string, []any) {
 	args := []any{l.row, s.cfg.holder, l.token, holdFor.Microseconds(), end.ExitCode, s.channel, l.job}
 	h := s.hist()

@@ -27,7 +27,7 @@ func TestPruneUsesTheJobIndex(t *testing.T) {
 	if _, err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	lt, ht := pgx.Identifier{table}.Sanitize(), schema.HistoryTable(pgx.Identifier{table}).Sanitize()
+	ht := schema.HistoryTable(pgx.Identifier{table}).Sanitize()
 	for _, sql := range []string{
 		`INSERT INTO ` + ht + ` (job_name, holder, fencing_token, started_at, finished_at, exit_code, outcome)
 SELECT 'busy', 'h', g, now() - interval '60 days' - g * interval '1 minute', now() - interval '60 days' - g * interval '1 minute', 0, 'exited'
@@ -40,7 +40,7 @@ SELECT 'quiet', 'h', g, now() - g * interval '40 days', now() - g * interval '40
 			t.Fatal(err)
 		}
 	}
-	rows, err := pool.Query(ctx, `EXPLAIN (COSTS OFF) `+releaseSQL(lt, ht, true),
+	rows, err := pool.Query(ctx, `EXPLAIN (COSTS OFF) `+s.sql.releasePruning,
 		"quiet", "h", int64(1), int64(0), 0, "chan", "quiet", 1, OutcomeExited, 1, (30 * 24 * time.Hour).Microseconds())
 	if err != nil {
 		t.Fatal(err)

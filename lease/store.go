@@ -51,10 +51,8 @@ type Store struct {
 	checked   atomic.Pointer[tablesChecked]
 	migrating sync.Mutex
 
-	// objects names the tables and the fencing function. slotsSQL is the
-	// multi-slot take without history.
-	objects  schema.Objects
-	slotsSQL string
+	// objects names the tables and the fencing function.
+	objects schema.Objects
 }
 
 // tablesChecked is what a Store found once its tables were checked.
@@ -115,14 +113,13 @@ func New(db DB, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("invalid history keep %s: must not be negative", cfg.historyKeep)
 	}
 	return &Store{
-		db:       db,
-		cfg:      cfg,
-		table:    table,
-		log:      cfg.log,
-		sql:      newStatements(table.Sanitize()),
-		channel:  channelFor(table),
-		objects:  schema.For(table),
-		slotsSQL: acquireSlotsSQL(table.Sanitize(), ""),
+		db:      db,
+		cfg:     cfg,
+		table:   table,
+		log:     cfg.log,
+		sql:     newStatements(schema.For(table)),
+		channel: channelFor(table),
+		objects: schema.For(table),
 	}, nil
 }
 

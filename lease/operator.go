@@ -9,7 +9,8 @@ import (
 	"github.com/redbite/leasewrap/lease/internal/pgerr"
 )
 
-// Lease states as Status reports them. The first three are live: no other
+// Lease states, as HeldError and inspect.Reader.Status report them (see
+// schema.HeldState and schema.RowState). The first three are live: no other
 // holder can take the lease.
 const (
 	// StateHeld: a holder has the lease and renews it.
