@@ -106,3 +106,49 @@ func TestReaderRunsReadOnly(t *testing.T) {
 		t.Errorf("the questions changed the schema's objects: %d before, %d after", before, after)
 	}
 }
+
+// A role that may not read the lease table is told it lacks a privilege,
+// not that the database is down: the error matches lease.ErrPermission.
+func TestStatusWithoutPrivilegeSaysSo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin := pgtest.Pool(t)
+	table := pgtest.Table(t, admin)
+	s, err := lease.New(admin, lease.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	role := table + "_nobody"
+	r := pgx.Identifier{role}.Sanitize()
+	if _, err := admin.Exec(ctx, `CREATE ROLE `+r+` LOGIN`); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.User = role
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		pool.Close()
+		admin.Exec(context.Background(), `DROP OWNED BY `+r+`; DROP ROLE `+r)
+	})
+	if _, err := reader(t, pool, table).Status(ctx, ""); !errors.Is(err, lease.ErrPermission) {
+		t.Errorf("status without SELECT: %v, want an error matching ErrPermission", err)
+	}
+}
+
+func reader(t *testing.T, db inspect.DB, table string) *inspect.Reader {
+	t.Helper()
+	r, err := inspect.Open(db, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
