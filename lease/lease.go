@@ -7,8 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redbite/leasewrap/lease/internal/pgerr"
 	"github.com/rs/zerolog"
+
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
 )
 
 // maxSleep bounds every wait of the keeper, so that a timer that stood still

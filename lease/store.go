@@ -16,9 +16,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/rs/zerolog"
+
 	"github.com/redbite/leasewrap/lease/internal/pgerr"
 	"github.com/redbite/leasewrap/lease/schema"
-	"github.com/rs/zerolog"
 )
 
 // DB is the part of *pgxpool.Pool and *pgx.Conn a Store uses. A pool is the
