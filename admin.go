@@ -7,17 +7,21 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 // admin is what the subcommands that read or change the tables work with.
 type admin struct {
-	opts  storeOptions
-	log   zerolog.Logger
-	db    *database
-	store *lease.Store
+	opts storeOptions
+	log  zerolog.Logger
+	db   *database
+	// read answers the read-only questions; it never creates, alters or
+	// migrates anything, so status, history, check and the exporter open
+	// no Store at all.
+	read *inspect.Reader
 }
 
-// openAdmin reads the store settings of a subcommand and opens the store.
+// openAdmin reads the store settings of a subcommand and opens the reader.
 // The caller closes a.db.
 func openAdmin(c *cli.Context) (*admin, error) {
 	if err := noArgs(c); err != nil {
@@ -32,11 +36,21 @@ func openAdmin(c *cli.Context) (*admin, error) {
 	if a.db, err = openDatabase(c.Context, opts.databaseURL, redact, a.log); err != nil {
 		return nil, err
 	}
-	if a.store, err = lease.New(a.db.pool, lease.WithTable(opts.table), lease.WithLogger(a.db.storeLogger(a.log))); err != nil {
+	if a.read, err = inspect.Open(a.db.pool, opts.table); err != nil {
 		a.db.close()
 		return nil, usagef("%v", err)
 	}
 	return a, nil
+}
+
+// store opens the lease store, for the commands that change the tables:
+// migrate, and release once its look-up found what to release.
+func (a *admin) store() (*lease.Store, error) {
+	s, err := lease.New(a.db.pool, lease.WithTable(a.opts.table), lease.WithLogger(a.db.storeLogger(a.log)))
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	return s, nil
 }
 
 // printed turns a failed write of a subcommand's output into EX_IOERR.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 // check exits as Nagios and Icinga plugins do.
@@ -78,14 +79,14 @@ func checkAction(c *cli.Context) error {
 		return unknown(c, job, err)
 	}
 	defer a.db.close()
-	f, err := a.store.Freshness(c.Context, job)
+	f, err := a.read.Freshness(c.Context, job)
 	if err != nil {
 		return unknown(c, job, a.db.redact.wrap(err))
 	}
 	known := true
 	if f.LastRun == nil {
 		// No run at all: a job that has not run yet, or no such job.
-		_, err := a.store.Status(c.Context, job)
+		_, err := a.read.Status(c.Context, job)
 		known = !errors.Is(err, lease.ErrNoJob)
 	}
 	res := judge(f, maxAge, c.Bool("fail-on-last-failure"), known)
@@ -94,7 +95,7 @@ func checkAction(c *cli.Context) error {
 
 // judge decides the check from what the history says; known is false when
 // the lease table has no row for the job either.
-func judge(f lease.Freshness, maxAge time.Duration, failOnLastFailure, known bool) checkResult {
+func judge(f inspect.Freshness, maxAge time.Duration, failOnLastFailure, known bool) checkResult {
 	r := checkResult{Job: f.Job, MaxAgeSeconds: maxAge.Seconds(), code: checkOK, Status: "ok"}
 	if run := f.LastRun; run != nil {
 		r.LastRunAt, r.LastRunOutcome, r.LastExitCode = utc(&run.FinishedAt), &run.Outcome, run.ExitCode

@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/inspect"
 	"github.com/redbite/leasewrap/monitor"
 )
 
@@ -50,11 +50,11 @@ func exporterAction(c *cli.Context) error {
 	defer a.db.close()
 	ctx, stopSignals := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer stopSignals()
-	if err := leaseTableThere(ctx, a.store); err != nil {
+	if err := leaseTableThere(ctx, a.read); err != nil {
 		return err
 	}
 
-	exp := monitor.NewExporter(ctx, a.store, monitor.DefaultScrapeTimeout, a.log)
+	exp := monitor.NewExporter(ctx, a.read, monitor.DefaultScrapeTimeout, a.log)
 	stop, bound, err := monitor.Serve(addr, exp.Handler())
 	if err != nil {
 		return usagef("cannot serve %s %q: %v", s.source("http-addr"), addr, err)
@@ -77,10 +77,10 @@ func exporterAction(c *cli.Context) error {
 // leasewrap_exporter_up 0 for ever, looking like an outage. A database that
 // does not answer is not refused: the exporter serves, and says up 0 until
 // it does.
-func leaseTableThere(ctx context.Context, store *lease.Store) error {
+func leaseTableThere(ctx context.Context, read *inspect.Reader) error {
 	ctx, cancel := context.WithTimeout(ctx, monitor.DefaultScrapeTimeout)
 	defer cancel()
-	if _, err := store.Status(ctx, ""); errors.Is(err, lease.ErrNoTable) {
+	if _, err := read.Status(ctx, ""); errors.Is(err, inspect.ErrNoTable) {
 		return &exitError{code: exitUnavailable, err: err}
 	}
 	return nil

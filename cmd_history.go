@@ -14,6 +14,7 @@ import (
 
 	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 // defaultHistoryLimit is how many runs history shows unless told.
@@ -42,7 +43,7 @@ func historyCommand() *cli.Command {
 
 // historyOptions are history's settings, parsed and checked.
 type historyOptions struct {
-	query    lease.HistoryQuery
+	query    inspect.HistoryQuery
 	json     bool
 	timeline bool
 	width    int
@@ -96,11 +97,11 @@ func historyAction(c *cli.Context) error {
 		return err
 	}
 	defer a.db.close()
-	runs, err := a.store.History(c.Context, o.query)
+	runs, err := a.read.History(c.Context, o.query)
 	switch {
 	// No lease table (a mistyped --table), or a history that cannot be
 	// read: said in one line, not shown as an empty history.
-	case errors.Is(err, lease.ErrNoTable), errors.Is(err, lease.ErrNoHistory), errors.Is(err, lease.ErrHistoryUnavailable):
+	case errors.Is(err, inspect.ErrNoTable), errors.Is(err, inspect.ErrNoHistory), errors.Is(err, lease.ErrHistoryUnavailable):
 		return &exitError{code: exitUnavailable, err: a.db.redact.wrap(err)}
 	case err != nil:
 		return a.db.unavailable(err, a.log)
@@ -111,7 +112,7 @@ func historyAction(c *cli.Context) error {
 		print = func(w io.Writer) error { return printHistoryJSON(w, runs) }
 	case o.timeline:
 		// Leases held now are runs that have not finished: draw them up to now.
-		if jobs, err := a.store.Status(c.Context, o.query.Job); err == nil {
+		if jobs, err := a.read.Status(c.Context, o.query.Job); err == nil {
 			runs = append(runs, runningRuns(jobs, now)...)
 		}
 		from := o.query.Since
@@ -132,18 +133,18 @@ func historyAction(c *cli.Context) error {
 const outcomeRunning = "running"
 
 // runningRuns are the live leases among jobs, as runs that end now.
-func runningRuns(jobs []lease.JobStatus, now time.Time) []lease.Run {
-	var out []lease.Run
+func runningRuns(jobs []inspect.JobStatus, now time.Time) []inspect.Run {
+	var out []inspect.Run
 	for _, j := range jobs {
 		if (j.State == lease.StateHeld || j.State == lease.StateReleasing) && j.LastStarted != nil {
-			out = append(out, lease.Run{Job: j.Job, Slot: max(j.Slot, 1), Holder: j.Holder, FencingToken: j.FencingToken,
+			out = append(out, inspect.Run{Job: j.Job, Slot: max(j.Slot, 1), Holder: j.Holder, FencingToken: j.FencingToken,
 				Attempt: 1, StartedAt: *j.LastStarted, FinishedAt: now, Outcome: outcomeRunning})
 		}
 	}
 	return out
 }
 
-func earliestStart(runs []lease.Run) time.Time {
+func earliestStart(runs []inspect.Run) time.Time {
 	var t time.Time
 	for _, r := range runs {
 		if t.IsZero() || r.StartedAt.Before(t) {
@@ -167,7 +168,7 @@ type historyJSON struct {
 	Outcome         string    `json:"outcome"`
 }
 
-func printHistoryJSON(w io.Writer, runs []lease.Run) error {
+func printHistoryJSON(w io.Writer, runs []inspect.Run) error {
 	out := make([]historyJSON, 0, len(runs))
 	for _, r := range runs {
 		out = append(out, historyJSON{Job: r.Job, Slot: r.Slot, Holder: r.Holder, FencingToken: r.FencingToken,
@@ -177,13 +178,13 @@ func printHistoryJSON(w io.Writer, runs []lease.Run) error {
 	return escape.JSON(w, out)
 }
 
-func runDuration(r lease.Run) time.Duration {
+func runDuration(r inspect.Run) time.Duration {
 	return max(r.FinishedAt.Sub(r.StartedAt), 0).Round(time.Millisecond)
 }
 
-func printHistoryTable(w io.Writer, runs []lease.Run) error {
+func printHistoryTable(w io.Writer, runs []inspect.Run) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	slotted := slices.ContainsFunc(runs, func(r lease.Run) bool { return r.Slot > 1 })
+	slotted := slices.ContainsFunc(runs, func(r inspect.Run) bool { return r.Slot > 1 })
 	if slotted {
 		fmt.Fprint(tw, "JOB\tSLOT\t")
 	} else {
@@ -221,7 +222,7 @@ var timelineMarks = []struct {
 	{outcomeRunning, ">", "running"},
 }
 
-func timelineMark(r lease.Run) byte {
+func timelineMark(r inspect.Run) byte {
 	if r.Outcome == lease.OutcomeExited && !r.Succeeded() {
 		return 'E'
 	}
@@ -241,7 +242,7 @@ const laneNameWidth = 24
 // outcome, and a "runs" lane counting the runs at each column's middle
 // ('.' for none), so a gap or a double run shows at a glance. Runs of one
 // slot that overlap in time are listed under the job.
-func printTimeline(w io.Writer, runs []lease.Run, from, to time.Time, width int) error {
+func printTimeline(w io.Writer, runs []inspect.Run, from, to time.Time, width int) error {
 	if len(runs) == 0 {
 		_, err := fmt.Fprintln(w, "no runs in the history for this period")
 		return err
@@ -252,7 +253,7 @@ func printTimeline(w io.Writer, runs []lease.Run, from, to time.Time, width int)
 	step := to.Sub(from) / time.Duration(width)
 	col := func(t time.Time) int { return min(max(int(t.Sub(from)/max(step, 1)), 0), width-1) }
 	var jobs []string
-	byJob := map[string][]lease.Run{}
+	byJob := map[string][]inspect.Run{}
 	for _, r := range runs {
 		if r.FinishedAt.Before(from) || r.StartedAt.After(to) {
 			continue
@@ -269,7 +270,7 @@ func printTimeline(w io.Writer, runs []lease.Run, from, to time.Time, width int)
 	pad := strings.Repeat(" ", laneNameWidth+2)
 	for _, job := range jobs {
 		jr := byJob[job]
-		slices.SortStableFunc(jr, func(a, b lease.Run) int { return a.StartedAt.Compare(b.StartedAt) })
+		slices.SortStableFunc(jr, func(a, b inspect.Run) int { return a.StartedAt.Compare(b.StartedAt) })
 		fmt.Fprintf(&b, "\n%s\n%s%s\n%s%s\n", printable(job), pad, labels(ticks), pad, ruler(ticks, width))
 		drawLanes(&b, jr, from, step, width, col)
 		for _, o := range overlaps(jr) {
@@ -293,7 +294,7 @@ func printTimeline(w io.Writer, runs []lease.Run, from, to time.Time, width int)
 // mark is in the column of its last instant, so a run that ends on a
 // column's edge is not drawn into the next one, and the runs lane counts
 // every column a run is drawn in, a run shorter than a column too.
-func drawLanes(b *strings.Builder, jr []lease.Run, from time.Time, step time.Duration, width int, col func(time.Time) int) {
+func drawLanes(b *strings.Builder, jr []inspect.Run, from time.Time, step time.Duration, width int, col func(time.Time) int) {
 	var holders []string
 	lanes := map[string][]byte{}
 	for _, r := range jr {
@@ -322,7 +323,7 @@ func drawLanes(b *strings.Builder, jr []lease.Run, from time.Time, step time.Dur
 
 // lastInstant is the last moment r held its slot: a run of no length has
 // one.
-func lastInstant(r lease.Run) time.Time {
+func lastInstant(r inspect.Run) time.Time {
 	if r.FinishedAt.After(r.StartedAt) {
 		return r.FinishedAt.Add(-1)
 	}
@@ -331,7 +332,7 @@ func lastInstant(r lease.Run) time.Time {
 
 // mostAtOnce is the most runs that ran at the same moment in [a, b). A run
 // that ends as another starts did not run with it.
-func mostAtOnce(runs []lease.Run, a, b time.Time) int {
+func mostAtOnce(runs []inspect.Run, a, b time.Time) int {
 	type event struct {
 		at    time.Time
 		delta int
@@ -487,7 +488,7 @@ func roundStep(d time.Duration) time.Duration {
 
 // overlaps lists the runs of one slot that ran at the same time: for a job
 // with one slot, a double run.
-func overlaps(runs []lease.Run) []string {
+func overlaps(runs []inspect.Run) []string {
 	var out []string
 	for i, a := range runs {
 		for _, b := range runs[i+1:] {

@@ -21,7 +21,11 @@ func migrateCommand() *cli.Command {
 				return err
 			}
 			defer a.db.close()
-			changes, err := a.store.Migrate(c.Context)
+			store, err := a.store()
+			if err != nil {
+				return err
+			}
+			changes, err := store.Migrate(c.Context)
 			switch {
 			// The lease table is ready; the run history is not, and says why.
 			case errors.Is(err, lease.ErrHistoryUnavailable):
@@ -38,7 +42,7 @@ func migrateCommand() *cli.Command {
 				a.db.named(a.log.Info()).Msg(line) // where, which stdout does not say
 			}
 			if len(changes) == 0 {
-				changes = []string{"lease table " + a.store.Table() + " is up to date"}
+				changes = []string{"lease table " + store.Table() + " is up to date"}
 			}
 			for _, line := range changes {
 				if err := printed(fmt.Fprintln(c.App.Writer, line)); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 func releaseCommand() *cli.Command {
@@ -48,16 +49,16 @@ func releaseAction(c *cli.Context) error {
 		return err
 	}
 	defer a.db.close()
-	jobs, err := a.store.Status(c.Context, job)
+	jobs, err := a.read.Status(c.Context, job)
 	switch {
-	case errors.Is(err, lease.ErrNoTable):
+	case errors.Is(err, inspect.ErrNoTable):
 		return &exitError{code: exitUnavailable, err: err}
 	case errors.Is(err, lease.ErrNoJob):
 		return &exitError{code: exitNotFound, err: err}
 	case err != nil:
 		return a.db.unavailable(err, a.log)
 	}
-	i := slices.IndexFunc(jobs, func(j lease.JobStatus) bool { return j.Slot == slot })
+	i := slices.IndexFunc(jobs, func(j inspect.JobStatus) bool { return j.Slot == slot })
 	if i < 0 {
 		return &exitError{code: exitNotFound, err: fmt.Errorf("job %s has no slot %d (it has %d)", printable(job), slot, jobs[0].Slots)}
 	}
@@ -70,7 +71,11 @@ func releaseAction(c *cli.Context) error {
 	if err := releasable(jobs[i], id, force, c.Bool("yes")); err != nil {
 		return err
 	}
-	holder, token, err := a.store.ReleaseHeld(c.Context, lease.SlotRow(job, slot), id, jobs[i].FencingToken, force)
+	store, err := a.store()
+	if err != nil {
+		return err
+	}
+	holder, token, err := store.ReleaseHeld(c.Context, lease.SlotRow(job, slot), id, jobs[i].FencingToken, force)
 	switch {
 	case errors.Is(err, lease.ErrNoJob):
 		return &exitError{code: exitNotFound, err: err}
@@ -87,7 +92,7 @@ func releaseAction(c *cli.Context) error {
 
 // releasable says why the lease in j cannot or should not be released as
 // asked, in words that say what to do instead.
-func releasable(j lease.JobStatus, id string, force, yes bool) error {
+func releasable(j inspect.JobStatus, id string, force, yes bool) error {
 	holder := printable(j.Holder)
 	switch {
 	case id != "" && j.Holder != id:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 // exitLastRunFailed is status --fail-on-error's status when a job's last
@@ -40,9 +41,9 @@ func statusCommand() *cli.Command {
 				return err
 			}
 			defer a.db.close()
-			jobs, err := a.store.Status(c.Context, job)
+			jobs, err := a.read.Status(c.Context, job)
 			switch {
-			case errors.Is(err, lease.ErrNoTable):
+			case errors.Is(err, inspect.ErrNoTable):
 				return &exitError{code: exitUnavailable, err: err}
 			case errors.Is(err, lease.ErrNoJob) && job != "":
 				return &exitError{code: exitNotFound, err: err}
@@ -66,7 +67,7 @@ func statusCommand() *cli.Command {
 	}
 }
 
-func anyFailed(jobs []lease.JobStatus) bool {
+func anyFailed(jobs []inspect.JobStatus) bool {
 	for _, j := range jobs {
 		if j.LastExitCode != nil && *j.LastExitCode != 0 {
 			return true
@@ -93,7 +94,7 @@ type statusJSON struct {
 	Slots *int `json:"slots,omitempty"`
 }
 
-func printStatusJSON(w io.Writer, jobs []lease.JobStatus) error {
+func printStatusJSON(w io.Writer, jobs []inspect.JobStatus) error {
 	out := make([]statusJSON, 0, len(jobs))
 	for _, j := range jobs {
 		s := statusJSON{Job: j.Job, Holder: j.Holder, State: j.State, FencingToken: j.FencingToken,
@@ -112,11 +113,11 @@ func printStatusJSON(w io.Writer, jobs []lease.JobStatus) error {
 	return escape.JSON(w, out)
 }
 
-func printStatusTable(w io.Writer, jobs []lease.JobStatus) error {
+func printStatusTable(w io.Writer, jobs []inspect.JobStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	// A SLOT column only when a job has several: a fleet without slots
 	// reads as it always did.
-	slotted := slices.ContainsFunc(jobs, func(j lease.JobStatus) bool { return j.Slots > 1 })
+	slotted := slices.ContainsFunc(jobs, func(j inspect.JobStatus) bool { return j.Slots > 1 })
 	if slotted {
 		fmt.Fprint(tw, "JOB\tSLOT\t")
 	} else {
@@ -157,7 +158,7 @@ func printStatusTable(w io.Writer, jobs []lease.JobStatus) error {
 func printable(s string) string { return escape.Printable(s) }
 
 // lastDuration is how long the last finished run took.
-func lastDuration(j lease.JobStatus) (time.Duration, bool) {
+func lastDuration(j inspect.JobStatus) (time.Duration, bool) {
 	if j.LastStarted == nil || j.LastFinished == nil || j.LastFinished.Before(*j.LastStarted) {
 		return 0, false
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 // Each way a run can end leaves one history row, written with the release.
@@ -188,7 +189,7 @@ func TestTimelineGolden(t *testing.T) {
 	at := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
 	m := func(min float64) time.Time { return at.Add(time.Duration(min * float64(time.Minute))) }
 	code := func(c int) *int { return &c }
-	runs := []lease.Run{
+	runs := []inspect.Run{
 		{Job: "nightly_report", Slot: 1, Holder: "host-a", FencingToken: 101, StartedAt: m(0), FinishedAt: m(10), ExitCode: code(0), Outcome: lease.OutcomeExited},
 		{Job: "nightly_report", Slot: 1, Holder: "host-b", FencingToken: 102, StartedAt: m(12), FinishedAt: m(20), Outcome: lease.OutcomeLost},
 		{Job: "nightly_report", Slot: 1, Holder: "host-a", FencingToken: 103, StartedAt: m(22.5), FinishedAt: m(30), ExitCode: code(1), Outcome: lease.OutcomeExited},
@@ -217,7 +218,7 @@ func TestTimelineShortRunsAndEvenAxis(t *testing.T) {
 	to := from.Add(5 * time.Minute)
 	s := func(sec float64) time.Time { return from.Add(time.Duration(sec * float64(time.Second))) }
 	code := func(c int) *int { return &c }
-	runs := []lease.Run{
+	runs := []inspect.Run{
 		{Job: "j", Slot: 1, Holder: "a", StartedAt: s(0), FinishedAt: s(25), ExitCode: code(0), Outcome: lease.OutcomeExited},
 		{Job: "j", Slot: 1, Holder: "b", StartedAt: s(40.5), FinishedAt: s(41), ExitCode: code(1), Outcome: lease.OutcomeExited},
 		{Job: "j", Slot: 1, Holder: "a", StartedAt: s(100), FinishedAt: s(100), ExitCode: code(0), Outcome: lease.OutcomeExited},

@@ -279,67 +279,56 @@ func parseStoreOptions(s settings) (storeOptions, error) {
 	return o, nil
 }
 
-// timingFlags names the flag behind each field of lease.Timings.
-var timingFlags = map[string]string{
-	"TTL": "ttl", "RenewInterval": "renew-interval", "RetryInterval": "retry-interval", "Grace": "grace",
-}
-
 // parseTimings reads the four timings. Those not set follow the TTL
-// (lease.DeriveTimings); the result must pass lease's safety rule, and a
-// refusal lists every value to change with numbers that satisfy it.
+// (lease.TimingsFor, as lease.New does); the result must pass lease's
+// safety rule, and a refusal lists every value to change with numbers that
+// satisfy it. Each timing's flag is named as its lease.Setting.
 func parseTimings(s settings) (lease.Timings, []string, error) {
-	ttl, err := s.duration("ttl")
+	ttl, err := s.duration(string(lease.SettingTTL))
 	if err != nil {
 		return lease.Timings{}, nil, err
 	}
-	t := lease.DeriveTimings(ttl)
+	set := map[lease.Setting]time.Duration{}
 	var derived []string
-	for _, f := range []struct {
-		name string
-		dst  *time.Duration
-	}{{"renew-interval", &t.RenewInterval}, {"grace", &t.Grace}, {"retry-interval", &t.RetryInterval}} {
-		if !s.c.IsSet(f.name) {
-			derived = append(derived, f.name)
+	for _, setting := range []lease.Setting{lease.SettingRenewInterval, lease.SettingGrace, lease.SettingRetryInterval} {
+		name := string(setting)
+		if !s.c.IsSet(name) {
+			derived = append(derived, name)
 			continue
 		}
-		if *f.dst, err = s.duration(f.name); err != nil {
-			return t, nil, err
+		if set[setting], err = s.duration(name); err != nil {
+			return lease.Timings{}, nil, err
 		}
 	}
+	t := lease.TimingsFor(ttl, set)
 	err = t.Check()
 	var te *lease.TimingError
 	if !errors.As(err, &te) {
 		return t, derived, err
 	}
-	if len(te.Fields) == 1 {
-		name := timingFlags[te.Fields[0]]
+	if len(te.Settings) == 1 {
+		name := string(te.Settings[0])
 		if slices.Contains(derived, name) {
-			return t, nil, usagef("invalid %s %s: the --%s that follows from it (%s) %s; use a longer TTL", s.source("ttl"), ttl, name, fieldValue(t, name), te.Msg)
+			return t, nil, usagef("invalid %s %s: the --%s that follows from it (%s) %s; use a longer TTL", s.source("ttl"), ttl, name, te.Settings[0].Of(t), te.Msg)
 		}
 		return t, nil, usagef("invalid %s %s: %s", s.source(name), s.c.String(name), te.Msg)
 	}
 	return t, nil, usagef("timings do not fit: %s; use %s, or %s", te.Msg,
-		describeTimings(lease.Timings{TTL: t.MinTTL(), RenewInterval: t.RenewInterval, Grace: t.Grace, RetryInterval: t.RetryInterval}, "ttl"),
-		describeTimings(te.Fix, "renew-interval", "grace", "retry-interval"))
+		describeTimings(lease.Timings{TTL: t.MinTTL(), RenewInterval: t.RenewInterval, Grace: t.Grace, RetryInterval: t.RetryInterval}, lease.SettingTTL),
+		describeTimings(te.Fix, lease.SettingRenewInterval, lease.SettingGrace, lease.SettingRetryInterval))
 }
 
 // describeTimings spells out a fix: the named flags with t's values, and
 // the TTL it goes with.
-func describeTimings(t lease.Timings, names ...string) string {
+func describeTimings(t lease.Timings, settings ...lease.Setting) string {
 	var parts []string
-	for _, n := range names {
-		parts = append(parts, fmt.Sprintf("--%s %s", n, fieldValue(t, n)))
+	for _, setting := range settings {
+		parts = append(parts, fmt.Sprintf("--%s %s", setting, setting.Of(t)))
 	}
-	if names[0] != "ttl" {
+	if settings[0] != lease.SettingTTL {
 		parts = append(parts, fmt.Sprintf("(with --ttl %s; or leave them unset to follow it)", t.TTL))
 	}
 	return strings.Join(parts, " ")
-}
-
-// fieldValue is the timing behind a flag.
-func fieldValue(t lease.Timings, flag string) time.Duration {
-	return map[string]time.Duration{"ttl": t.TTL, "renew-interval": t.RenewInterval, "grace": t.Grace,
-		"retry-interval": t.RetryInterval}[flag]
 }
 
 // logTimeFormat is the time of every JSON log line: handoffs take

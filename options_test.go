@@ -16,6 +16,7 @@ import (
 
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -174,7 +175,7 @@ func TestChildEnvironmentLosesLeasewrapsSettings(t *testing.T) {
 func TestStatusTableEscapesTerminalControls(t *testing.T) {
 	var buf bytes.Buffer
 	evil := "evil\x1b[2J\rSPOOF\tx"
-	err := printStatusTable(&buf, []lease.JobStatus{{Job: "j", Holder: evil, State: lease.StateHeld, ExpiresIn: time.Second}})
+	err := printStatusTable(&buf, []inspect.JobStatus{{Job: "j", Holder: evil, State: lease.StateHeld, ExpiresIn: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func TestStatusGolden(t *testing.T) {
 	at := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
 	code, later := 4, at.Add(90*time.Second)
 	by := "host-a"
-	jobs := []lease.JobStatus{
+	jobs := []inspect.JobStatus{
 		{Job: "nightly_report", Holder: "host-a", State: lease.StateReleased, FencingToken: 1772330400000000,
 			LastStarted: &at, LastFinished: &later, LastExitCode: &code, LastHolder: &by},
 		{Job: "scheduler", Holder: "host-b", State: lease.StateHeld, ExpiresIn: 44500 * time.Millisecond,

@@ -63,3 +63,44 @@ func TestReadOnlyCommandsOnAMissingTable(t *testing.T) {
 		t.Error("a read-only command created the lease or history table")
 	}
 }
+
+// The read-only commands need nothing but SELECT: as a role that may do
+// nothing else, in read-only transactions (where any write or DDL fails),
+// status, history, check, the exporter and release's look-up all answer,
+// and the tables, their indexes and the fencing function are as they were.
+func TestReadOnlyCommandsNeedOnlySelect(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	d.runJob(t, "nightly", 0)
+	objects := func() (n int) {
+		d.query(t, &n, `SELECT (SELECT count(*) FROM pg_catalog.pg_class WHERE relname LIKE $1 || '%')
+  + (SELECT count(*) FROM pg_catalog.pg_proc WHERE proname = 'leasewrap_check' AND pronamespace = 'public'::regnamespace)`, d.table)
+		return n
+	}
+	before := objects()
+	dsn := d.readOnlyRole(t)
+	store := []string{"--database-url", dsn, "--table", d.table}
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"status"}, 0, "nightly"},
+		{[]string{"status", "--job", "nightly", "--json"}, 0, `"job": "nightly"`},
+		{[]string{"history"}, 0, "nightly"},
+		{[]string{"history", "--job", "nightly", "--timeline"}, 0, "nightly"},
+		{[]string{"check", "--job", "nightly", "--max-age", "1h"}, checkOK, "OK"},
+		// The look-up finds the lease free: nothing to release, nothing written.
+		{[]string{"release", "--job", "nightly", "--id", "runner"}, exitNotFound, ""},
+	} {
+		code, out := command(t, append(tc.args, store...)...)
+		if code != tc.code || !strings.Contains(out, tc.out) {
+			t.Errorf("%s as a SELECT-only role exited %d with %q, want %d and %q", tc.args, code, out, tc.code, tc.out)
+		}
+	}
+	_, addr := d.exporter(t, dsn)
+	waitSeries(t, addr, map[string]string{"leasewrap_exporter_up": "1", `leasewrap_job_last_exit_code{lease="nightly"}`: "0"})
+	if after := objects(); after != before {
+		t.Errorf("read-only commands changed the objects of %s: %d before, %d after", d.table, before, after)
+	}
+}

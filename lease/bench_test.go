@@ -40,7 +40,7 @@ func BenchmarkConnect(b *testing.B) {
 func BenchmarkSchemaCheck(b *testing.B) {
 	s := benchStore(b)
 	for b.Loop() {
-		if _, err := s.readSchema(context.Background(), s.db); err != nil {
+		if _, err := s.objects.Read(context.Background(), s.db); err != nil {
 			b.Fatal(err)
 		}
 	}

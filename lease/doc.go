@@ -25,4 +25,10 @@
 // table's shape in the same round trip as the take; only when that fails is
 // the catalog read and DDL run, under an advisory lock so that many
 // instances starting at once on an empty database do not collide.
+//
+// This package is the protocol: take, keep, release, standby, slots,
+// timings. The tables' contract (their columns, the checks and the
+// migrations) is package lease/schema; the questions an operator asks
+// (status, history, freshness, metrics) are answered by package
+// lease/inspect, which only reads and needs no Store.
 package lease

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
 )
 
 // Errors a Store and its leases return; match them with errors.Is. Errors
@@ -44,11 +46,11 @@ var (
 	// ErrReadOnly is returned (wrapped, with the server's own error) when the
 	// server refuses writes: a hot standby, or a session that is read-only by
 	// default.
-	ErrReadOnly = errors.New("the database is read-only (a standby, or default_transaction_read_only is on): point the connection string at the primary, for example with target_session_attrs=read-write")
+	ErrReadOnly = pgerr.ErrReadOnly
 	// ErrPermission is returned (wrapped, with the server's own error, which
 	// names the object) when the role lacks a privilege: a configuration
 	// problem, not an outage.
-	ErrPermission = errors.New("the role lacks a privilege: run leasewrap migrate once as the table's owner, then GRANT SELECT, INSERT, UPDATE ON the lease table, and USAGE ON SCHEMA for a schema.table, to the role leasewrap runs as")
+	ErrPermission = pgerr.ErrPermission
 )
 
 type operatorRelease struct{}
@@ -87,27 +89,6 @@ func (e *HeldError) Error() string {
 // Is makes errors.Is(err, ErrHeld) true.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
-// SQLSTATEs leasewrap treats specially.
-const (
-	codeReadOnly        = "25006" // read_only_sql_transaction
-	codeUndefinedTable  = "42P01"
-	codeUndefinedColumn = "42703"
-	codeNoPrivilege     = "42501" // insufficient_privilege
-	codeAdminShutdown   = "57P01"
-	// Class 42 (syntax error or access rule violation) holds what a table
-	// of the wrong shape makes the acquire fail with: undefined_table,
-	// undefined_column (42703), undefined_function (42883),
-	// datatype_mismatch (42804), wrong_object_type (42809),
-	// invalid_column_reference (42P10: no unique index ON CONFLICT can use),
-	// and undefined_object (42704), which the shape check raises.
-	classAccessRule = "42"
-	// codeNotNull: a NOT NULL column the INSERT does not fill.
-	codeNotNull = "23502"
-	// codeNotInPrerequisiteState: among others, a deferrable unique
-	// constraint that ON CONFLICT cannot use as its arbiter.
-	codeNotInPrerequisiteState = "55000"
-)
-
 // connectionLost reports whether err says the connection broke rather than
 // that the server refused the statement: a network or protocol error, a
 // connection exception (class 08), or the server ending the session
@@ -116,41 +97,16 @@ func connectionLost(err error) bool {
 	if err == nil || errors.Is(err, pgx.ErrNoRows) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	code := sqlState(err)
-	return code == "" || strings.HasPrefix(code, "08") || code == codeAdminShutdown
+	code := pgerr.SQLState(err)
+	return code == "" || strings.HasPrefix(code, "08") || code == pgerr.CodeAdminShutdown
 }
 
 // needsCatalog reports whether a failed acquire may be the table's fault
 // (missing, older, or not a lease table), so that the catalog should be read
 // to create, upgrade or refuse it.
 func needsCatalog(err error) bool {
-	code := sqlState(err)
-	return strings.HasPrefix(code, classAccessRule) || code == codeNotNull || code == codeNotInPrerequisiteState
-}
-
-// sqlState returns the SQLSTATE of the server error in err's chain, or "".
-func sqlState(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code
-	}
-	return ""
-}
-
-// classify adds ErrReadOnly to the server's read-only refusal, and to pgx's
-// when target_session_attrs=read-write found no primary, and ErrPermission
-// to a missing privilege, keeping the original error in the chain.
-func classify(err error) error {
-	if err == nil || errors.Is(err, ErrReadOnly) || errors.Is(err, ErrPermission) {
-		return err
-	}
-	switch code := sqlState(err); {
-	case code == codeReadOnly || errors.Is(err, pgconn.ErrReadOnlyConnection):
-		return fmt.Errorf("%w: %w", ErrReadOnly, err)
-	case code == codeNoPrivilege:
-		return fmt.Errorf("%w: %w", ErrPermission, err)
-	}
-	return err
+	code := pgerr.SQLState(err)
+	return strings.HasPrefix(code, pgerr.ClassAccessRule) || code == pgerr.CodeNotNull || code == pgerr.CodeNotInPrerequisiteState
 }
 
 // retryable reports whether a failed statement may succeed later: a
@@ -162,8 +118,8 @@ func retryable(err error) bool {
 		errors.Is(err, ErrStandbysHidden) {
 		return false
 	}
-	code := sqlState(err)
-	if code == "" || code == codeReadOnly {
+	code := pgerr.SQLState(err)
+	if code == "" || code == pgerr.CodeReadOnly {
 		return true
 	}
 	switch code[:2] {

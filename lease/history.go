@@ -2,16 +2,15 @@ package lease
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
+	"github.com/redbite/leasewrap/lease/schema"
 )
 
 // Outcomes of a run, as the history records them. The list may grow;
@@ -35,253 +34,58 @@ const (
 	OutcomeTimedOut = "timed_out"
 )
 
+// Outcomes lists the outcomes the history records today, in a stable
+// order, for readers that want a series for each even before it happens.
+var Outcomes = []string{OutcomeExited, OutcomeSignalled, OutcomeLost, OutcomeStopped, OutcomeCouldNotStart, OutcomeTimedOut}
+
 // DefaultHistoryKeep is how long runs stay in the history.
 const DefaultHistoryKeep = 30 * 24 * time.Hour
-
-// pruneBatch is the most rows one release deletes from the history.
-const pruneBatch = 100
-
-// HistorySuffix ends the history table's name: the runs of leases in
-// table "t" are kept in "t_history", in the same schema.
-const HistorySuffix = "_history"
-
-// ErrHistoryUnavailable is matched (errors.Is) by the errors that say the
-// run history cannot be used: Migrate's when the history table is missing
-// and this role may not create it, or is not one leasewrap can write to
-// (a *SchemaError with History set), and the readers' (History,
-// Freshness) when it cannot be read. A Store acquiring leases treats it
-// as a warning: runs go on, and are not recorded.
-var ErrHistoryUnavailable = errors.New("run history unavailable")
-
-// ErrNoHistory means there is no history table (yet).
-var ErrNoHistory = errors.New("no run history")
-
-type historyError struct {
-	table, schema string
-}
-
-func (e *historyError) Error() string {
-	return fmt.Sprintf("cannot create history table %s: needs CREATE on schema %s (run leasewrap migrate once as a role that has it)",
-		e.table, e.schema)
-}
-
-func (e *historyError) Unwrap() error { return ErrHistoryUnavailable }
 
 // WithHistoryKeep sets how long finished runs stay in the history table
 // (default DefaultHistoryKeep); 0 keeps them for ever. Each release deletes
 // at most a small batch of older runs.
 func WithHistoryKeep(d time.Duration) Option { return func(c *config) { c.historyKeep = d } }
 
-// HistoryTable names the history table of a lease table given as in
-// WithTable: "<table>_history", in the same schema. A name that would pass
-// PostgreSQL's 63 bytes is shortened and given a hash of the whole.
-func HistoryTable(table pgx.Identifier) pgx.Identifier {
-	out := append(pgx.Identifier{}, table...)
-	name := out[len(out)-1]
-	if len(name)+len(HistorySuffix) <= 63 {
-		out[len(out)-1] = name + HistorySuffix
-		return out
-	}
-	sum := sha256.Sum256([]byte(name))
-	tag := "_" + hex.EncodeToString(sum[:4]) + HistorySuffix
-	cut := 63 - len(tag)
-	for cut > 0 && !utf8.RuneStart(name[cut]) {
-		cut--
-	}
-	out[len(out)-1] = name[:cut] + tag
-	return out
-}
-
-// historyColumns are the history table's columns: one row per run, written
-// when the run ends. attempt numbers the runs of one lease (--retries).
-var historyColumns = []column{
-	{"job_name", "text", "text NOT NULL", notNull, true},
-	{"slot", "integer", "integer NOT NULL DEFAULT 1", notNull, true},
-	{"holder", "text", "text NOT NULL", notNull, true},
-	{"fencing_token", "bigint", "bigint NOT NULL", notNull, true},
-	{"attempt", "integer", "integer NOT NULL DEFAULT 1", notNull, true},
-	{"started_at", "timestamp with time zone", "timestamptz NOT NULL", notNull, true},
-	{"finished_at", "timestamp with time zone", "timestamptz NOT NULL", notNull, true},
-	{"exit_code", "integer", "integer", nullable, true},
-	{"outcome", "text", "text NOT NULL", notNull, true},
-}
-
-// historyCatalogQuery reads the history table's kind, columns and this
-// role's privileges on it, in one round trip.
-const historyCatalogQuery = `SELECT t.oid IS NOT NULL, coalesce(c.relkind::text, ''),
-  coalesce(a.names, '{}'), coalesce(a.types, '{}'), coalesce(a.notnull, '{}'), coalesce(a.filled, '{}'),
-  t.oid IS NOT NULL AND pg_catalog.has_table_privilege(t.oid, 'INSERT') AND pg_catalog.has_table_privilege(t.oid, 'SELECT'),
-  t.oid IS NOT NULL AND pg_catalog.has_table_privilege(t.oid, 'DELETE')
-FROM (SELECT ` + resolvedOid + ` AS oid) t
-LEFT JOIN pg_catalog.pg_class c ON c.oid = t.oid
-LEFT JOIN LATERAL (
-  SELECT array_agg(attname::text ORDER BY attnum) AS names,
-    array_agg(pg_catalog.format_type(atttypid, atttypmod) ORDER BY attnum) AS types,
-    array_agg(attnotnull ORDER BY attnum) AS notnull,
-    array_agg(atthasdef OR attidentity <> '' OR attgenerated <> '' ORDER BY attnum) AS filled
-  FROM pg_catalog.pg_attribute WHERE attrelid = t.oid AND attnum > 0 AND NOT attisdropped) a ON true`
-
-// historyState is what the catalog says about the history table.
-type historyState struct {
-	exists   bool
-	complete bool
-	canWrite bool // INSERT and SELECT
-	canPrune bool // DELETE
-	// problem is why a history table that exists is not one leasewrap can
-	// write to (nil when it is): runs are then not recorded, and readers
-	// say the history is unavailable.
-	problem *SchemaError
-}
-
-// readHistory looks the history table up and checks that it is one
-// leasewrap may write to. A table of that name that is not is described
-// in the state's problem, not refused: only the lease table may stop a
-// run. The error is for a catalog that could not be read.
-func (s *Store) readHistory(ctx context.Context, q queryer) (historyState, error) {
-	var (
-		hs  historyState
-		cat catalog
-	)
-	name := s.history.Sanitize()
-	err := q.QueryRow(ctx, historyCatalogQuery, name).
-		Scan(&hs.exists, &cat.kind, &cat.names, &cat.types, &cat.notNull, &cat.filled, &hs.canWrite, &hs.canPrune)
-	if err != nil {
-		return hs, fmt.Errorf("cannot look up history table %s: %w", name, classify(err))
-	}
-	if !hs.exists {
-		return hs, nil
-	}
-	if mismatch := cat.checkHistory(); mismatch != nil {
-		mismatch.Table, mismatch.History = name, true
-		hs.problem = mismatch
-		return hs, nil
-	}
-	hs.complete = true
-	return hs, nil
-}
-
-// checkHistory requires every history column with its type, and extra
-// columns that an INSERT may leave out.
-func (cat catalog) checkHistory() *SchemaError {
-	// Not a partitioned table: pruning deletes by row address (ctid), which
-	// is only unique within one table.
-	if e := cat.checkKind("a plain table", "r"); e != nil {
-		return e
-	}
-	at := cat.positions()
-	for _, c := range historyColumns {
-		i, ok := at[c.name]
-		switch {
-		case !ok:
-			return &SchemaError{Column: c.name, Found: "missing", Want: c.typ}
-		case cat.types[i] != c.typ:
-			return &SchemaError{Column: c.name, Found: cat.types[i], Want: c.typ}
-		}
-	}
-	return cat.checkExtra(findHistoryColumn)
-}
-
-func findHistoryColumn(name string) bool {
-	for _, c := range historyColumns {
-		if c.name == name {
-			return true
-		}
-	}
-	return false
-}
-
-// createHistory creates the history table and the two indexes its
-// readers and pruning use: by finished_at (pruning, a fleet-wide view) and
-// by job and finished_at (one job's runs, newest first).
-func (s *Store) createHistory(ctx context.Context, tx pgx.Tx) (string, error) {
-	name := s.history.Sanitize()
-	defs := make([]string, len(historyColumns))
-	for i, c := range historyColumns {
-		defs[i] = pgx.Identifier{c.name}.Sanitize() + " " + c.def
-	}
-	for _, stmt := range []string{
-		"CREATE TABLE " + name + " (\n  " + strings.Join(defs, ",\n  ") + "\n)",
-		"CREATE INDEX ON " + name + " (finished_at)",
-		"CREATE INDEX ON " + name + " (job_name, finished_at)",
-	} {
-		if _, err := tx.Exec(ctx, stmt); err != nil {
-			return "", err
-		}
-	}
-	return "created history table " + name, nil
-}
-
 // historyStatements are the statements that also write the history.
 type historyStatements struct {
-	acquire, acquireSlots, release, recordAttempt string
-	prune                                         bool
+	take, takeSlots, release string
+	// prune: release also deletes old runs (releasePruningSQL).
+	prune bool
 }
 
-// useHistory switches the take and release statements to the ones that
-// record runs, when the history table is there and this role may write
-// to it; otherwise it says once why runs are not recorded, and counts it.
-func (s *Store) useHistory(hs historyState) {
-	name := s.history.Sanitize()
+// useHistory returns the take and release statements that record runs,
+// when the history table is there and this role may write to it;
+// otherwise it says once why runs are not recorded, counts it, and
+// returns nil.
+func (s *Store) useHistory(hs schema.HistoryState) *historyStatements {
+	name := s.objects.History
 	switch {
-	case hs.problem != nil:
-		s.historyFailed(fmt.Errorf("%w (fix or drop it, then run leasewrap migrate)", hs.problem))
-		return
-	case !hs.complete:
-		return // ensureSchema warned
-	case !hs.canWrite:
+	case hs.Problem != nil:
+		s.historyFailed(fmt.Errorf("%w (fix or drop it, then run leasewrap migrate)", hs.Problem))
+		return nil
+	case !hs.Complete:
+		return nil // ensureSchema warned
+	case !hs.CanWrite:
 		s.historyFailed(fmt.Errorf("this role may not INSERT into and SELECT from %s (GRANT SELECT, INSERT, DELETE ON %s)", name, name))
-		return
+		return nil
 	}
 	prune := s.cfg.historyKeep > 0
-	if prune && !hs.canPrune {
+	if prune && !hs.CanPrune {
 		s.log.Warn().Str("table", s.cfg.table).Msgf(
 			"old runs are not pruned: this role may not DELETE from %s (GRANT DELETE ON %s)", name, name)
 		prune = false
 	}
-	s.hist.Store(s.historyStatements(prune))
+	return s.recording(prune)
 }
 
-// historyStatements builds the statements that also write the history, with
-// pruning or without.
-func (s *Store) historyStatements(prune bool) *historyStatements {
-	table, name := s.table.Sanitize(), s.history.Sanitize()
-	return &historyStatements{
-		acquire:      acquireSQL(table, name),
-		acquireSlots: acquireSlotsSQL(table, name),
-		release:      releaseSQL(table, name, prune),
-		// An attempt that ended while a retry follows: $1 row, $2 holder,
-		// $3 token, $4 job, $5 slot, $6 attempt, $7 exit code, $8 outcome.
-		// The lease row forgets the attempt's start, so that a crash during
-		// the wait for the next one closes no run twice.
-		recordAttempt: `WITH ended AS (
-  UPDATE ` + table + ` AS l SET last_started_at = NULL, last_exit_code = $7::integer
-  FROM (SELECT last_started_at FROM ` + table + ` WHERE job_name = $1::text) AS o
-  WHERE l.job_name = $1::text AND l.holder = $2::text AND l.fencing_token = $3::bigint
-  RETURNING l.holder, l.fencing_token, o.last_started_at AS started)
-INSERT INTO ` + name + ` (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome)
-SELECT $4::text, $5::integer, holder, fencing_token, $6::integer, coalesce(started, now()), now(), $7::integer, $8::text
-FROM ended`,
-		prune: prune,
+// recording returns the statements that also write the history,
+// with pruning or without.
+func (s *Store) recording(prune bool) *historyStatements {
+	h := &historyStatements{take: s.sql.takeRecording, takeSlots: s.sql.takeSlotsRecording, release: s.sql.releaseRecording, prune: prune}
+	if prune {
+		h.release = s.sql.releasePruning
 	}
-}
-
-// readableHistory checks, without creating anything, that the lease table
-// is there (a mistyped --table is not an empty history) and that the
-// history table is there and of our shape, and returns its quoted name.
-func (s *Store) readableHistory(ctx context.Context) (string, error) {
-	name := s.history.Sanitize()
-	st, err := s.readSchema(ctx, s.db)
-	switch {
-	case err != nil:
-		return "", err
-	case !st.tableExists:
-		return "", s.noTable()
-	case st.history.problem != nil:
-		return "", fmt.Errorf("run history unavailable: %w", st.history.problem)
-	case !st.history.exists:
-		return "", fmt.Errorf("no history table %s (run leasewrap migrate, or a job with this version): %w", name, ErrNoHistory)
-	}
-	return name, nil
+	return h
 }
 
 // HistoryObserver is an Observer that is also told when runs cannot be
@@ -294,7 +98,7 @@ type HistoryObserver interface {
 // historyFailed says, once per failure, that runs are no longer recorded
 // and why, and tells the observer. The lease is not affected.
 func (s *Store) historyFailed(err error) {
-	s.log.Warn().Str("table", s.cfg.table).Str("history_table", s.history.Sanitize()).
+	s.log.Warn().Str("table", s.cfg.table).Str("history_table", s.objects.History).
 		Msgf("runs are not recorded, the job runs on under its lease: %v", err)
 	if o, ok := s.cfg.observer.(HistoryObserver); ok {
 		o.HistoryFailed(err)
@@ -313,81 +117,10 @@ func (s *Store) withoutHistory(ctx context.Context, err error, plain func() erro
 	}
 	perr := plain()
 	// Swap: two statements that failed at once say it once.
-	if (perr == nil || errors.Is(perr, pgx.ErrNoRows)) && s.hist.Swap(nil) != nil {
-		s.historyFailed(fmt.Errorf("writing to %s failed: %w", s.history.Sanitize(), classify(err)))
+	if (perr == nil || errors.Is(perr, pgx.ErrNoRows)) && s.dropHistory() {
+		s.historyFailed(fmt.Errorf("writing to %s failed: %w", s.objects.History, pgerr.Classify(err)))
 	}
 	return perr
-}
-
-// Run is one finished run of a job, as the history keeps it. Times come
-// from the database clock. A run closed by the next holder (its own holder
-// never released) has OutcomeLost and finishes when its lease expired.
-type Run struct {
-	Job          string
-	Slot         int
-	Holder       string
-	FencingToken int64
-	Attempt      int
-	StartedAt    time.Time
-	FinishedAt   time.Time
-	ExitCode     *int
-	Outcome      string
-}
-
-// Succeeded reports whether the run exited on its own with status 0, the
-// one outcome that counts as a success (in SQL: outcome = 'exited' AND
-// exit_code = 0).
-func (r Run) Succeeded() bool {
-	return r.Outcome == OutcomeExited && r.ExitCode != nil && *r.ExitCode == 0
-}
-
-// HistoryQuery selects runs: Job's only when set, those that finished at
-// or after Since when set, at most Limit (all when 0), newest first.
-type HistoryQuery struct {
-	Job   string
-	Since time.Time
-	Limit int
-}
-
-// History reads finished runs from the history table. It never creates
-// the table: without one it returns an error wrapping ErrNoHistory.
-func (s *Store) History(ctx context.Context, q HistoryQuery) ([]Run, error) {
-	name, err := s.readableHistory(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var job *string
-	if q.Job != "" {
-		job = &q.Job
-	}
-	var since *time.Time
-	if !q.Since.IsZero() {
-		since = &q.Since
-	}
-	var limit *int
-	if q.Limit > 0 {
-		limit = &q.Limit
-	}
-	rows, err := s.db.Query(ctx, `SELECT job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome
-FROM `+name+` WHERE ($1::text IS NULL OR job_name = $1::text) AND ($2::timestamptz IS NULL OR finished_at >= $2::timestamptz)
-ORDER BY finished_at DESC, started_at DESC, fencing_token DESC LIMIT $3::integer`, job, since, limit)
-	if err != nil {
-		return nil, fmt.Errorf("%w: cannot read history table %s: %w", ErrHistoryUnavailable, name, classify(err))
-	}
-	var (
-		out []Run
-		r   Run
-	)
-	_, err = pgx.ForEachRow(rows, []any{&r.Job, &r.Slot, &r.Holder, &r.FencingToken, &r.Attempt, &r.StartedAt,
-		&r.FinishedAt, &r.ExitCode, &r.Outcome}, func() error {
-		out = append(out, r)
-		r = Run{}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%w: cannot read history table %s: %w", ErrHistoryUnavailable, name, err)
-	}
-	return out, nil
 }
 
 // releaseWithoutHistory is the release that failed with err while it also

@@ -3,184 +3,72 @@ package lease
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// The first acquire of a Store runs without a separate catalog query: a cron
-// run pays for one connection and two commits, and a round trip to read the
-// catalog was a tenth of what is left to save.
-//
-// Trying the acquire and reading the catalog only when it fails would not be
-// enough: a table whose expires_at is a timestamp without time zone takes the
-// acquire without complaint (PostgreSQL converts both ways), and the take
-// would then compare expiries in each session's time zone, so two wrappers
-// could both see a lease expired. Such a table must be refused before it is
-// written to. So the acquire is sent in one pipeline with shapeCheck, a
-// SELECT that fails unless the table has exactly the shape the full check
-// (readSchema) accepts without DDL. The two share one implicit transaction
-// (one Sync): when the shape check fails, the server skips the acquire, and
-// nothing is written. The shape check only reads system catalogs through
-// their indexes; it costs no round trip, locks nothing and takes no
-// transaction id.
-//
-// Its failure, or an acquire that fails for want of a table, column, unique
-// index or the like, sends the Store down the slow path: ensureSchema reads
-// the catalog, creates or upgrades the table (or refuses it with a
-// *SchemaError, nothing altered), and the plain acquire follows. After one
-// success either way, a Store uses the plain acquire: its table was checked.
-
-// shapeCheck fails, with SQLSTATE 42704 (undefined_object) or 42P01 when the
-// table is missing, unless the table needs nothing from Migrate: a table (or
-// partitioned table), every one of columns with its exact type and the NOT
-// NULLs the statements need, no column of the operator's that an INSERT
-// would have to fill, a primary key on job_name if any, and the fencing
-// function. $1 is the quoted table, $2 the function with its argument types.
-// A missing unique index on job_name is left to the acquire itself, which
-// then fails with 42P10 or 55000.
-var shapeCheck = newShapeCheck()
-
-func newShapeCheck() string {
-	want := make([]string, len(columns))
-	names := make([]string, len(columns))
-	for i, c := range columns {
-		nulls := "NULL" // either
-		switch c.nulls {
-		case notNull:
-			nulls = "true"
-		case nullable:
-			nulls = "false"
-		}
-		want[i] = "(" + quoteLiteral(c.name) + ", " + quoteLiteral(c.typ) + ", " + nulls + ")"
-		names[i] = quoteLiteral(c.name)
-	}
-	// current_setting of a name no one can SET is the plain-SQL way to raise
-	// an error; the name is the message an operator would see in the log.
-	return `SELECT CASE WHEN c.relkind IN ('r', 'p')
-  AND pg_catalog.to_regprocedure($2::text) IS NOT NULL
-  AND (SELECT count(*) FROM pg_catalog.pg_attribute a
-    JOIN (VALUES ` + strings.Join(want, ", ") + `) AS w(name, typ, nn) ON w.name = a.attname::text
-    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-      AND pg_catalog.format_type(a.atttypid, a.atttypmod) = w.typ
-      AND (w.nn IS NULL OR a.attnotnull = w.nn)) = ` + strconv.Itoa(len(columns)) + `
-  AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a
-    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attnotnull
-      AND NOT (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '')
-      AND a.attname::text <> ALL (ARRAY[` + strings.Join(names, ", ") + `]))
-  AND NOT EXISTS (SELECT FROM pg_catalog.pg_index i
-    JOIN pg_catalog.pg_attribute k ON k.attrelid = i.indrelid AND k.attnum = i.indkey[0]
-    WHERE i.indrelid = c.oid AND i.indisprimary AND (i.indnkeyatts <> 1 OR k.attname <> 'job_name'))
-THEN true
-ELSE pg_catalog.current_setting('leasewrap: the lease table needs a catalog check')::boolean END
-FROM pg_catalog.pg_class c WHERE c.oid = $1::text::regclass`
-}
-
-// historyShapeCheck fails like shapeCheck unless the history table has every
-// history column with its type, no column of the operator's that an INSERT
-// would have to fill, and this role may INSERT and SELECT (and DELETE, when
-// $2 says old runs are pruned). $1 is the quoted history table.
-var historyShapeCheck = newHistoryShapeCheck()
-
-func newHistoryShapeCheck() string {
-	want := make([]string, len(historyColumns))
-	names := make([]string, len(historyColumns))
-	for i, c := range historyColumns {
-		want[i] = "(" + quoteLiteral(c.name) + ", " + quoteLiteral(c.typ) + ")"
-		names[i] = quoteLiteral(c.name)
-	}
-	return `SELECT CASE WHEN c.relkind = 'r'
-  AND (SELECT count(*) FROM pg_catalog.pg_attribute a
-    JOIN (VALUES ` + strings.Join(want, ", ") + `) AS w(name, typ) ON w.name = a.attname::text
-    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-      AND pg_catalog.format_type(a.atttypid, a.atttypmod) = w.typ) = ` + strconv.Itoa(len(historyColumns)) + `
-  AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a
-    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attnotnull
-      AND NOT (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '')
-      AND a.attname::text <> ALL (ARRAY[` + strings.Join(names, ", ") + `]))
-  AND pg_catalog.has_table_privilege(c.oid, 'INSERT') AND pg_catalog.has_table_privilege(c.oid, 'SELECT')
-  AND (NOT $2::boolean OR pg_catalog.has_table_privilege(c.oid, 'DELETE'))
-THEN true
-ELSE pg_catalog.current_setting('leasewrap: the history table needs a catalog check')::boolean END
-FROM pg_catalog.pg_class c WHERE c.oid = $1::text::regclass`
-}
-
-func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+// The first take of a Store is sent behind the tables' shape checks, in
+// one pipeline (see schema.Objects.QueueShapeChecks). Their failure, or a
+// take that fails for want of a table, column, unique index or the like,
+// sends the Store down the slow path: ensureSchema reads the catalog,
+// creates or upgrades the tables (or refuses the lease table with a
+// *SchemaError, nothing altered), and the plain take follows. After one
+// success either way, a Store uses the plain take: its tables were checked.
 
 // batcher is what *pgxpool.Pool and *pgx.Conn offer for pipelines.
 type batcher interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// schemaStepError carries an error of ensureSchema out of an acquireRow's
-// Scan, so that tryAcquire returns it as it is (a *SchemaError, say).
-type schemaStepError struct{ err error }
-
-func (e *schemaStepError) Error() string { return e.err.Error() }
-func (e *schemaStepError) Unwrap() error { return e.err }
-
-// acquireRow runs the acquire statement with args when scanned: with the
-// shape checks in front until the Store's tables are known to be right, and
-// through ensureSchema when that fails (see above).
-func (s *Store) acquireRow(ctx context.Context, db DB, args ...any) pgx.Row {
-	return acquireRow{s: s, ctx: ctx, db: db, args: args}
-}
-
-type acquireRow struct {
-	s    *Store
-	ctx  context.Context
-	db   DB
-	args []any
-}
-
-func (r acquireRow) Scan(dest ...any) error {
-	s := r.s
-	if !s.schemaChecked() {
-		if b, ok := r.db.(batcher); ok {
-			h := s.historyStatements(s.cfg.historyKeep > 0)
-			err := r.checked(b, h, dest)
+// take runs the single-slot take (see takeSQL) with args, scanning its
+// row into dest: with the shape checks in front until the Store's tables
+// are known to be right, and through ensureSchema when that fails (see
+// above). checkErr is ensureSchema's error, to be returned as it is (a
+// *SchemaError, say); err is the take's.
+func (s *Store) take(ctx context.Context, db DB, args, dest []any) (checkErr, err error) {
+	if s.checked.Load() == nil {
+		if b, ok := db.(batcher); ok {
+			h := s.recording(s.cfg.historyKeep > 0)
+			err := s.takeChecked(ctx, b, h, args, dest)
 			if err == nil || errors.Is(err, pgx.ErrNoRows) {
-				s.setSchemaChecked()
-				s.hist.Store(h)
-				return err
+				// A slow path that finished meanwhile knows more.
+				s.checked.CompareAndSwap(nil, &tablesChecked{hist: h})
+				return nil, err
 			}
 			// A refusal that the catalog does not explain may still be
 			// the history's (a trigger or constraint of the operator's):
 			// the slow path tells.
-			if !needsCatalog(err) && (retryable(err) || r.ctx.Err() != nil) {
-				return err
+			if !needsCatalog(err) && (retryable(err) || ctx.Err() != nil) {
+				return nil, err
 			}
 		}
 		// ensureSchema decides, too, whether runs are recorded: a history
 		// table that failed its shape check is not written to, and the
 		// take goes on without it.
-		if err := s.ensureSchema(r.ctx); err != nil {
-			return &schemaStepError{err}
+		if err := s.ensureSchema(ctx); err != nil {
+			return err, nil
 		}
 	}
-	h := s.hist.Load()
+	h := s.hist()
 	if h == nil {
-		return r.db.QueryRow(r.ctx, s.sql.acquire, r.args...).Scan(dest...)
+		return nil, db.QueryRow(ctx, s.sql.take, args...).Scan(dest...)
 	}
 	// A history table changed under a running instance must not keep it
 	// from taking the lease: the take is tried again without it.
-	err := r.db.QueryRow(r.ctx, h.acquire, r.args...).Scan(dest...)
-	return s.withoutHistory(r.ctx, err, func() error {
-		return r.db.QueryRow(r.ctx, s.sql.acquire, r.args...).Scan(dest...)
+	err = db.QueryRow(ctx, h.take, args...).Scan(dest...)
+	return nil, s.withoutHistory(ctx, err, func() error {
+		return db.QueryRow(ctx, s.sql.take, args...).Scan(dest...)
 	})
 }
 
-// checked sends the shape checks of both tables and the acquire that also
+// takeChecked sends the shape checks of both tables and the take that also
 // records runs in one pipeline. The history check also asks for the
 // privileges recording and pruning need; without them, the catalog decides.
-func (r acquireRow) checked(b batcher, h *historyStatements, dest []any) error {
-	s := r.s
+func (s *Store) takeChecked(ctx context.Context, b batcher, h *historyStatements, args, dest []any) error {
 	batch := &pgx.Batch{}
-	batch.Queue(shapeCheck, s.table.Sanitize(), s.checkFunction().Sanitize()+"(text,bigint,text)")
-	batch.Queue(historyShapeCheck, s.history.Sanitize(), h.prune)
-	batch.Queue(h.acquire, r.args...)
-	br := b.SendBatch(r.ctx, batch)
+	s.objects.QueueShapeChecks(batch, h.prune)
+	batch.Queue(h.take, args...)
+	br := b.SendBatch(ctx, batch)
 	_, err := br.Exec()
 	if err == nil {
 		_, err = br.Exec()
@@ -194,18 +82,6 @@ func (r acquireRow) checked(b batcher, h *historyStatements, dest []any) error {
 		return cerr
 	}
 	return err
-}
-
-func (s *Store) schemaChecked() bool {
-	s.schemaMu.Lock()
-	defer s.schemaMu.Unlock()
-	return s.schemaReady
-}
-
-func (s *Store) setSchemaChecked() {
-	s.schemaMu.Lock()
-	defer s.schemaMu.Unlock()
-	s.schemaReady = true
 }
 
 // look reads job's lease without writing: a plain SELECT, which takes no

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
 )
 
 // maxSleep bounds every wait of the keeper, so that a timer that stood still
@@ -249,7 +251,7 @@ func (l *Lease) extend(ctx context.Context, query, what string) error {
 		err = send()
 	}
 	if err != nil {
-		err = fmt.Errorf("cannot %s %q: %w", what, l.job, classify(err))
+		err = fmt.Errorf("cannot %s %q: %w", what, l.job, pgerr.Classify(err))
 		s.cfg.observer.Failed(err)
 		return err
 	}
@@ -318,18 +320,17 @@ func (l *Lease) Finish(ctx context.Context, end End) error {
 // closes, as for a failed renewal) and the error wraps ErrLost.
 func (l *Lease) RecordAttempt(ctx context.Context, end End) error {
 	s := l.store
-	h := s.hist.Load()
-	if h == nil {
+	if s.hist() == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
-	tag, err := s.db.Exec(ctx, h.recordAttempt, l.row, s.cfg.holder, l.token, l.job, l.slot, max(end.Attempt, 1), end.ExitCode, end.Outcome)
+	tag, err := s.db.Exec(ctx, s.sql.recordAttempt, l.row, s.cfg.holder, l.token, l.job, l.slot, max(end.Attempt, 1), end.ExitCode, end.Outcome)
 	if err != nil {
 		// Without the history, an attempt is not recorded at all; the next
 		// attempt's start still proves the lease.
 		if err = s.withoutHistory(ctx, err, func() error { return nil }); err != nil {
-			return fmt.Errorf("cannot record attempt %d of lease %q: %w", end.Attempt, l.job, classify(err))
+			return fmt.Errorf("cannot record attempt %d of lease %q: %w", end.Attempt, l.job, pgerr.Classify(err))
 		}
 		return nil
 	}
@@ -381,18 +382,15 @@ func (l *Lease) StartAttempt(ctx context.Context) error {
 // row is still this holder's) keeps a taker from closing the run too.
 func (l *Lease) RecordLost(ctx context.Context, end End) error {
 	s := l.store
-	if s.hist.Load() == nil {
+	if s.hist() == nil {
 		return nil
 	}
-	name := s.history.Sanitize()
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
-	_, err := s.db.Exec(ctx, `INSERT INTO `+name+` (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome)
-SELECT $1::text, $2::integer, $3::text, $4::bigint, $5::integer, now(), now(), $6::integer, $7::text
-WHERE NOT EXISTS (SELECT FROM `+name+` WHERE job_name = $1::text AND fencing_token = $4::bigint AND attempt >= $5::integer)`,
+	_, err := s.db.Exec(ctx, s.sql.recordLost,
 		l.job, l.slot, s.cfg.holder, l.token, max(end.Attempt, 1), end.ExitCode, end.Outcome)
 	if err != nil {
-		return fmt.Errorf("cannot record attempt %d of lease %q: %w", end.Attempt, l.job, classify(err))
+		return fmt.Errorf("cannot record attempt %d of lease %q: %w", end.Attempt, l.job, pgerr.Classify(err))
 	}
 	return nil
 }
@@ -441,7 +439,7 @@ func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, end End) 
 		case err == nil:
 			return nil
 		case !retryable(err) || ctx.Err() != nil:
-			return fmt.Errorf("cannot release lease %q: %w", l.job, err)
+			return fmt.Errorf("cannot release lease %q: %w", l.job, pgerr.Classify(err))
 		}
 		// A connection that broke while the lease was held fails once; the
 		// pool dials a fresh one for the next try.
@@ -449,17 +447,17 @@ func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, end End) 
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("cannot release lease %q: %w", l.job, err)
+			return fmt.Errorf("cannot release lease %q: %w", l.job, pgerr.Classify(err))
 		case <-t.C:
 		}
 	}
 }
 
 // releaseArgs is the release statement for the schema found, with its
-// arguments (see releaseSQL).
+// arguments (see releaseSQL and releaseRecordingSQL).
 func (s *Store) releaseArgs(l *Lease, holdFor time.Duration, end End) (string, []any) {
 	args := []any{l.row, s.cfg.holder, l.token, holdFor.Microseconds(), end.ExitCode, s.channel, l.job}
-	h := s.hist.Load()
+	h := s.hist()
 	if h == nil {
 		return s.sql.release, args
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 // fast are timings short enough for tests: renew 200ms, grace 300ms, TTL 1s.
@@ -34,6 +35,16 @@ func newStore(t *testing.T, db lease.DB, table, holder string, opts ...lease.Opt
 		t.Fatal(err)
 	}
 	return s
+}
+
+// reader opens an inspect.Reader of table.
+func reader(t *testing.T, db inspect.DB, table string) *inspect.Reader {
+	t.Helper()
+	r, err := inspect.Open(db, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func ctx(t *testing.T) context.Context {
@@ -429,7 +440,7 @@ func TestOperatorReleaseEndsTheHoldersLease(t *testing.T) {
 	if r := readRow(t, pool, table, "job"); !r.expired || r.token != l.Token() {
 		t.Errorf("after forced release: %+v, want expired with the token kept", r)
 	}
-	jobs, err := s.Status(ctx(t), "job")
+	jobs, err := reader(t, pool, table).Status(ctx(t), "job")
 	if err != nil || len(jobs) != 1 || jobs[0].State != lease.StateReleased {
 		t.Errorf("status = %+v, %v; want one released job", jobs, err)
 	}
@@ -440,7 +451,7 @@ func TestStatusStates(t *testing.T) {
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
 	s := newStore(t, pool, table, "a")
-	if _, err := s.Status(ctx(t), "held"); !errors.Is(err, lease.ErrNoTable) {
+	if _, err := reader(t, pool, table).Status(ctx(t), "held"); !errors.Is(err, inspect.ErrNoTable) {
 		t.Errorf("status before the table exists: %v, want ErrNoTable", err)
 	}
 	held := mustAcquire(t, s, "held")
@@ -454,11 +465,11 @@ func TestStatusStates(t *testing.T) {
 	pool.Exec(ctx(t), `UPDATE `+pgx.Identifier{table}.Sanitize()+` SET expires_at = now() - interval '1 second' WHERE job_name = 'stale'`)
 	defer stale.Release(ctx(t), nil)
 
-	jobs, err := s.Status(ctx(t), "")
+	jobs, err := reader(t, pool, table).Status(ctx(t), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]lease.JobStatus{}
+	got := map[string]inspect.JobStatus{}
 	for _, j := range jobs {
 		got[j.Job] = j
 	}

@@ -17,6 +17,10 @@ type config struct {
 	listen   bool
 	table    string
 	holder   string
+	// ttl and timings are the timings as set; New fills in the others
+	// (TimingsFor) into Timings.
+	ttl     time.Duration
+	timings map[Setting]time.Duration
 	Timings
 	clock   Clock
 	holdFor time.Duration
@@ -31,7 +35,8 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		table:    DefaultTable,
-		Timings:  DeriveTimings(DefaultTTL),
+		ttl:      DefaultTTL,
+		timings:  map[Setting]time.Duration{},
 		clock:    bootClock{},
 		log:      zerolog.Nop(),
 		observer: nopObserver{},
@@ -52,20 +57,30 @@ func WithTable(name string) Option { return func(c *config) { c.table = name } }
 func WithHolder(id string) Option { return func(c *config) { c.holder = id } }
 
 // WithTimings sets all four timings at once (see DeriveTimings).
-func WithTimings(t Timings) Option { return func(c *config) { c.Timings = t } }
+func WithTimings(t Timings) Option {
+	return func(c *config) {
+		c.ttl = t.TTL
+		for _, s := range []Setting{SettingRenewInterval, SettingRetryInterval, SettingGrace} {
+			c.timings[s] = s.Of(t)
+		}
+	}
+}
 
-// WithTTL sets the lease duration written to the database.
-func WithTTL(d time.Duration) Option { return func(c *config) { c.TTL = d } }
+// WithTTL sets the lease duration written to the database. The timings not
+// set by their own options follow it, as DeriveTimings says.
+func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
 
 // WithRenewInterval sets how often a holder renews.
-func WithRenewInterval(d time.Duration) Option { return func(c *config) { c.RenewInterval = d } }
+func WithRenewInterval(d time.Duration) Option { return setTiming(SettingRenewInterval, d) }
 
 // WithRetryInterval sets the standby poll and renewal retry period.
-func WithRetryInterval(d time.Duration) Option { return func(c *config) { c.RetryInterval = d } }
+func WithRetryInterval(d time.Duration) Option { return setTiming(SettingRetryInterval, d) }
 
 // WithGrace sets how long before a possible expiry work is told to stop
 // (Do cancels its context then; leasewrap sends SIGTERM).
-func WithGrace(d time.Duration) Option { return func(c *config) { c.Grace = d } }
+func WithGrace(d time.Duration) Option { return setTiming(SettingGrace, d) }
+
+func setTiming(s Setting, d time.Duration) Option { return func(c *config) { c.timings[s] = d } }
 
 // WithClock replaces the local clock that deadlines are kept on, for tests
 // that drive a lease's renewals and expiry without waiting.

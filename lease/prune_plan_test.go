@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/lease/schema"
 )
 
 // A release prunes its own job's old runs through the (job_name,
@@ -26,7 +27,7 @@ func TestPruneUsesTheJobIndex(t *testing.T) {
 	if _, err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	lt, ht := pgx.Identifier{table}.Sanitize(), HistoryTable(pgx.Identifier{table}).Sanitize()
+	ht := schema.HistoryTable(pgx.Identifier{table}).Sanitize()
 	for _, sql := range []string{
 		`INSERT INTO ` + ht + ` (job_name, holder, fencing_token, started_at, finished_at, exit_code, outcome)
 SELECT 'busy', 'h', g, now() - interval '60 days' - g * interval '1 minute', now() - interval '60 days' - g * interval '1 minute', 0, 'exited'
@@ -39,7 +40,7 @@ SELECT 'quiet', 'h', g, now() - g * interval '40 days', now() - g * interval '40
 			t.Fatal(err)
 		}
 	}
-	rows, err := pool.Query(ctx, `EXPLAIN (COSTS OFF) `+releaseSQL(lt, ht, true),
+	rows, err := pool.Query(ctx, `EXPLAIN (COSTS OFF) `+s.sql.releasePruning,
 		"quiet", "h", int64(1), int64(0), 0, "chan", "quiet", 1, OutcomeExited, 1, (30 * 24 * time.Hour).Microseconds())
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +55,7 @@ SELECT 'quiet', 'h', g, now() - g * interval '40 days', now() - g * interval '40
 WHERE indrelid = $1::regclass AND indnkeyatts = 2`, ht).Scan(&index); err != nil {
 		t.Fatal(err)
 	}
-	name := strings.Trim(HistoryTable(pgx.Identifier{table})[0], `"`)
+	name := strings.Trim(schema.HistoryTable(pgx.Identifier{table})[0], `"`)
 	switch {
 	case !strings.Contains(plan, "Index Scan using "+strings.Trim(index, `"`)+" on "+name):
 		t.Errorf("the prune does not find the job's old runs through %s:\n%s", index, plan)

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
 )
 
 // Leases confirmed on the standbys (WithRequireReplicated).
@@ -162,7 +164,7 @@ func (s *Store) replicated(ctx context.Context, db DB, job string) (_ DB, done f
 		return db, done, nil
 	}
 	if _, err := rs.use(ctx); err != nil {
-		return db, done, fmt.Errorf("cannot take lease %q: %w", job, classify(err))
+		return db, done, fmt.Errorf("cannot take lease %q: %w", job, pgerr.Classify(err))
 	}
 	st, rerr := rs.standbys(ctx, "0/0")
 	if rerr == nil {
@@ -323,7 +325,7 @@ func (rs *replicaSession) standbys(ctx context.Context, target string) (standbyS
 	}
 	err := rs.conn.QueryRow(ctx, standbysSQL, t).Scan(&st.target, &st.role, &st.visible, &st.streaming, &st.replayed, &st.slowest)
 	if err != nil {
-		err = classify(err)
+		err = pgerr.Classify(err)
 		return st, &replicationError{msg: "cannot read pg_stat_replication: " + err.Error(), cause: err, readFailed: true}
 	}
 	return st, nil

@@ -359,15 +359,21 @@ func (b *syncBuffer) lines(t *testing.T, prefix string) []map[string]any {
 	return out
 }
 
+// testRole names leastPrivileged's role for schema.
+func testRole(schema string) string {
+	role := "lw_test_" + strings.TrimPrefix(schema, "lw_")
+	if len(role) > 63 {
+		role = role[:63]
+	}
+	return role
+}
+
 // leastPrivileged creates a role with only USAGE on schema and SELECT,
 // INSERT, UPDATE on its lease table, and returns a pool connected as it.
 // Trust authentication lets the test log in as it without a password.
 func leastPrivileged(t *testing.T, admin *pgxpool.Pool, schema string) *pgxpool.Pool {
 	t.Helper()
-	role := "lw_test_" + strings.TrimPrefix(schema, "lw_")
-	if len(role) > 63 {
-		role = role[:63]
-	}
+	role := testRole(schema)
 	r := pgx.Identifier{role}.Sanitize()
 	_, quoted := leaseTable(schema)
 	mustExec(t, admin, `CREATE ROLE `+r+` LOGIN`)

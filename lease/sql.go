@@ -1,11 +1,43 @@
 package lease
 
-import "strconv"
+import "github.com/redbite/leasewrap/lease/schema"
 
-// statements holds the SQL for one table. The table name is quoted once with
-// pgx.Identifier.Sanitize; every value is a bind parameter.
+// Every statement of the protocol is one constant below, its text in one
+// place with its parameters named in the comment above it. A statement
+// names its tables {lease} and {history}; newStatements renders them all
+// once per Store with the names schema.For quoted (see schema.Render).
+// Every value is a bind parameter. A lease is live while expires_at >
+// now(); all times come from the database clock, and durations are passed
+// in microseconds.
+//
+// A statement that also writes the history (its name ends in Recording)
+// is the plain one with CTEs added, so that a run is recorded in the same
+// statement as the take or release that ends it, or not at all.
+
+// statements are a Store's statements, rendered for its tables.
 type statements struct {
-	acquire, holder, renew, release, releaseAny, status, startAttempt string
+	take, takeRecording, takeSlots, takeSlotsRecording string
+	holder, renew, startAttempt                        string
+	release, releaseRecording, releasePruning          string
+	releaseAny, recordAttempt, recordLost              string
+}
+
+func newStatements(o schema.Objects) statements {
+	return statements{
+		take:               o.Render(takeSQL),
+		takeRecording:      o.Render(takeRecordingSQL),
+		takeSlots:          o.Render(takeSlotsSQL),
+		takeSlotsRecording: o.Render(takeSlotsRecordingSQL),
+		holder:             o.Render(holderSQL),
+		renew:              o.Render(renewSQL),
+		startAttempt:       o.Render(startAttemptSQL),
+		release:            o.Render(releaseSQL),
+		releaseRecording:   o.Render(releaseRecordingSQL),
+		releasePruning:     o.Render(releasePruningSQL),
+		releaseAny:         o.Render(releaseAnySQL),
+		recordAttempt:      o.Render(recordAttemptSQL),
+		recordLost:         o.Render(recordLostSQL),
+	}
 }
 
 // takeSet is what a take writes over the row it takes: the new holder, a
@@ -28,99 +60,9 @@ const takeSet = `job_name = excluded.job_name,
 // every new fencing token.
 const clockToken = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 
-// heldState says how a live lease is held: StateHeld, StateKept (the
-// command finished, hold-for keeps it) or StateReleasing (an operator asked
-// the holder to stop). A release without hold-for (or after it ran out, or
-// forced) sets expires_at to its own now(), so expires_at <= released_at:
-// that lease is StateReleased even where it still looks live, to a
-// statement whose now() is older than the release (the first take of a
-// wrapper runs after its shape checks, in their transaction, and a release
-// that commits in between looks live to it for those milliseconds), or
-// when the row is read after its expiry.
-const heldState = `CASE WHEN released_at IS NULL THEN 'held' WHEN expires_at <= released_at THEN 'released'
-  WHEN last_finished_at IS NOT NULL THEN 'kept' ELSE 'releasing' END`
-
-// leaseState is the state of any lease row: heldState while it is live,
-// else StateReleased (handed back) or StateExpired (never released).
-const leaseState = `CASE WHEN expires_at > now() THEN ` + heldState + ` WHEN released_at IS NOT NULL THEN 'released' ELSE 'expired' END`
-
-// A lease is live while expires_at > now(); all times come from the database
-// clock. Durations are passed in microseconds.
-func newStatements(table string) statements {
-	return statements{
-		// See acquireSQL.
-		acquire: acquireSQL(table, ""),
-
-		holder: `SELECT holder,
-  ` + micros + `,
-  fencing_token, ` + heldState + `
-FROM ` + table + ` WHERE job_name = $1::text`,
-
-		// A lease an operator released is not renewed: the holder must stop.
-		// When nothing was renewed, the row as it was says why: gone or with
-		// an older token (a lost write), released, or taken over.
-		renew: `WITH renewed AS (
-  UPDATE ` + table + ` SET
-    expires_at = now() + $4::bigint * interval '1 microsecond',
-    renewed_at = now()
-  WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint
-    AND released_at IS NULL
-  RETURNING 1)
-SELECT EXISTS (SELECT FROM renewed), l.fencing_token, l.holder, coalesce(l.released_at IS NOT NULL, false)
-FROM (VALUES (1)) AS one LEFT JOIN ` + table + ` AS l ON l.job_name = $1::text`,
-
-		release: releaseSQL(table, "", false),
-
-		// The next attempt of a run (--retries) starts now, under the same
-		// lease and token, and only if the lease is still this holder's: it
-		// is a renewal too, with renew's conditions and answer, so that an
-		// attempt never starts on a lease that was released, taken over or
-		// deleted during the wait.
-		startAttempt: `WITH started AS (
-  UPDATE ` + table + ` SET
-    expires_at = now() + $4::bigint * interval '1 microsecond',
-    renewed_at = now(),
-    last_started_at = now(),
-    last_exit_code = NULL
-  WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint
-    AND released_at IS NULL
-  RETURNING 1)
-SELECT EXISTS (SELECT FROM started), l.fencing_token, l.holder, coalesce(l.released_at IS NOT NULL, false)
-FROM (VALUES (1)) AS one LEFT JOIN ` + table + ` AS l ON l.job_name = $1::text`,
-
-		// An operator's release of a live lease. With $3 (force) the lease is
-		// free at once, for a holder known to be dead; without, it is only
-		// marked: the holder's next renewal fails, it stops its command and
-		// its own release frees the lease, so two commands never overlap.
-		releaseAny: `WITH released AS (
-  UPDATE ` + table + ` SET released_at = now(),
-    expires_at = CASE WHEN $3::boolean THEN now() ELSE expires_at END
-  WHERE job_name = $1::text AND ($2::text IS NULL OR holder = $2::text) AND expires_at > now()
-    AND (released_at IS NULL OR $3::boolean) AND ($5::bigint IS NULL OR fencing_token = $5::bigint)
-  RETURNING job_name, slot, holder, fencing_token)
-SELECT holder, fencing_token, CASE WHEN $3::boolean THEN pg_notify($4::text, ` + baseJob + `)::text END FROM released`,
-
-		// Slot rows (slot > 1) are named job#slot and shown under their job.
-		status: `SELECT ` + baseJob + ` AS job, holder, fencing_token,
-  ` + micros + `,
-  ` + leaseState + `,
-  last_started_at, last_finished_at, last_exit_code, last_holder, coalesce(slot, 1), coalesce(slots, 1)
-FROM ` + table + ` WHERE $1::text IS NULL OR job_name = $1::text OR (slot > 1 AND job_name = $1::text || '#' || slot)
-ORDER BY job, coalesce(slot, 1)`,
-	}
-}
-
-// baseJob is a lease row's job: its name, less the "#N" of a slot row.
-const baseJob = `CASE WHEN slot > 1 THEN left(job_name, length(job_name) - length('#' || slot)) ELSE job_name END`
-
-// micros is how long until expiry, in microseconds (negative once expired).
-const micros = `(extract(epoch FROM expires_at - now()) * 1000000)::bigint`
-
-// acquireSQL is the take of a single-slot job. With a history table, the
-// same statement closes the run of a holder that never released (it
-// crashed, or was cut off) as lost, from the row as this statement found
-// it; the take is conditional on the token it read, so that the run it
-// closes is the one it replaced.
+// takeSQL is the take of a single-slot job: $1 job, $2 holder, $3 TTL. It
+// answers one row: taken, token, and when not taken the holder, its
+// microseconds left, its state (schema.HeldState) and the row's slots.
 //
 // Takes a free or expired row; a live one (even our own id's) is left
 // alone, so RETURNING gives no row. The token rises on every take and
@@ -130,84 +72,223 @@ const micros = `(extract(epoch FROM expires_at - now()) * 1000000)::bigint`
 // makes the take lock the row like a key update, so it waits for any
 // transaction in which leasewrap_check holds the row FOR KEY SHARE;
 // renewals do not, and do not wait. A row of a job run with --slots N > 1
-// (slots is set) is not taken: the caller refuses the mismatch.
+// (slots is set) is not taken: the caller refuses the mismatch. The take
+// is conditional on the token it read, so that a run takeRecordingSQL
+// closes is the one it replaced.
 //
 // One round trip either way: when the take does not happen, the same
 // statement reads the holder it found, from the statement's snapshot (a
 // CTE's SELECT does not see the INSERT's row).
-func acquireSQL(table, history string) string {
-	lost := ""
-	if history != "" {
-		lost = `,
+const takeSQL = takeCTEs + takeAnswer
+
+// takeRecordingSQL is takeSQL that also closes the run of a holder that
+// never released (it crashed, or was cut off) as lost, from the row as the
+// statement found it. The run's attempt is one more than the attempts of
+// its lease (job, token) already recorded (--retries).
+const takeRecordingSQL = takeCTEs + `,
 lost AS (
-  INSERT INTO ` + history + ` (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome)
-  SELECT $1::text, 1, o.holder, o.fencing_token, ` + nextAttempt(history, "$1::text", "o.fencing_token") + `,
+  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome)
+  SELECT $1::text, 1, o.holder, o.fencing_token,
+    1 + (SELECT count(*) FROM {history} h WHERE h.job_name = $1::text AND h.fencing_token = o.fencing_token),
     o.last_started_at, greatest(o.expires_at, o.last_started_at), '` + OutcomeLost + `'
-  FROM old o WHERE EXISTS (SELECT FROM taken) AND o.last_started_at IS NOT NULL AND o.last_finished_at IS NULL)`
-	}
-	return `WITH old AS (
-  SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at FROM ` + table + ` WHERE job_name = $1::text),
+  FROM old o WHERE EXISTS (SELECT FROM taken) AND o.last_started_at IS NOT NULL AND o.last_finished_at IS NULL)` + takeAnswer
+
+const takeCTEs = `WITH old AS (
+  SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at FROM {lease} WHERE job_name = $1::text),
 taken AS (
-INSERT INTO ` + table + ` AS l
+INSERT INTO {lease} AS l
   (job_name, holder, expires_at, fencing_token, acquired_at, renewed_at, last_started_at, last_holder)
 VALUES ($1::text, $2::text, now() + $3::bigint * interval '1 microsecond', ` + clockToken + `, now(), now(), now(), $2)
 ON CONFLICT (job_name) DO UPDATE SET
   ` + takeSet + `
 WHERE l.expires_at <= now() AND coalesce(l.slots, 1) = 1
   AND l.fencing_token = (SELECT fencing_token FROM old)
-RETURNING fencing_token)` + lost + `
+RETURNING fencing_token)`
+
+const takeAnswer = `
 SELECT true, fencing_token, NULL::text, NULL::bigint, NULL::text, 1 FROM taken
 UNION ALL
-SELECT false, fencing_token, holder, ` + micros + `, ` + heldState + `, coalesce(slots, 1)
-FROM ` + table + ` WHERE job_name = $1::text AND NOT EXISTS (SELECT FROM taken)`
-}
+SELECT false, fencing_token, holder, ` + schema.ExpiresInMicros + `, ` + schema.HeldState + `, coalesce(slots, 1)
+FROM {lease} WHERE job_name = $1::text AND NOT EXISTS (SELECT FROM taken)`
 
-// nextAttempt numbers a run closed for its holder: one more than the
-// attempts of its lease (job, token) already recorded (--retries).
-func nextAttempt(history, job, token string) string {
-	return `1 + (SELECT count(*) FROM ` + history + ` h WHERE h.job_name = ` + job + ` AND h.fencing_token = ` + token + `)`
-}
+// takeSlotsSQL takes the lowest free slot of a job with $4 slots: $1 job,
+// $2 holder, $3 TTL. It takes nothing when the job's first row records
+// another number of slots (unless that is one, and the row is free: no
+// other row can be live then), or when a row it would use is another
+// job's (a job named "x#2"), and then reports which. Instances of the job
+// all try its lowest free slot first, so two with different numbers
+// meet on the same row, where only one can win. Like the single-slot take,
+// it is conditional on the token it read. When no slot is free it reports
+// the live slot that expires first. It answers: taken, token, slot,
+// holder, microseconds left, state, the slots recorded, the foreign row,
+// and whether a slot looked free.
+const takeSlotsSQL = takeSlotsCTEs + takeSlotsAnswer
+
+// takeSlotsRecordingSQL is takeSlotsSQL that also closes the run of a
+// holder that never released as lost (see takeRecordingSQL).
+const takeSlotsRecordingSQL = takeSlotsCTEs + `,
+lost AS (
+  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome)
+  SELECT $1::text, p.slot, p.holder, p.fencing_token,
+    1 + (SELECT count(*) FROM {history} h WHERE h.job_name = $1::text AND h.fencing_token = p.fencing_token),
+    p.last_started_at, greatest(p.expires_at, p.last_started_at), '` + OutcomeLost + `'
+  FROM pick p WHERE EXISTS (SELECT FROM taken) AND p.present AND p.last_started_at IS NOT NULL AND p.last_finished_at IS NULL)` + takeSlotsAnswer
+
+const takeSlotsCTEs = `WITH want AS (
+  SELECT g AS slot, CASE WHEN g = 1 THEN $1::text ELSE $1::text || '#' || g END AS name
+  FROM generate_series(1, $4::integer) AS g),
+cur AS (
+  SELECT w.slot, w.name, l.job_name IS NOT NULL AS present,
+    l.job_name IS NOT NULL AND coalesce(l.slot, 1) <> w.slot AS foreign_row,
+    l.fencing_token, l.holder, l.expires_at, l.released_at, l.last_started_at, l.last_finished_at,
+    CASE WHEN w.slot = 1 AND l.job_name IS NOT NULL THEN coalesce(l.slots, 1) END AS recorded
+  FROM want w LEFT JOIN {lease} AS l ON l.job_name = w.name),
+verdict AS (
+  SELECT (SELECT recorded FROM cur WHERE slot = 1) AS recorded,
+    (SELECT NOT present OR expires_at <= now() FROM cur WHERE slot = 1) AS first_free,
+    (SELECT min(name) FROM cur WHERE foreign_row) AS foreign_name),
+pick AS (
+  SELECT c.* FROM cur c, verdict v
+  WHERE (NOT c.present OR c.expires_at <= now()) AND v.foreign_name IS NULL
+    AND (coalesce(v.recorded, $4) = $4 OR v.recorded = 1 AND v.first_free)
+  ORDER BY c.slot LIMIT 1),
+taken AS (
+INSERT INTO {lease} AS l
+  (job_name, holder, expires_at, fencing_token, acquired_at, renewed_at, last_started_at, last_holder, slot, slots)
+SELECT name, $2::text, now() + $3::bigint * interval '1 microsecond', ` + clockToken + `, now(), now(), now(), $2, slot, $4
+FROM pick
+ON CONFLICT (job_name) DO UPDATE SET
+  ` + takeSet + `,
+  slot = excluded.slot,
+  slots = excluded.slots
+WHERE l.expires_at <= now() AND l.fencing_token = (SELECT fencing_token FROM pick)
+RETURNING fencing_token, slot)`
+
+const takeSlotsAnswer = `
+SELECT true, t.fencing_token, t.slot, NULL::text, NULL::bigint, NULL::text, NULL::integer, NULL::text, false
+FROM taken t
+UNION ALL
+(SELECT false, coalesce(c.fencing_token, 0), c.slot, c.holder, ` + schema.ExpiresInMicros + `, ` + schema.HeldState + `,
+  v.recorded, v.foreign_name, EXISTS (SELECT FROM pick)
+FROM cur c, verdict v WHERE NOT EXISTS (SELECT FROM taken)
+ORDER BY (c.present AND c.expires_at > now()) DESC, c.expires_at LIMIT 1)`
+
+// holderSQL reads who holds $1 (a job's row) and for how long, with a
+// plain SELECT that writes and locks nothing: holder, microseconds left,
+// token, state.
+const holderSQL = `SELECT holder,
+  ` + schema.ExpiresInMicros + `,
+  fencing_token, ` + schema.HeldState + `
+FROM {lease} WHERE job_name = $1::text`
+
+// renewSQL extends a lease: $1 row, $2 holder, $3 token, $4 TTL. A lease
+// an operator released is not renewed: the holder must stop. It answers
+// renewed, and the row as it was (token, holder, released), which says why
+// when nothing was renewed: gone or with an older token (a lost write),
+// released, or taken over.
+const renewSQL = `WITH renewed AS (
+  UPDATE {lease} SET
+    expires_at = now() + $4::bigint * interval '1 microsecond',
+    renewed_at = now()
+  WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint
+    AND released_at IS NULL
+  RETURNING 1)
+SELECT EXISTS (SELECT FROM renewed), l.fencing_token, l.holder, coalesce(l.released_at IS NOT NULL, false)
+FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = $1::text`
+
+// startAttemptSQL starts the next attempt of a run (--retries) now, under
+// the same lease and token, and only if the lease is still this holder's:
+// it is a renewal too, with renewSQL's parameters, conditions and answer,
+// so that an attempt never starts on a lease that was released, taken over
+// or deleted during the wait.
+const startAttemptSQL = `WITH started AS (
+  UPDATE {lease} SET
+    expires_at = now() + $4::bigint * interval '1 microsecond',
+    renewed_at = now(),
+    last_started_at = now(),
+    last_exit_code = NULL
+  WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint
+    AND released_at IS NULL
+  RETURNING 1)
+SELECT EXISTS (SELECT FROM started), l.fencing_token, l.holder, coalesce(l.released_at IS NOT NULL, false)
+FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = $1::text`
 
 // releaseSQL hands a lease back: $1 row, $2 holder, $3 token, $4 hold-for,
-// $5 exit code, $6 channel, $7 job (the notification's payload), and with
-// a history table $8 slot, $9 outcome (NULL: no run to record), $10 the
-// attempt, and with pruning $11 the history to keep. The run is recorded in the same
-// statement as the release, only if the release happened. Pruning deletes
-// at most pruneBatch of this job's own runs older than its keep: each job
-// keeps its runs as long as its own --history-keep says (0, for ever,
-// holds whatever other jobs ask). The runs are this job's by $7, the name
-// the history records (a slot's runs carry the job's, not the row's), and
-// are found through the (job_name, finished_at) index, oldest first, so a
+// $5 exit code, $6 channel, $7 job (the notification's payload). A lease
+// that already expired keeps its expiry: hold-for must not bring it back
+// after an operator released it. The notification goes out with the
+// commit, to standbys listening on the table's channel.
+const releaseSQL = releaseCTE + releaseAnswer
+
+// releaseRecordingSQL is releaseSQL that also records the run, only if the
+// release happened: $8 slot, $9 outcome (NULL: no run to record), $10 the
+// attempt.
+const releaseRecordingSQL = releaseCTE + releaseRun + releaseAnswer
+
+// releasePruningSQL is releaseRecordingSQL that also deletes at most 100 of
+// this job's own runs older than $11, the history to keep: each job keeps
+// its runs as long as its own --history-keep says (0, for ever, holds
+// whatever other jobs ask). The runs are this job's by $7, the name the
+// history records (a slot's runs carry the job's, not the row's), and are
+// found through the (job_name, finished_at) index, oldest first, so a
 // release never scans the history.
-//
-// A lease that already expired keeps its expiry: hold-for must not bring
-// it back after an operator released it. The notification goes out with
-// the commit, to standbys listening on the table's channel.
-func releaseSQL(table, history string, prune bool) string {
-	extra := ""
-	if history != "" {
-		extra = `,
-run AS (
-  INSERT INTO ` + history + ` (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome)
-  SELECT $7::text, $8::integer, $2::text, $3::bigint, $10::integer, coalesce(last_started_at, last_finished_at), last_finished_at,
-    $5::integer, $9::text
-  FROM released WHERE $9::text IS NOT NULL)`
-	}
-	if history != "" && prune {
-		extra += `,
+const releasePruningSQL = releaseCTE + releaseRun + `,
 pruned AS (
-  DELETE FROM ` + history + ` WHERE ctid = ANY (ARRAY(SELECT ctid FROM ` + history + `
+  DELETE FROM {history} WHERE ctid = ANY (ARRAY(SELECT ctid FROM {history}
     WHERE job_name = $7::text AND finished_at < now() - $11::bigint * interval '1 microsecond'
-    ORDER BY job_name, finished_at LIMIT ` + strconv.Itoa(pruneBatch) + `)))`
-	}
-	return `WITH released AS (
-  UPDATE ` + table + ` SET
+    ORDER BY job_name, finished_at LIMIT 100)))` + releaseAnswer
+
+const releaseCTE = `WITH released AS (
+  UPDATE {lease} SET
     expires_at = CASE WHEN expires_at <= now() THEN expires_at
       ELSE greatest(now(), acquired_at + $4::bigint * interval '1 microsecond') END,
     released_at = now(),
     last_finished_at = now(),
     last_exit_code = $5::integer
   WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint
-  RETURNING expires_at <= now() AS free, last_started_at, last_finished_at)` + extra + `
+  RETURNING expires_at <= now() AS free, last_started_at, last_finished_at)`
+
+const releaseRun = `,
+run AS (
+  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome)
+  SELECT $7::text, $8::integer, $2::text, $3::bigint, $10::integer, coalesce(last_started_at, last_finished_at), last_finished_at,
+    $5::integer, $9::text
+  FROM released WHERE $9::text IS NOT NULL)`
+
+const releaseAnswer = `
 SELECT CASE WHEN free THEN pg_notify($6::text, $7::text)::text END FROM released`
-}
+
+// releaseAnySQL is an operator's release of a live lease: $1 row, $2
+// holder (NULL: whoever's), $3 force, $4 channel, $5 token (NULL: any).
+// With force the lease is free at once, for a holder known to be dead;
+// without, it is only marked: the holder's next renewal fails, it stops
+// its command and its own release frees the lease, so two commands never
+// overlap. It answers the holder and token released.
+const releaseAnySQL = `WITH released AS (
+  UPDATE {lease} SET released_at = now(),
+    expires_at = CASE WHEN $3::boolean THEN now() ELSE expires_at END
+  WHERE job_name = $1::text AND ($2::text IS NULL OR holder = $2::text) AND expires_at > now()
+    AND (released_at IS NULL OR $3::boolean) AND ($5::bigint IS NULL OR fencing_token = $5::bigint)
+  RETURNING job_name, slot, holder, fencing_token)
+SELECT holder, fencing_token, CASE WHEN $3::boolean THEN pg_notify($4::text, ` + schema.BaseJob + `)::text END FROM released`
+
+// recordAttemptSQL records an attempt that ended while a retry follows:
+// $1 row, $2 holder, $3 token, $4 job, $5 slot, $6 attempt, $7 exit code,
+// $8 outcome. The lease row forgets the attempt's start, so that a crash
+// during the wait for the next one closes no run twice.
+const recordAttemptSQL = `WITH ended AS (
+  UPDATE {lease} AS l SET last_started_at = NULL, last_exit_code = $7::integer
+  FROM (SELECT last_started_at FROM {lease} WHERE job_name = $1::text) AS o
+  WHERE l.job_name = $1::text AND l.holder = $2::text AND l.fencing_token = $3::bigint
+  RETURNING l.holder, l.fencing_token, o.last_started_at AS started)
+INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome)
+SELECT $4::text, $5::integer, holder, fencing_token, $6::integer, coalesce(started, now()), now(), $7::integer, $8::text
+FROM ended`
+
+// recordLostSQL records a run whose lease ended while no command ran: $1
+// job, $2 slot, $3 holder, $4 token, $5 attempt, $6 exit code, $7 outcome;
+// not when the history already has this attempt (or a later one) of this
+// lease.
+const recordLostSQL = `INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome)
+SELECT $1::text, $2::integer, $3::text, $4::bigint, $5::integer, now(), now(), $6::integer, $7::text
+WHERE NOT EXISTS (SELECT FROM {history} WHERE job_name = $1::text AND fencing_token = $4::bigint AND attempt >= $5::integer)`

@@ -17,6 +17,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/rs/zerolog"
+
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
+	"github.com/redbite/leasewrap/lease/schema"
 )
 
 // DB is the part of *pgxpool.Pool and *pgx.Conn a Store uses. A pool is the
@@ -42,15 +45,44 @@ type Store struct {
 	// channel is where releases are announced (NOTIFY) to standbys.
 	channel string
 
-	schemaMu    sync.Mutex
-	schemaReady bool
+	// checked is nil until the tables are known to be right, then what
+	// was found, in one value: a take that sees the tables checked also
+	// sees whether runs are recorded. migrating serialises the slow path
+	// (catalog and DDL); the fast path never waits for it.
+	checked   atomic.Pointer[tablesChecked]
+	migrating sync.Mutex
 
-	// history is the run history table; hist holds the statements that
-	// write to it, once the schema says it can be used (nil: runs are
-	// not recorded). slotsSQL is the multi-slot take without history.
-	history  pgx.Identifier
-	hist     atomic.Pointer[historyStatements]
-	slotsSQL string
+	// objects names the tables and the fencing function.
+	objects schema.Objects
+}
+
+// tablesChecked is what a Store found once its tables were checked.
+type tablesChecked struct {
+	// hist holds the statements that also write the history (nil: runs
+	// are not recorded).
+	hist *historyStatements
+}
+
+// hist returns the statements that also write the history, or nil when
+// runs are not recorded (or the tables are not checked yet).
+func (s *Store) hist() *historyStatements {
+	if c := s.checked.Load(); c != nil {
+		return c.hist
+	}
+	return nil
+}
+
+// dropHistory stops recording runs, and reports whether this call did.
+func (s *Store) dropHistory() bool {
+	for {
+		c := s.checked.Load()
+		if c == nil || c.hist == nil {
+			return false
+		}
+		if s.checked.CompareAndSwap(c, &tablesChecked{}) {
+			return true
+		}
+	}
 }
 
 // New returns a Store that keeps leases in db. It checks the options but does
@@ -65,6 +97,7 @@ func New(db DB, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.Timings = TimingsFor(cfg.ttl, cfg.timings)
 	if err := cfg.Timings.Check(); err != nil {
 		return nil, err
 	}
@@ -81,14 +114,13 @@ func New(db DB, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("invalid history keep %s: must not be negative", cfg.historyKeep)
 	}
 	return &Store{
-		db:       db,
-		cfg:      cfg,
-		table:    table,
-		log:      cfg.log,
-		sql:      newStatements(table.Sanitize()),
-		channel:  channelFor(table),
-		history:  HistoryTable(table),
-		slotsSQL: acquireSlotsSQL(table.Sanitize(), ""),
+		db:      db,
+		cfg:     cfg,
+		table:   table,
+		log:     cfg.log,
+		sql:     newStatements(schema.For(table)),
+		channel: channelFor(table),
+		objects: schema.For(table),
 	}, nil
 }
 
@@ -249,14 +281,13 @@ func (s *Store) tryAcquireOnce(ctx context.Context, db DB, job string, budget ti
 		holder, state *string
 		expiresMicros *int64
 	)
-	err = s.acquireRow(ctx, db, job, s.cfg.holder, s.cfg.TTL.Microseconds()).
-		Scan(&taken, &token, &holder, &expiresMicros, &state, &slots)
-	var schemaErr *schemaStepError
-	if errors.As(err, &schemaErr) {
-		return nil, schemaErr.err
+	checkErr, err := s.take(ctx, db, []any{job, s.cfg.holder, s.cfg.TTL.Microseconds()},
+		[]any{&taken, &token, &holder, &expiresMicros, &state, &slots})
+	if checkErr != nil {
+		return nil, checkErr
 	}
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		err = fmt.Errorf("cannot acquire lease %q: %w", job, classify(err))
+		err = fmt.Errorf("cannot acquire lease %q: %w", job, pgerr.Classify(err))
 		s.cfg.observer.Failed(err)
 		return nil, err
 	}
@@ -305,7 +336,7 @@ func (s *Store) readHolder(ctx context.Context, db DB, job string) (*HeldError, 
 	case errors.Is(err, pgx.ErrNoRows):
 		return e, nil
 	case err != nil:
-		return nil, fmt.Errorf("cannot read holder of lease %q: %w", job, classify(err))
+		return nil, fmt.Errorf("cannot read holder of lease %q: %w", job, pgerr.Classify(err))
 	}
 	e.ExpiresIn = time.Duration(expiresInMicros) * time.Microsecond
 	return e, nil

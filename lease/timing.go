@@ -62,20 +62,61 @@ func SafetyMargin(ttl time.Duration) time.Duration { return ttl / 20 }
 // the grace plus the safety margin.
 func (t Timings) StopBefore() time.Duration { return t.Grace + SafetyMargin(t.TTL) }
 
-// TimingError reports timings that cannot keep a lease safe. Fields names
-// every setting that needs to change, as the Timings field names them
-// ("TTL", "RenewInterval", ...); Fix holds values that satisfy the rule.
+// Setting names one of the four timings, as the command line and the
+// environment do (--ttl, LEASEWRAP_TTL), so that an error about it can
+// say which to change in the words its reader set it with.
+type Setting string
+
+// The four timings.
+const (
+	SettingTTL           Setting = "ttl"
+	SettingRenewInterval Setting = "renew-interval"
+	SettingRetryInterval Setting = "retry-interval"
+	SettingGrace         Setting = "grace"
+)
+
+// Of returns the timing s names in t.
+func (s Setting) Of(t Timings) time.Duration {
+	return *s.in(&t)
+}
+
+func (s Setting) in(t *Timings) *time.Duration {
+	switch s {
+	case SettingRenewInterval:
+		return &t.RenewInterval
+	case SettingRetryInterval:
+		return &t.RetryInterval
+	case SettingGrace:
+		return &t.Grace
+	}
+	return &t.TTL
+}
+
+// TimingsFor returns the timings of a lease with ttl: those in set as
+// given, the others following the TTL (DeriveTimings). It is how both
+// New and the command line fill in what was not set.
+func TimingsFor(ttl time.Duration, set map[Setting]time.Duration) Timings {
+	t := DeriveTimings(ttl)
+	for s, d := range set {
+		*s.in(&t) = d
+	}
+	return t
+}
+
+// TimingError reports timings that cannot keep a lease safe. Settings
+// names every timing that needs to change; Fix holds values that satisfy
+// the rule.
 type TimingError struct {
-	Fields []string
+	Settings []Setting
 	Timings
 	Msg string
 	// Fix is a set of timings that would be accepted; zero when no change of
-	// the named fields alone can help.
+	// the named settings alone can help.
 	Fix Timings
 }
 
 func (e *TimingError) Error() string {
-	return fmt.Sprintf("invalid %v: %s", e.Fields, e.Msg)
+	return fmt.Sprintf("invalid %v: %s", e.Settings, e.Msg)
 }
 
 // Check reports whether the timings can be safe together: all positive and
@@ -85,27 +126,27 @@ func (e *TimingError) Error() string {
 // to stop.
 func (t Timings) Check() error {
 	for _, d := range []struct {
-		field      string
+		setting    Setting
 		value, min time.Duration
-	}{{"TTL", t.TTL, time.Microsecond}, {"RenewInterval", t.RenewInterval, MinRenewInterval},
-		{"RetryInterval", t.RetryInterval, MinRetryInterval}, {"Grace", t.Grace, time.Microsecond}} {
+	}{{SettingTTL, t.TTL, time.Microsecond}, {SettingRenewInterval, t.RenewInterval, MinRenewInterval},
+		{SettingRetryInterval, t.RetryInterval, MinRetryInterval}, {SettingGrace, t.Grace, time.Microsecond}} {
 		if d.value <= 0 {
-			return &TimingError{Fields: []string{d.field}, Timings: t, Msg: "must be positive"}
+			return &TimingError{Settings: []Setting{d.setting}, Timings: t, Msg: "must be positive"}
 		}
 		if d.value < d.min {
-			return &TimingError{Fields: []string{d.field}, Timings: t, Msg: fmt.Sprintf("must be at least %s", d.min)}
+			return &TimingError{Settings: []Setting{d.setting}, Timings: t, Msg: fmt.Sprintf("must be at least %s", d.min)}
 		}
 	}
 	if t.TTL%time.Microsecond != 0 {
-		return &TimingError{Fields: []string{"TTL"}, Timings: t, Msg: "must be a whole number of microseconds"}
+		return &TimingError{Settings: []Setting{SettingTTL}, Timings: t, Msg: "must be a whole number of microseconds"}
 	}
 	if t.RenewInterval+t.Grace+t.RetryInterval+SafetyMargin(t.TTL) < t.TTL {
 		return nil
 	}
 	fix := DeriveTimings(t.TTL)
 	return &TimingError{
-		Fields:  []string{"TTL", "RenewInterval", "Grace", "RetryInterval"},
-		Timings: t,
+		Settings: []Setting{SettingTTL, SettingRenewInterval, SettingGrace, SettingRetryInterval},
+		Timings:  t,
 		Msg: fmt.Sprintf("renew interval (%s) + grace (%s) + retry interval (%s) + 5%% of the TTL must stay under the TTL (%s)",
 			t.RenewInterval, t.Grace, t.RetryInterval, t.TTL),
 		Fix: fix,

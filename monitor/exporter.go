@@ -14,6 +14,7 @@ import (
 
 	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 // RunsWindow is how far back leasewrap_job_runs counts finished runs.
@@ -22,9 +23,9 @@ const RunsWindow = 24 * time.Hour
 // DefaultScrapeTimeout bounds the database's answer to one scrape.
 const DefaultScrapeTimeout = 5 * time.Second
 
-// Summarizer is what an Exporter reads the jobs from (*lease.Store has it).
+// Summarizer is what an Exporter reads the jobs from (*inspect.Reader has it).
 type Summarizer interface {
-	Summaries(ctx context.Context, window time.Duration) ([]lease.JobSummary, error)
+	Summaries(ctx context.Context, window time.Duration) ([]inspect.JobSummary, error)
 }
 
 // Exporter is a prometheus.Collector that reads every job's lease and

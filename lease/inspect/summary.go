@@ -1,4 +1,4 @@
-package lease
+package inspect
 
 import (
 	"context"
@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-)
 
-// Outcomes lists the outcomes the history records today, in a stable
-// order, for readers that want a series for each even before it happens.
-var Outcomes = []string{OutcomeExited, OutcomeSignalled, OutcomeLost, OutcomeStopped, OutcomeCouldNotStart, OutcomeTimedOut}
+	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
+	"github.com/redbite/leasewrap/lease/schema"
+)
 
 // JobSummary is one job as a monitoring system sees it: its lease rows now
 // and its runs in the history. Times come from the database clock.
@@ -36,9 +36,9 @@ type JobSummary struct {
 	Since time.Time
 }
 
-// summarySQL reads every job of the lease table %[1]s with its history in
-// %[2]s, in one statement and one snapshot: $1 is the window of the run
-// counts, in microseconds. The jobs come from the lease table (a small
+// summarySQL reads every job of the lease table with its history, in one
+// statement and one snapshot: $1 is the window of the run counts, in
+// microseconds. The jobs come from the lease table (a small
 // table, one row per slot). Each job's newest run and newest success are
 // read from the (job_name, finished_at) index, newest first, so that a
 // scrape costs the same however long the history has grown; the job is
@@ -49,15 +49,15 @@ type JobSummary struct {
 // that keeps failing costs what the history keeps of it (--history-keep).
 // The counts read the last window's runs once, by the (finished_at) index.
 const summarySQL = `WITH rows AS (
-  SELECT ` + baseJob + ` AS job, holder, expires_at > now() AS live, coalesce(slots, 1) AS slots, coalesce(slot, 1) AS slot
-  FROM %[1]s),
+  SELECT ` + schema.BaseJob + ` AS job, holder, expires_at > now() AS live, coalesce(slots, 1) AS slots, coalesce(slot, 1) AS slot
+  FROM {lease}),
 jobs AS (
   SELECT job, max(slots) FILTER (WHERE slot = 1) AS slots, count(*) FILTER (WHERE live) AS held,
     coalesce(array_agg(DISTINCT holder ORDER BY holder) FILTER (WHERE live), '{}') AS holders
   FROM rows GROUP BY job),
 recent AS (
   SELECT job_name, array_agg(outcome ORDER BY outcome) AS outcomes, array_agg(n ORDER BY outcome) AS counts
-  FROM (SELECT job_name, outcome, count(*)::integer AS n FROM %[2]s
+  FROM (SELECT job_name, outcome, count(*)::integer AS n FROM {history}
     WHERE finished_at >= now() - $1::bigint * interval '1 microsecond' GROUP BY job_name, outcome) c
   GROUP BY job_name)
 SELECT j.job, coalesce(j.slots, 1), j.held, j.holders, now() - $1::bigint * interval '1 microsecond',
@@ -65,12 +65,12 @@ SELECT j.job, coalesce(j.slots, 1), j.held, j.holders, now() - $1::bigint * inte
   ls.finished_at, coalesce(r.outcomes, '{}'), coalesce(r.counts, '{}')
 FROM jobs j
 LEFT JOIN LATERAL (
-  SELECT slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome FROM %[2]s h
+  SELECT slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome FROM {history} h
   WHERE h.job_name >= j.job AND h.job_name <= j.job
   ORDER BY h.job_name DESC, h.finished_at DESC, h.started_at DESC, h.fencing_token DESC LIMIT 1) lr ON true
 LEFT JOIN LATERAL (
-  SELECT finished_at FROM %[2]s h
-  WHERE h.job_name >= j.job AND h.job_name <= j.job AND h.outcome = '` + OutcomeExited + `' AND h.exit_code = 0
+  SELECT finished_at FROM {history} h
+  WHERE h.job_name >= j.job AND h.job_name <= j.job AND h.outcome = '` + lease.OutcomeExited + `' AND h.exit_code = 0
   ORDER BY h.job_name DESC, h.finished_at DESC LIMIT 1) ls ON true
 LEFT JOIN recent r ON r.job_name = j.job
 ORDER BY j.job`
@@ -79,13 +79,12 @@ ORDER BY j.job`
 // of it, counting in Runs the runs that finished within window. It only
 // reads (one SELECT, which a role with nothing but SELECT on the two tables
 // may run) and never creates or alters a table: without the lease table it
-// returns an error wrapping ErrNoTable, without the history table one
+// returns an error matching ErrNoTable, without the history table one
 // wrapping ErrNoHistory.
-func (s *Store) Summaries(ctx context.Context, window time.Duration) ([]JobSummary, error) {
-	table, history := s.table.Sanitize(), s.history.Sanitize()
-	rows, err := s.db.Query(ctx, fmt.Sprintf(summarySQL, table, history), window.Microseconds())
+func (r *Reader) Summaries(ctx context.Context, window time.Duration) ([]JobSummary, error) {
+	rows, err := r.db.Query(ctx, r.sql.summary, window.Microseconds())
 	if err != nil {
-		return nil, s.summaryError(ctx, err)
+		return nil, r.summaryError(ctx, err)
 	}
 	var (
 		out     []JobSummary
@@ -107,32 +106,32 @@ func (s *Store) Summaries(ctx context.Context, window time.Duration) ([]JobSumma
 		return nil
 	})
 	if err != nil {
-		return nil, s.summaryError(ctx, err)
+		return nil, r.summaryError(ctx, err)
 	}
 	return out, nil
 }
 
 // summaryError says which table is missing when the summary found one
 // missing, and names the tables otherwise.
-func (s *Store) summaryError(ctx context.Context, err error) error {
-	table, history := s.table.Sanitize(), s.history.Sanitize()
-	switch sqlState(err) {
-	case codeUndefinedTable:
-	case codeUndefinedColumn:
+func (r *Reader) summaryError(ctx context.Context, err error) error {
+	table, history := r.objects.Lease, r.objects.History
+	switch pgerr.SQLState(err) {
+	case pgerr.CodeUndefinedTable:
+	case pgerr.CodeUndefinedColumn:
 		return fmt.Errorf("lease table %s or history table %s is of an older shape (run leasewrap migrate): %w", table, history, err)
 	default:
-		return fmt.Errorf("cannot read lease table %s and history table %s: %w", table, history, classify(err))
+		return fmt.Errorf("cannot read lease table %s and history table %s: %w", table, history, pgerr.Classify(err))
 	}
 	var hasTable, hasHistory bool
-	if lookErr := s.db.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL`, table, history).
+	if lookErr := r.db.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL`, table, history).
 		Scan(&hasTable, &hasHistory); lookErr != nil {
-		return fmt.Errorf("cannot read lease table %s and history table %s: %w", table, history, classify(err))
+		return fmt.Errorf("cannot read lease table %s and history table %s: %w", table, history, pgerr.Classify(err))
 	}
 	switch {
 	case !hasTable:
-		return s.noTable()
+		return r.noTable()
 	case !hasHistory:
 		return fmt.Errorf("no history table %s (run leasewrap migrate): %w", history, ErrNoHistory)
 	}
-	return fmt.Errorf("cannot read lease table %s and history table %s: %w", table, history, classify(err))
+	return fmt.Errorf("cannot read lease table %s and history table %s: %w", table, history, pgerr.Classify(err))
 }

@@ -1,8 +1,7 @@
-package lease
+package inspect
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/schema"
 )
 
 // The summary reads each job's newest run and newest success from the
@@ -22,14 +23,18 @@ func TestSummaryUsesTheJobIndex(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	s, err := New(pool, WithTable(table))
+	s, err := lease.New(pool, lease.WithTable(table))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	lt, ht := pgx.Identifier{table}.Sanitize(), HistoryTable(pgx.Identifier{table}).Sanitize()
+	r, err := Open(pool, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lt, ht := pgx.Identifier{table}.Sanitize(), schema.HistoryTable(pgx.Identifier{table}).Sanitize()
 	for _, sql := range []string{
 		`INSERT INTO ` + lt + ` (job_name, holder, expires_at, fencing_token) VALUES ('busy', 'h', now(), 1), ('failing', 'h', now(), 1)`,
 		`INSERT INTO ` + ht + ` (job_name, holder, fencing_token, started_at, finished_at, exit_code, outcome)
@@ -42,7 +47,7 @@ SELECT 'failing', 'h', g, now() - g * interval '1 hour', now() - g * interval '1
 			t.Fatal(err)
 		}
 	}
-	rows, err := pool.Query(ctx, `EXPLAIN (COSTS OFF) `+fmt.Sprintf(summarySQL, lt, ht), (24 * time.Hour).Microseconds())
+	rows, err := pool.Query(ctx, `EXPLAIN (COSTS OFF) `+r.sql.summary, (24 * time.Hour).Microseconds())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,12 +64,12 @@ WHERE indrelid = $1::regclass AND indnkeyatts = 2`, ht).Scan(&index); err != nil
 	if n := strings.Count(plan, "Index Scan Backward using "+strings.Trim(index, `"`)+" "); n != 2 {
 		t.Errorf("the newest run and the newest success are not both read backward from %s:\n%s", index, plan)
 	}
-	jobs, err := s.Summaries(ctx, 24*time.Hour)
+	jobs, err := r.Summaries(ctx, 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(jobs) != 2 || jobs[0].LastSuccess == nil || jobs[1].LastSuccess != nil || *jobs[1].LastRun.ExitCode != 1 ||
-		jobs[0].Runs[OutcomeExited] != 24*60-1 && jobs[0].Runs[OutcomeExited] != 24*60 || jobs[1].Runs[OutcomeExited] != 3 {
+		jobs[0].Runs[lease.OutcomeExited] != 24*60-1 && jobs[0].Runs[lease.OutcomeExited] != 24*60 || jobs[1].Runs[lease.OutcomeExited] != 3 {
 		t.Errorf("summaries %+v", jobs)
 	}
 }

@@ -1,0 +1,149 @@
+package inspect
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/redbite/leasewrap/lease"
+)
+
+// Run is one finished run of a job, as the history keeps it. Times come
+// from the database clock. A run closed by the next holder (its own holder
+// never released) has lease.OutcomeLost and finishes when its lease
+// expired.
+type Run struct {
+	Job          string
+	Slot         int
+	Holder       string
+	FencingToken int64
+	Attempt      int
+	StartedAt    time.Time
+	FinishedAt   time.Time
+	ExitCode     *int
+	Outcome      string
+}
+
+// Succeeded reports whether the run exited on its own with status 0, the
+// one outcome that counts as a success (in SQL: outcome = 'exited' AND
+// exit_code = 0).
+func (r Run) Succeeded() bool {
+	return r.Outcome == lease.OutcomeExited && r.ExitCode != nil && *r.ExitCode == 0
+}
+
+// HistoryQuery selects runs: Job's only when set, those that finished at
+// or after Since when set, at most Limit (all when 0), newest first.
+type HistoryQuery struct {
+	Job   string
+	Since time.Time
+	Limit int
+}
+
+// historySQL reads finished runs, newest first: $1 the job (NULL: every
+// job), $2 the earliest finish (NULL: any), $3 the most runs (NULL: all).
+const historySQL = `SELECT job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome
+FROM {history} WHERE ($1::text IS NULL OR job_name = $1::text) AND ($2::timestamptz IS NULL OR finished_at >= $2::timestamptz)
+ORDER BY finished_at DESC, started_at DESC, fencing_token DESC LIMIT $3::integer`
+
+// History reads finished runs from the history table. Without one it
+// returns an error wrapping ErrNoHistory; without the lease table, one
+// matching ErrNoTable.
+func (r *Reader) History(ctx context.Context, q HistoryQuery) ([]Run, error) {
+	if err := r.readableHistory(ctx); err != nil {
+		return nil, err
+	}
+	var job *string
+	if q.Job != "" {
+		job = &q.Job
+	}
+	var since *time.Time
+	if !q.Since.IsZero() {
+		since = &q.Since
+	}
+	var limit *int
+	if q.Limit > 0 {
+		limit = &q.Limit
+	}
+	rows, err := r.db.Query(ctx, r.sql.history, job, since, limit)
+	if err != nil {
+		return nil, r.historyError(err)
+	}
+	var (
+		out []Run
+		run Run
+	)
+	_, err = pgx.ForEachRow(rows, []any{&run.Job, &run.Slot, &run.Holder, &run.FencingToken, &run.Attempt, &run.StartedAt,
+		&run.FinishedAt, &run.ExitCode, &run.Outcome}, func() error {
+		out = append(out, run)
+		run = Run{}
+		return nil
+	})
+	if err != nil {
+		return nil, r.historyError(err)
+	}
+	return out, nil
+}
+
+// Freshness is what the history says about a job's recent runs: its newest
+// successful run and its newest run of any kind, with the database's clock.
+type Freshness struct {
+	Job string
+	// Now is the database clock when it was read.
+	Now time.Time
+	// LastSuccess is the newest run that exited 0, or nil if none is kept.
+	LastSuccess *Run
+	// LastRun is the newest run, or nil if none is kept.
+	LastRun *Run
+}
+
+// freshnessSQL reads $1's newest successful run and newest run through
+// the (job_name, finished_at) index: two probes, never a scan, however
+// long the history.
+const freshnessSQL = `SELECT now(),
+  s.slot, s.holder, s.fencing_token, s.attempt, s.started_at, s.finished_at, s.exit_code, s.outcome,
+  r.slot, r.holder, r.fencing_token, r.attempt, r.started_at, r.finished_at, r.exit_code, r.outcome
+FROM (VALUES (1)) AS one
+LEFT JOIN LATERAL (SELECT * FROM {history} WHERE job_name = $1::text AND outcome = '` + lease.OutcomeExited + `' AND exit_code = 0
+  ORDER BY finished_at DESC LIMIT 1) s ON true
+LEFT JOIN LATERAL (SELECT * FROM {history} WHERE job_name = $1::text ORDER BY finished_at DESC LIMIT 1) r ON true`
+
+// Freshness reads job's newest successful run and newest run from the
+// history. Without a history table it returns an error wrapping
+// ErrNoHistory.
+func (r *Reader) Freshness(ctx context.Context, job string) (Freshness, error) {
+	f := Freshness{Job: job}
+	if err := lease.CheckJob(job); err != nil {
+		return f, err
+	}
+	if err := r.readableHistory(ctx); err != nil {
+		return f, err
+	}
+	var success, last nullableRun
+	err := r.db.QueryRow(ctx, r.sql.freshness, job).Scan(append(append([]any{&f.Now}, success.dest()...), last.dest()...)...)
+	if err != nil {
+		return f, r.historyError(err)
+	}
+	f.LastSuccess, f.LastRun = success.run(job), last.run(job)
+	return f, nil
+}
+
+// nullableRun scans a run that a LEFT JOIN may leave out.
+type nullableRun struct {
+	slot, attempt, exitCode *int
+	holder, outcome         *string
+	token                   *int64
+	started, finished       *time.Time
+}
+
+func (n *nullableRun) dest() []any {
+	return []any{&n.slot, &n.holder, &n.token, &n.attempt, &n.started, &n.finished, &n.exitCode, &n.outcome}
+}
+
+func (n *nullableRun) run(job string) *Run {
+	if n.finished == nil {
+		return nil
+	}
+	return &Run{Job: job, Slot: *n.slot, Holder: *n.holder, FencingToken: *n.token, Attempt: *n.attempt,
+		StartedAt: *n.started, FinishedAt: *n.finished, ExitCode: n.exitCode, Outcome: *n.outcome}
+}

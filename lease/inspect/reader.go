@@ -1,0 +1,99 @@
+// Package inspect answers an operator's questions about leases and runs:
+// who holds what (Status), what ran (History), how fresh a job is
+// (Freshness) and what a monitoring system scrapes (Summaries). A Reader
+// only reads: its DB has no method that could run anything but a query,
+// its statements are SELECTs, and it never creates, alters or migrates a
+// table, so a role with nothing but SELECT on the two tables (and USAGE on
+// their schema) may use it, and a history table that is missing or broken
+// never keeps Status from answering.
+package inspect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
+	"github.com/redbite/leasewrap/lease/schema"
+)
+
+// DB is the part of *pgxpool.Pool and *pgx.Conn a Reader uses: queries,
+// and nothing that writes or opens a transaction.
+type DB interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// ErrNoTable is matched (errors.Is) by the error of a read that found no
+// lease table: a mistyped table name, or no job has run yet. Reads never
+// create it.
+var ErrNoTable = errors.New("no lease table")
+
+// ErrNoHistory means there is no history table (yet).
+var ErrNoHistory = errors.New("no run history")
+
+// Reader reads the leases of one lease table and the runs of its history.
+type Reader struct {
+	db      DB
+	table   string
+	objects schema.Objects
+	sql     statements
+}
+
+// statements are a Reader's statements, rendered for its tables.
+type statements struct {
+	status, history, freshness, summary string
+}
+
+// Open returns a Reader of the lease table table, named as lease.WithTable
+// takes it ("" for lease.DefaultTable). It does not touch the database.
+func Open(db DB, table string) (*Reader, error) {
+	if table == "" {
+		table = lease.DefaultTable
+	}
+	id, err := lease.ParseTable(table)
+	if err != nil {
+		return nil, err
+	}
+	o := schema.For(id)
+	return &Reader{db: db, table: table, objects: o, sql: statements{
+		status:    o.Render(statusSQL),
+		history:   o.Render(historySQL),
+		freshness: o.Render(freshnessSQL),
+		summary:   o.Render(summarySQL),
+	}}, nil
+}
+
+// Table returns the lease table's name as given.
+func (r *Reader) Table() string { return r.table }
+
+// noTable is the error of a read that found no lease table.
+func (r *Reader) noTable() error {
+	return fmt.Errorf("%w %s: check the table's name (leasewrap migrate or a job's first run creates it)", ErrNoTable, r.objects.Lease)
+}
+
+// readableHistory checks, without creating anything, that the lease table
+// is there (a mistyped table is not an empty history) and that the history
+// table is there and of our shape.
+func (r *Reader) readableHistory(ctx context.Context) error {
+	st, err := r.objects.Read(ctx, r.db)
+	switch {
+	case err != nil:
+		return err
+	case !st.TableExists:
+		return r.noTable()
+	case st.History.Problem != nil:
+		return fmt.Errorf("run history unavailable: %w", st.History.Problem)
+	case !st.History.Exists:
+		return fmt.Errorf("no history table %s (run leasewrap migrate, or a job with this version): %w", r.objects.History, ErrNoHistory)
+	}
+	return nil
+}
+
+// historyError is a failed read of the history table.
+func (r *Reader) historyError(err error) error {
+	return fmt.Errorf("%w: cannot read history table %s: %w", schema.ErrHistoryUnavailable, r.objects.History, pgerr.Classify(err))
+}

@@ -1,0 +1,86 @@
+package inspect
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
+	"github.com/redbite/leasewrap/lease/schema"
+)
+
+// JobStatus is one job's lease row as an operator reads it. Times come from
+// the database; ExpiresIn is measured on its clock.
+type JobStatus struct {
+	Job          string
+	Holder       string
+	State        string // lease.StateHeld, StateReleasing, StateKept, StateReleased or StateExpired
+	ExpiresIn    time.Duration
+	FencingToken int64
+	LastStarted  *time.Time
+	LastFinished *time.Time
+	LastExitCode *int
+	LastHolder   *string
+	// Slot is which of the job's Slots this row is (1 of 1 for a job with
+	// one slot).
+	Slot, Slots int
+}
+
+// Live reports whether no other holder can take the lease now.
+func (j JobStatus) Live() bool { return j.ExpiresIn > 0 }
+
+// statusSQL reads the lease rows: $1 the job (NULL: every job). Slot rows
+// (slot > 1) are named job#slot and shown under their job.
+const statusSQL = `SELECT ` + schema.BaseJob + ` AS job, holder, fencing_token,
+  ` + schema.ExpiresInMicros + `,
+  ` + schema.RowState + `,
+  last_started_at, last_finished_at, last_exit_code, last_holder, coalesce(slot, 1), coalesce(slots, 1)
+FROM {lease} WHERE $1::text IS NULL OR job_name = $1::text OR (slot > 1 AND job_name = $1::text || '#' || slot)
+ORDER BY job, coalesce(slot, 1)`
+
+// Status reads the lease rows, all of them or only job's when job is not
+// empty. Without a lease table it returns an error matching ErrNoTable,
+// and for a job without a row one matching lease.ErrNoJob. It reads the
+// lease table only, never the history.
+func (r *Reader) Status(ctx context.Context, job string) ([]JobStatus, error) {
+	st, err := r.objects.Read(ctx, r.db)
+	if err != nil {
+		return nil, err
+	}
+	if !st.TableExists {
+		return nil, r.noTable()
+	}
+	if len(st.MissingColumns) > 0 {
+		return nil, fmt.Errorf("lease table %s lacks %v: run leasewrap migrate", r.objects.Lease, st.MissingColumns)
+	}
+	var jobArg *string
+	if job != "" {
+		jobArg = &job
+	}
+	rows, err := r.db.Query(ctx, r.sql.status, jobArg)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read lease table %s: %w", r.objects.Lease, pgerr.Classify(err))
+	}
+	var (
+		out           []JobStatus
+		js            JobStatus
+		expiresMicros int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&js.Job, &js.Holder, &js.FencingToken, &expiresMicros, &js.State,
+		&js.LastStarted, &js.LastFinished, &js.LastExitCode, &js.LastHolder, &js.Slot, &js.Slots}, func() error {
+		js.ExpiresIn = time.Duration(expiresMicros) * time.Microsecond
+		out = append(out, js)
+		js = JobStatus{}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot read lease table %s: %w", r.objects.Lease, pgerr.Classify(err))
+	}
+	if job != "" && len(out) == 0 {
+		return nil, fmt.Errorf("job %q: %w", job, lease.ErrNoJob)
+	}
+	return out, nil
+}

@@ -1,0 +1,63 @@
+// Package pgerr reads PostgreSQL's errors for the lease packages: by
+// SQLSTATE, through errors.As on *pgconn.PgError, never by their text.
+package pgerr
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// SQLSTATEs leasewrap treats specially.
+const (
+	CodeReadOnly        = "25006" // read_only_sql_transaction
+	CodeUndefinedTable  = "42P01"
+	CodeUndefinedColumn = "42703"
+	CodeNoPrivilege     = "42501" // insufficient_privilege
+	CodeAdminShutdown   = "57P01"
+	// ClassAccessRule (syntax error or access rule violation) holds what a
+	// table of the wrong shape makes the take fail with: undefined_table,
+	// undefined_column (42703), undefined_function (42883),
+	// datatype_mismatch (42804), wrong_object_type (42809),
+	// invalid_column_reference (42P10: no unique index ON CONFLICT can use),
+	// and undefined_object (42704), which the shape checks raise.
+	ClassAccessRule = "42"
+	// CodeNotNull: a NOT NULL column the INSERT does not fill.
+	CodeNotNull = "23502"
+	// CodeNotInPrerequisiteState: among others, a deferrable unique
+	// constraint that ON CONFLICT cannot use as its arbiter.
+	CodeNotInPrerequisiteState = "55000"
+)
+
+var (
+	// ErrReadOnly is added to the server's refusal of a write (see lease.ErrReadOnly).
+	ErrReadOnly = errors.New("the database is read-only (a standby, or default_transaction_read_only is on): point the connection string at the primary, for example with target_session_attrs=read-write")
+	// ErrPermission is added to a missing privilege (see lease.ErrPermission).
+	ErrPermission = errors.New("the role lacks a privilege: run leasewrap migrate once as the table's owner, then GRANT SELECT, INSERT, UPDATE ON the lease table, and USAGE ON SCHEMA for a schema.table, to the role leasewrap runs as")
+)
+
+// SQLState returns the SQLSTATE of the server error in err's chain, or "".
+func SQLState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// Classify adds ErrReadOnly to the server's read-only refusal, and to pgx's
+// when target_session_attrs=read-write found no primary, and ErrPermission
+// to a missing privilege, keeping the original error in the chain.
+func Classify(err error) error {
+	if err == nil || errors.Is(err, ErrReadOnly) || errors.Is(err, ErrPermission) {
+		return err
+	}
+	switch code := SQLState(err); {
+	case code == CodeReadOnly || errors.Is(err, pgconn.ErrReadOnlyConnection):
+		return fmt.Errorf("%w: %w", ErrReadOnly, err)
+	case code == CodeNoPrivilege:
+		return fmt.Errorf("%w: %w", ErrPermission, err)
+	}
+	return err
+}

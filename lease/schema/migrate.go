@@ -1,0 +1,197 @@
+package schema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
+)
+
+// DB is what Migrate needs: *pgxpool.Pool and *pgx.Conn have it.
+type DB interface {
+	Queryer
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// lockKey serialises leasewrap's DDL across all instances: concurrent
+// CREATE TABLE IF NOT EXISTS can fail on the catalog's unique indexes.
+const lockKey int64 = 0x6c656173657772 // "leaswr"
+
+// Migrate creates the lease table, the leasewrap_check function and the
+// history table, or adds what an older lease table lacks, and returns one
+// line per change made (none when all was there) and the history table's
+// state after. It is safe to run from many instances at once. A lease
+// table that is neither leasewrap's (of any version) nor the minimal
+// three-column one is refused with an *Error and left as it is. When the
+// lease table is complete and the role may not create what else is
+// missing, nothing is changed and the error is a *FencingError, a
+// *HistoryError, or both joined.
+func (o Objects) Migrate(ctx context.Context, db DB) ([]string, HistoryState, error) {
+	st, err := o.Read(ctx, db)
+	if err != nil {
+		return nil, HistoryState{}, err
+	}
+	if st.complete() {
+		return nil, st.History, nil
+	}
+	// Skip the write transaction and its advisory lock when the only thing
+	// to do is bound to fail: a least-privileged role has no CREATE.
+	if st.TableComplete() && !st.CanCreate {
+		return nil, st.History, o.optionalMissing(st)
+	}
+	changes, err := o.migrateLocked(ctx, db)
+	var mismatch *Error
+	switch {
+	case errors.As(err, &mismatch), errors.Is(err, ErrFencingUnavailable):
+		return nil, HistoryState{}, err
+	case err != nil:
+		return nil, HistoryState{}, fmt.Errorf("cannot create or upgrade lease table %s: %w", o.Lease, pgerr.Classify(err))
+	}
+	// The history table is there now, and this role created it or could
+	// already use it.
+	hs, err := o.ReadHistory(ctx, db)
+	return changes, hs, err
+}
+
+// optionalMissing is the error for a complete lease table whose function
+// or history table this role may not create: neither stops leases.
+func (o Objects) optionalMissing(st State) error {
+	var errs []error
+	if !st.HasCheck {
+		errs = append(errs, &FencingError{Function: o.Function, Schema: st.CheckSchema})
+	}
+	if !st.History.Exists {
+		errs = append(errs, &HistoryError{Table: o.History, Schema: st.CheckSchema})
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
+}
+
+// migrateLocked runs the DDL in one transaction under the advisory lock, and
+// looks at the catalog again once it holds the lock: another instance may
+// have done the work while this one waited, or the table may have changed
+// into one that is refused. Any refusal comes before the first DDL.
+func (o Objects) migrateLocked(ctx context.Context, db DB) ([]string, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	// A long reader of the table must not make an ALTER queue for ever: it
+	// would block every renewal behind it. Give up and let the caller retry.
+	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockKey); err != nil {
+		return nil, err
+	}
+	st, err := o.Read(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	changes, err := o.migrateTable(ctx, tx, st)
+	if err != nil {
+		return nil, err
+	}
+	if !st.HasCheck {
+		change, err := o.createCheck(ctx, tx, st, len(changes) == 0)
+		if err != nil {
+			return nil, err
+		}
+		changes = append(changes, change)
+	}
+	if !st.History.Exists {
+		if err := Runs.create(ctx, tx, o.History); err != nil {
+			return nil, err
+		}
+		changes = append(changes, "created history table "+o.History)
+	}
+	return changes, tx.Commit(ctx)
+}
+
+// migrateTable creates the lease table or upgrades it to the columns and
+// NOT NULLs the statements need.
+func (o Objects) migrateTable(ctx context.Context, tx pgx.Tx, st State) ([]string, error) {
+	if !st.TableExists {
+		if err := Leases.create(ctx, tx, o.Lease); err != nil {
+			return nil, err
+		}
+		return []string{"created table " + o.Lease}, nil
+	}
+	if st.TableComplete() {
+		return nil, nil
+	}
+	var alters, done []string
+	for _, name := range st.MissingColumns {
+		alters = append(alters, "ADD COLUMN IF NOT EXISTS "+pgx.Identifier{name}.Sanitize()+" "+Leases.column(name).Def)
+	}
+	if len(st.MissingColumns) > 0 {
+		done = append(done, "added "+strings.Join(st.MissingColumns, ", "))
+	}
+	for _, name := range st.SetNotNull {
+		alters = append(alters, "ALTER COLUMN "+pgx.Identifier{name}.Sanitize()+" SET NOT NULL")
+	}
+	if len(st.SetNotNull) > 0 {
+		done = append(done, "set NOT NULL on "+strings.Join(st.SetNotNull, ", "))
+	}
+	if _, err := tx.Exec(ctx, "ALTER TABLE "+o.Lease+" "+strings.Join(alters, ", ")); err != nil {
+		return nil, o.nullsError(err)
+	}
+	return []string{fmt.Sprintf("upgraded table %s: %s", o.Lease, strings.Join(done, "; "))}, nil
+}
+
+// create creates t as name (quoted), with its indexes.
+func (t Table) create(ctx context.Context, tx pgx.Tx, name string) error {
+	defs := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		defs[i] = pgx.Identifier{c.Name}.Sanitize() + " " + c.Def
+	}
+	stmts := []string{"CREATE TABLE " + name + " (\n  " + strings.Join(defs, ",\n  ") + "\n)"}
+	for _, cols := range t.Indexes {
+		stmts = append(stmts, "CREATE INDEX ON "+name+" ("+cols+")")
+	}
+	for _, stmt := range stmts {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nullsError explains a SET NOT NULL that failed on rows holding NULL (the
+// minimal three-column table allows them): the transaction rolls back, so
+// nothing is altered, and the operator decides what those rows mean.
+func (o Objects) nullsError(err error) error {
+	var pgErr *pgconn.PgError
+	if pgerr.SQLState(err) != pgerr.CodeNotNull || !errors.As(err, &pgErr) {
+		return err
+	}
+	typ := "a column"
+	if c := Leases.column(pgErr.ColumnName); c != nil {
+		typ = c.Type
+	}
+	return &Error{Table: o.Lease, Column: pgErr.ColumnName,
+		Found: typ + " with NULL in some rows",
+		Want:  typ + " NOT NULL (give those rows a value or delete them, then run leasewrap migrate)"}
+}
+
+// createCheck creates leasewrap_check. A refusal for want of privilege is a
+// *FencingError when nothing else was to change (alone is true), so that
+// taking leases goes on without the function.
+func (o Objects) createCheck(ctx context.Context, tx pgx.Tx, st State, alone bool) (string, error) {
+	_, err := tx.Exec(ctx, "CREATE OR REPLACE FUNCTION "+o.Function+checkFunctionBody)
+	switch {
+	case alone && pgerr.SQLState(err) == pgerr.CodeNoPrivilege:
+		return "", &FencingError{Function: o.Function, Schema: st.CheckSchema}
+	case err != nil:
+		return "", err
+	}
+	return "created function " + o.Function + "(job text, token bigint, lease_table text)", nil
+}
