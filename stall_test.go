@@ -50,7 +50,9 @@ func TestWrapperFrozenDuringItsFirstTake(t *testing.T) {
 			if tc.committed {
 				pgtest.Eventually(t, 30*time.Second, "the take committed", func() bool { return d.holder(t, "j") == "frozen" })
 			} else {
-				p.WaitLog(t, "timings")
+				// The first connection is dialled inside the take, whose
+				// budget is running: the proxy's latency holds it there.
+				pgtest.Eventually(t, 30*time.Second, "the take connecting", func() bool { return proxy.Conns() > 0 })
 			}
 			if err := p.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)

@@ -82,6 +82,13 @@ func (p *Proxy) set(m mode) {
 	}
 }
 
+// Conns is how many connections, client and server sides, are open.
+func (p *Proxy) Conns() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}
+
 // Close stops the proxy and closes all its connections.
 func (p *Proxy) Close() {
 	p.ln.Close()
