@@ -3,6 +3,7 @@ package pgtest
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -182,12 +184,28 @@ func serverBinDir() string {
 	return ""
 }
 
+// freePort returns a loopback port that is free now, below the kernel's
+// ephemeral range: a port from that range, once closed, can be handed to
+// any outgoing connection or another process's bind to port 0 before the
+// server that was to listen on it binds, and a readiness check would then
+// find a stranger answering there.
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 11000 {
+				low = n
+			}
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	for range 100 {
+		port := 10000 + rand.IntN(low-10000)
+		if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			ln.Close()
+			return port
+		}
+	}
+	t.Fatal("no free loopback port below the ephemeral range")
+	return 0
 }

@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -68,12 +69,16 @@ logfile = %s
 	addr := fmt.Sprintf("127.0.0.1:%d", listen)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if conn, err := net.Dial("tcp", addr); err == nil {
-			conn.Close()
-			return addr
+		// Its own log says it listens: a dial alone could reach a stranger
+		// that took the port first.
+		log, _ := os.ReadFile(filepath.Join(dir, "log"))
+		if bytes.Contains(log, []byte("listening on "+addr)) {
+			if conn, err := net.Dial("tcp", addr); err == nil {
+				conn.Close()
+				return addr
+			}
 		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "log"))
 			t.Fatalf("pgbouncer did not listen on %s:\n%s", addr, log)
 		}
 		time.Sleep(10 * time.Millisecond)
