@@ -224,14 +224,20 @@ func (s *Schedule) missedEvery(from, to time.Time, keep int) (Span, []time.Time)
 // after from that gives more than keep of them (or lo = from). Doubling the
 // look-back keeps the walk close to keep times however long (from, to] is.
 func (s *Schedule) recent(from, to time.Time, keep int) (list []time.Time, lo time.Time) {
-	for d := time.Hour; ; d *= 2 {
-		lo = to.Add(-d)
-		if d >= to.Sub(from) || !lo.After(from) {
-			lo = from
+	total := to.Sub(from)
+	for d := time.Hour; ; {
+		lo = from
+		if d < total {
+			lo = to.Add(-d)
 		}
 		list = s.Between(lo, to, math.MaxInt)
 		if len(list) > keep || lo.Equal(from) {
 			return list, lo
+		}
+		if d > total/2 {
+			d = total
+		} else {
+			d *= 2
 		}
 	}
 }

@@ -46,13 +46,14 @@
 //     cron, and robfig/cron, use OR. The DowOrDom option restores OR.
 //   - Any field containing an upper-case H is taken for a Jenkins hash
 //     expression, so "0 0 * * THU" is refused; fields are lower-cased first.
-//   - Its own DST handling moves a time in a spring-forward gap to the same
-//     minute of the next hour (02:30 runs at 03:30, not at 03:00 as its
-//     documentation says) and runs both occurrences of a repeated hour's
-//     times after the first one (Go picks either occurrence for an ambiguous
-//     wall time). So the library only ever matches fields on wall-clock times
-//     labelled UTC, which have no transitions, and this package maps wall
-//     times to instants itself, with the rules below.
+//   - Its own DST handling, asked in the schedule's zone, gets three of this
+//     package's DST tests wrong: a time in a spring-forward gap moves to the
+//     same minute of the next hour (02:30 runs at 03:30, not at 03:00 as its
+//     documentation says), a fixed time in a repeated hour runs in both
+//     occurrences, and @daily skips the day where midnight does not exist
+//     (Asia/Beirut, 29 March 2026). So the library only ever matches fields
+//     on wall-clock times labelled UTC, which have no transitions, and this
+//     package maps wall times to instants itself, with the rules below.
 //
 // "@every D" is not left to the library either: its Every counts from the
 // instant it is asked, so two instances started at different times would

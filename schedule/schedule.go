@@ -202,8 +202,9 @@ func (s *Schedule) nextEvery(after time.Time) time.Time {
 	if after.Before(epoch) {
 		return epoch.In(after.Location())
 	}
-	k := after.Sub(epoch) / s.every // Sub saturates after 2262; fine for a schedule
-	t := epoch.Add(k * s.every)
+	// In whole seconds, which cannot overflow for any year a caller can name.
+	d := int64(s.every / time.Second)
+	t := time.Unix(after.Unix()/d*d, 0)
 	for !t.After(after) {
 		t = t.Add(s.every)
 	}

@@ -304,3 +304,16 @@ func TestParsePolicy(t *testing.T) {
 		t.Errorf("ParsePolicy(some) = %v", err)
 	}
 }
+
+// TestFarInstants: instants far from now neither overflow nor loop.
+func TestFarInstants(t *testing.T) {
+	far := time.Date(3000, 1, 1, 0, 0, 0, 1, time.UTC)
+	if got := mustParse(t, "@every 1s", "").Next(far); !got.Equal(far.Add(time.Second - 1)) {
+		t.Errorf("@every 1s after %v: %v", far, got)
+	}
+	s := mustParse(t, "0 0 29 2 *", "")
+	p := s.Plan(time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC), far, CatchUp{Policy: CatchUpNone})
+	if p.Collapsed.Count+int64(len(p.Missed)) == 0 || p.Through.After(far) {
+		t.Errorf("leap days 1900..3000: %+v", p)
+	}
+}
