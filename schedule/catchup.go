@@ -1,7 +1,6 @@
 package schedule
 
 import (
-	"fmt"
 	"math"
 	"time"
 )
@@ -50,7 +49,7 @@ func ParsePolicy(s string) (Policy, error) {
 	case CatchUpNone, CatchUpLatest, CatchUpAll:
 		return p, nil
 	}
-	return "", fmt.Errorf("%w: catch-up policy %q; valid: none, latest or all", ErrInvalid, s)
+	return "", invalid("catch-up policy %q is not one of none, latest or all", s)
 }
 
 // CatchUp configures Plan. Zero fields take the Default values.

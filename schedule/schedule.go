@@ -9,9 +9,19 @@ import (
 	cron "github.com/netresearch/go-cron"
 )
 
-// ErrInvalid is wrapped by every error Parse returns, so that callers can
-// tell bad input (exit 64) from anything else with errors.Is.
-var ErrInvalid = errors.New("invalid schedule")
+// ErrInvalid matches, with errors.Is, every error of Parse and ParsePolicy,
+// so that callers can tell bad input (exit 64) from anything else. The
+// errors themselves read as one line naming the input and what is valid.
+var ErrInvalid = errors.New("invalid schedule input")
+
+type inputError struct{ msg string }
+
+func (e *inputError) Error() string        { return e.msg }
+func (e *inputError) Is(target error) bool { return target == ErrInvalid }
+
+func invalid(format string, args ...any) error {
+	return &inputError{fmt.Sprintf(format, args...)}
+}
 
 // Schedule is a parsed spec. Its methods are safe for concurrent use.
 type Schedule struct {
@@ -54,11 +64,11 @@ var utcNames = map[string]bool{
 
 // Parse reads spec in the zone named by timezone (an IANA name such as
 // "Europe/Berlin"; empty means UTC unless the spec says CRON_TZ= or TZ=).
-// Errors wrap ErrInvalid and fit on one line.
+// Errors match ErrInvalid and fit on one line.
 func Parse(spec, timezone string) (*Schedule, error) {
 	fields := strings.Fields(spec)
 	if len(fields) == 0 {
-		return nil, fmt.Errorf("%w: schedule is empty; %s", ErrInvalid, validSyntax)
+		return nil, invalid("schedule is empty; %s", validSyntax)
 	}
 	zone, fields, err := specZone(spec, fields, timezone)
 	if err != nil {
@@ -86,11 +96,10 @@ func specZone(spec string, fields []string, timezone string) (string, []string, 
 		return timezone, fields, nil
 	}
 	if len(fields) == 1 {
-		return "", nil, fmt.Errorf("%w: schedule %q has a time zone but no schedule after it; %s", ErrInvalid, spec, validSyntax)
+		return "", nil, invalid("schedule %q has a time zone but no schedule after it; %s", spec, validSyntax)
 	}
 	if timezone != "" && canonicalZone(timezone) != canonicalZone(name) {
-		return "", nil, fmt.Errorf("%w: schedule %q says time zone %q but the time zone given is %q; give the zone once, or the same zone in both",
-			ErrInvalid, spec, name, timezone)
+		return "", nil, invalid("schedule %q says time zone %q but the time zone given is %q; give the zone once, or the same zone in both", spec, name, timezone)
 	}
 	return name, fields[1:], nil
 }
@@ -108,22 +117,22 @@ func loadZone(name string) (*time.Location, string, error) {
 		return time.UTC, name, nil
 	}
 	if name == "Local" {
-		return nil, "", fmt.Errorf("%w: time zone \"Local\" differs from host to host; name a zone such as \"Europe/Berlin\" or \"UTC\"", ErrInvalid)
+		return nil, "", invalid("time zone \"Local\" differs from host to host; name a zone such as \"Europe/Berlin\" or \"UTC\"")
 	}
 	loc, err := time.LoadLocation(name)
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: unknown time zone %q; valid: an IANA name such as \"Europe/Berlin\", \"America/New_York\" or \"UTC\"", ErrInvalid, name)
+		return nil, "", invalid("unknown time zone %q; valid: an IANA name such as \"Europe/Berlin\", \"America/New_York\" or \"UTC\"", name)
 	}
 	return loc, name, nil
 }
 
 func parseEvery(spec string, fields []string) (*Schedule, error) {
 	if len(fields) != 2 {
-		return nil, fmt.Errorf("%w: schedule %q: @every takes one duration such as \"@every 2s\" or \"@every 1h30m\"", ErrInvalid, spec)
+		return nil, invalid("schedule %q: @every takes one duration such as \"@every 2s\" or \"@every 1h30m\"", spec)
 	}
 	d, err := time.ParseDuration(fields[1])
 	if err != nil || d < time.Second || d%time.Second != 0 {
-		return nil, fmt.Errorf("%w: schedule %q: @every needs a duration of whole seconds, at least 1s, such as \"@every 2s\" or \"@every 90m\"", ErrInvalid, spec)
+		return nil, invalid("schedule %q: @every needs a duration of whole seconds, at least 1s, such as \"@every 2s\" or \"@every 90m\"", spec)
 	}
 	return &Schedule{spec: "@every " + d.String(), every: d, loc: time.UTC, zone: "UTC"}, nil
 }
@@ -132,23 +141,23 @@ func parseCron(spec string, fields []string, loc *time.Location, zone string) (*
 	if len(fields) == 1 && strings.HasPrefix(fields[0], "@") {
 		expanded, ok := descriptors[strings.ToLower(fields[0])]
 		if !ok {
-			return nil, fmt.Errorf("%w: schedule %q: unknown descriptor %q; %s", ErrInvalid, spec, fields[0], validSyntax)
+			return nil, invalid("schedule %q: unknown descriptor %q; %s", spec, fields[0], validSyntax)
 		}
 		fields = strings.Fields(expanded)
 	}
 	if len(fields) != 5 {
-		return nil, fmt.Errorf("%w: schedule %q has %d fields; %s", ErrInvalid, spec, len(fields), validSyntax)
+		return nil, invalid("schedule %q has %d fields; %s", spec, len(fields), validSyntax)
 	}
 	canon := strings.ToLower(strings.Join(fields, " "))
 	sched, err := parser.Parse(canon)
 	if err != nil {
-		return nil, fmt.Errorf("%w: schedule %q: %v; %s", ErrInvalid, spec, err, validSyntax)
+		return nil, invalid("schedule %q: %v; %s", spec, err, validSyntax)
 	}
 	if s, ok := sched.(*cron.SpecSchedule); ok {
 		s.Location = time.UTC
 	}
 	if sched.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).IsZero() {
-		return nil, fmt.Errorf("%w: schedule %q names a day that never occurs (such as 30 February); %s", ErrInvalid, spec, validSyntax)
+		return nil, invalid("schedule %q names a day that never occurs (such as 30 February); %s", spec, validSyntax)
 	}
 	if zone != "UTC" {
 		canon = "CRON_TZ=" + zone + " " + canon

@@ -300,7 +300,7 @@ func TestParsePolicy(t *testing.T) {
 		}
 	}
 	_, err := ParsePolicy("some")
-	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "valid: none, latest or all") {
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "not one of none, latest or all") {
 		t.Errorf("ParsePolicy(some) = %v", err)
 	}
 }
