@@ -89,9 +89,9 @@ type Span struct {
 }
 
 // Plan says how to account for the due times in (last, now]. Every such time
-// up to Through is in exactly one of Collapsed, Missed and Run; Collapsed
-// times are all older than Missed ones, and Missed ones older than Run ones
-// except that the latest time, when on time, runs under every policy.
+// up to Through is in exactly one of Collapsed, Missed and Run, and in that
+// order of age: Collapsed oldest, Run newest. The latest due time, when it is
+// on time (see DefaultGrace), is in Run under every policy.
 type Plan struct {
 	Collapsed Span        // oldest missed times, summarised
 	Missed    []time.Time // missed times listed one by one, oldest first

@@ -173,8 +173,11 @@ func parseCron(spec string, fields []string, loc *time.Location, zone string) (*
 
 // Spec returns the canonical form of the schedule: descriptors expanded,
 // fields lower-cased and separated by single spaces, the zone (if not UTC)
-// as a CRON_TZ= prefix, and @every's duration as Go prints it. Two instances
-// agree on a job's schedule exactly when their Spec values are equal.
+// as a CRON_TZ= prefix, and @every's duration as Go prints it, without a
+// zone since it has none. Two instances agree on a job's schedule exactly
+// when their Spec values are equal; specs that mean the same but are written
+// differently ("0-59" for "*", US/Eastern for America/New_York) differ, which
+// errs on the side of refusing.
 func (s *Schedule) Spec() string { return s.spec }
 
 // String returns Spec, so a Schedule prints as its canonical form.
@@ -195,11 +198,11 @@ func (s *Schedule) Next(after time.Time) time.Time {
 	return s.nextCron(after)
 }
 
-// Between returns the due times in (from, to], oldest first, at most max of
-// them (max <= 0 means none).
-func (s *Schedule) Between(from, to time.Time, max int) []time.Time {
+// Between returns the due times in (from, to], oldest first, at most limit
+// of them.
+func (s *Schedule) Between(from, to time.Time, limit int) []time.Time {
 	var out []time.Time
-	for t := s.Next(from); len(out) < max && !t.IsZero() && !t.After(to); t = s.Next(t) {
+	for t := s.Next(from); len(out) < limit && !t.IsZero() && !t.After(to); t = s.Next(t) {
 		out = append(out, t)
 	}
 	return out
