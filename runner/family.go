@@ -96,6 +96,20 @@ func (f *family) signal(groupSig, otherSig unix.Signal) (alive bool, reaped <-ch
 	return alive, reaped
 }
 
+// gone reports whether the family is certainly gone without reading the
+// process table: leasewrap has no child left (so no descendant) and the
+// child's group is empty. reaped is as for signal. With no reaper it
+// cannot tell, and says false.
+func (f *family) gone() (gone bool, reaped <-chan struct{}) {
+	if f.reaper == nil {
+		return false, nil
+	}
+	reaped = f.reaper.Hold(func(childless bool) {
+		gone = childless && !signals.GroupAlive(f.pgid)
+	})
+	return gone, reaped
+}
+
 // groupOnly is signal where the process group is all that can be found.
 // Its liveness test counts zombies, which only their parent can remove.
 func (f *family) groupOnly(sig unix.Signal) bool {

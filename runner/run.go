@@ -325,12 +325,13 @@ func (s *stopper) check(log zerolog.Logger) {
 }
 
 // wait returns once no process of the family is left, killing them when
-// due. It checks again at each reap of a child, so the run ends as soon as
-// its last process is reaped, and every poll, for deadlines, for any
-// process forked meanwhile, and for processes that are not leasewrap's
-// children. A process SIGKILL cannot end (not ours to signal, or stuck in
-// the kernel), or, where only the process group is known, a zombie no one
-// reaps, would keep it waiting, so the wait ends a second after SIGKILL.
+// due. It checks every poll, for deadlines, for any process forked
+// meanwhile, and for processes that are not leasewrap's children; and, in
+// between, at each reap of a child whether that was the last process of
+// the run, so the run ends as soon as it is reaped. A process SIGKILL
+// cannot end (not ours to signal, or stuck in the kernel), or, where only
+// the process group is known, a zombie no one reaps, would keep it
+// waiting, so the wait ends a second after SIGKILL.
 func (s *stopper) wait(log zerolog.Logger) {
 	tick, stop := pollClock()
 	defer stop()
@@ -353,12 +354,28 @@ func (s *stopper) wait(log zerolog.Logger) {
 				return
 			}
 		}
-		if stopWaits != nil {
-			stopWaits()
+		if s.sleep(tick, reaped) {
+			return
 		}
+	}
+}
+
+// sleep waits for the next poll, and reports whether a reap meanwhile
+// proved the family gone. A reap costs a wait4 and a kill, not a read of
+// the process table: a family that reaps often waits for the poll as
+// before.
+func (s *stopper) sleep(tick <-chan time.Time, reaped <-chan struct{}) (gone bool) {
+	if stopWaits != nil {
+		stopWaits()
+	}
+	for {
 		select {
-		case <-reaped:
 		case <-tick:
+			return false
+		case <-reaped:
+			if gone, reaped = s.fam.gone(); gone {
+				return true
+			}
 		}
 	}
 }
