@@ -45,20 +45,34 @@ func (f *family) group(sig unix.Signal) {
 	_ = signals.Group(f.pgid, sig)
 }
 
+// processTable reads the process table; a variable so that tests can
+// count the reads.
+var processTable = signals.Processes
+
 // signal sends groupSig to the child's process group and otherSig to every
 // other process of the family (0 sends nothing), and reports whether any
 // process of the family was alive. Zombies do not count: the family's own
-// are reaped first, and a zombie left to another parent cannot run.
-func (f *family) signal(groupSig, otherSig unix.Signal) (alive bool) {
+// are reaped first, and a zombie left to another parent cannot run. reaped,
+// when not nil, is closed by the next reap of a child of the process: a
+// family found alive may have ended then.
+//
+// A process with no child left has no descendant left (see
+// signals.Reaper.Hold): then only the group is asked, with one kill(2),
+// and the process table is not read. That is the common end of a run,
+// and reading the table of a busy host costs milliseconds.
+func (f *family) signal(groupSig, otherSig unix.Signal) (alive bool, reaped <-chan struct{}) {
 	if f.reaper == nil {
-		return f.groupOnly(groupSig)
+		return f.groupOnly(groupSig), nil
 	}
 	f.runs.mu.Lock()
 	defer f.runs.mu.Unlock()
 	var err error
-	f.reaper.Hold(func() {
+	reaped = f.reaper.Hold(func(childless bool) {
+		if childless && !signals.GroupAlive(f.pgid) {
+			return
+		}
 		var procs []signals.Process
-		if procs, err = signals.Processes(); err != nil {
+		if procs, err = processTable(); err != nil {
 			return
 		}
 		if groupSig != 0 {
@@ -77,9 +91,23 @@ func (f *family) signal(groupSig, otherSig unix.Signal) (alive bool) {
 		}
 	})
 	if err != nil {
-		return f.groupOnly(groupSig) // no /proc
+		return f.groupOnly(groupSig), nil // no /proc
 	}
-	return alive
+	return alive, reaped
+}
+
+// gone reports whether the family is certainly gone without reading the
+// process table: leasewrap has no child left (so no descendant) and the
+// child's group is empty. reaped is as for signal. With no reaper it
+// cannot tell, and says false.
+func (f *family) gone() (gone bool, reaped <-chan struct{}) {
+	if f.reaper == nil {
+		return false, nil
+	}
+	reaped = f.reaper.Hold(func(childless bool) {
+		gone = childless && !signals.GroupAlive(f.pgid)
+	})
+	return gone, reaped
 }
 
 // groupOnly is signal where the process group is all that can be found.

@@ -5,14 +5,17 @@ package runner_test
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
 	"github.com/redbite/leasewrap/internal/lwtest"
+	"github.com/redbite/leasewrap/runner"
 	"github.com/redbite/leasewrap/signals"
 )
 
@@ -177,6 +180,50 @@ func TestLeftoverThatStopsOnSIGTERMDoesNotCostTheGrace(t *testing.T) {
 	}
 	if took := time.Since(exited); took > time.Second {
 		t.Errorf("Run took %s to stop a leftover that dies on SIGTERM (grace %s)", took, grace)
+	}
+	if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
+		t.Errorf("leftover %d not reaped after Run returned (kill 0: %v)", pid, err)
+	}
+}
+
+// A child that leaves nothing behind ends its run without a read of the
+// process table: leasewrap, a subreaper with no child left, has no
+// descendant left, so one kill(2) on the child's group proves the run is
+// over. On a busy host the table holds thousands of processes.
+func TestARunThatLeavesNothingBehindReadsNoProcessTable(t *testing.T) {
+	reads := runner.CountProcessTableReads(t)
+	res := supervisor.Run(exec.Command("/bin/true"), newFakeLease(time.Hour), runner.Config{Log: zerolog.Nop()})
+	if !res.Started || res.Status != 0 {
+		t.Fatalf("result %+v, want true's 0", res)
+	}
+	if n := reads(); n != 0 {
+		t.Errorf("the process table was read %d times after true exited, want 0", n)
+	}
+}
+
+// The stop of what a child left behind ends at the reap of its last
+// process, not at a later poll: here the polls never come.
+func TestStopEndsAtTheReapOfTheLastLeftoverWithoutAPoll(t *testing.T) {
+	waits := runner.FreezePollClock(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	// The leftover ignores SIGTERM and the grace is an hour: only the test
+	// ends it.
+	c := shellChild(t, `trap "" TERM; sleep 1000 & echo $! > `+pidFile+`; echo ready; exit 0`)
+	r := start(t, c, newFakeLease(2*time.Hour), time.Hour, 0)
+	c.expect(t, "ready")
+	pid := daemonPid(t, pidFile)
+	select {
+	case <-waits: // the stop found the leftover alive and waits
+	case res := <-r.res:
+		t.Fatalf("Run returned %+v with the leftover %d alive", res, pid)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stop of the leftover never waited")
+	}
+	if err := unix.Kill(pid, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if res := r.wait(t); res.Status != 0 {
+		t.Errorf("code %d, want the child's 0", res.Status)
 	}
 	if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
 		t.Errorf("leftover %d not reaped after Run returned (kill 0: %v)", pid, err)

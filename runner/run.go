@@ -56,8 +56,24 @@ type Result struct {
 	TimedOut bool
 }
 
-// pollInterval is how often a stopping child's deadlines are checked.
+// pollInterval is how often a stopping child's deadlines are checked, and
+// whether processes of the run that are not leasewrap's children (whose
+// end it is not told of) are gone.
 const pollInterval = 20 * time.Millisecond
+
+// pollClock ticks every pollInterval for the stop of the processes a child
+// left behind; a variable so that tests can drive it.
+var pollClock = defaultPollClock
+
+// stopWaits, when set, is called each time a stop waits with processes of
+// the run alive: tests know then that the next check comes from a reap or
+// a tick.
+var stopWaits func()
+
+func defaultPollClock() (tick <-chan time.Time, stop func()) {
+	t := time.NewTicker(pollInterval)
+	return t.C, t.Stop
+}
 
 // Run starts cmd in its own process group and waits for it while the lease
 // holds. A lease already in doubt is not used: the child does not start.
@@ -188,7 +204,7 @@ func (sv *supervision) exited(ws unix.WaitStatus) Result {
 		ev = sv.log.Warn()
 	}
 	ev.Int("status", res.Status).Stringer("duration", time.Since(sv.started).Round(time.Millisecond)).Msg("child exited")
-	if sv.stop == nil && sv.fam.signal(0, 0) {
+	if alive, _ := sv.fam.signal(0, 0); sv.stop == nil && alive {
 		sv.log.Warn().Int("pgid", sv.fam.pgid).Msg("child left processes behind; stopping them")
 		sv.stop = newStopper(sv.fam, sv.lease, unix.SIGTERM)
 	}
@@ -308,19 +324,25 @@ func (s *stopper) check(log zerolog.Logger) {
 	s.killed = true
 }
 
-// wait polls until no process of the family is left, killing them when
-// due, and again each poll after that for any forked meanwhile. A process
-// SIGKILL cannot end (not ours to signal, or stuck in the kernel), or, where
-// only the process group is known, a zombie no one reaps, would keep it
+// wait returns once no process of the family is left, killing them when
+// due. It checks every poll, for deadlines, for any process forked
+// meanwhile, and for processes that are not leasewrap's children; and, in
+// between, at each reap of a child whether that was the last process of
+// the run, so the run ends as soon as it is reaped. A process SIGKILL
+// cannot end (not ours to signal, or stuck in the kernel), or, where only
+// the process group is known, a zombie no one reaps, would keep it
 // waiting, so the wait ends a second after SIGKILL.
 func (s *stopper) wait(log zerolog.Logger) {
+	tick, stop := pollClock()
+	defer stop()
 	var giveUp time.Time
 	for {
 		var sig unix.Signal
 		if s.killed {
 			sig = unix.SIGKILL
 		}
-		if !s.fam.signal(sig, sig) {
+		alive, reaped := s.fam.signal(sig, sig)
+		if !alive {
 			return
 		}
 		s.check(log)
@@ -332,6 +354,28 @@ func (s *stopper) wait(log zerolog.Logger) {
 				return
 			}
 		}
-		time.Sleep(pollInterval)
+		if s.sleep(tick, reaped) {
+			return
+		}
+	}
+}
+
+// sleep waits for the next poll, and reports whether a reap meanwhile
+// proved the family gone. A reap costs a wait4 and a kill, not a read of
+// the process table: a family that reaps often waits for the poll as
+// before.
+func (s *stopper) sleep(tick <-chan time.Time, reaped <-chan struct{}) (gone bool) {
+	if stopWaits != nil {
+		stopWaits()
+	}
+	for {
+		select {
+		case <-tick:
+			return false
+		case <-reaped:
+			if gone, reaped = s.fam.gone(); gone {
+				return true
+			}
+		}
 	}
 }

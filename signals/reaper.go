@@ -22,6 +22,11 @@ type Reaper struct {
 	mu      sync.Mutex
 	waiting map[int]chan unix.WaitStatus
 	sigchld chan os.Signal
+	// childless is set when the last reap found the process without any
+	// child, running or not.
+	childless bool
+	// reaped is closed, and replaced, whenever a child is reaped.
+	reaped chan struct{}
 }
 
 // NeedReaper reports whether this process must reap orphans because it is
@@ -29,7 +34,7 @@ type Reaper struct {
 func NeedReaper() bool { return os.Getpid() == 1 }
 
 var theReaper = sync.OnceValue(func() *Reaper {
-	r := &Reaper{waiting: map[int]chan unix.WaitStatus{}, sigchld: make(chan os.Signal, 1)}
+	r := &Reaper{waiting: map[int]chan unix.WaitStatus{}, sigchld: make(chan os.Signal, 1), reaped: make(chan struct{})}
 	signal.Notify(r.sigchld, unix.SIGCHLD)
 	go r.loop()
 	return r
@@ -70,12 +75,23 @@ func (r *Reaper) Start(cmd *exec.Cmd) (<-chan unix.WaitStatus, error) {
 // starts, those fn sees (children that exited meanwhile) are gone when Hold
 // returns, and the pid of any child fn finds alive cannot be reused by
 // another process before fn returns: fn may signal children by pid.
-func (r *Reaper) Hold(fn func()) {
+//
+// fn is told whether the process has no child left at all. As a subreaper
+// (or PID 1) that proves it has no descendant either: an orphan becomes the
+// child of its nearest living subreaper ancestor, so every living
+// descendant has a chain of living parents up to the process.
+//
+// The channel Hold returns is closed by the first reap after fn ran
+// (already, if Hold's own last reap collected a child), so a caller that
+// found a child alive can wait for its end instead of polling for it.
+func (r *Reaper) Hold(fn func(childless bool)) (reaped <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reapLocked()
-	fn()
+	fn(r.childless)
+	reaped = r.reaped
 	r.reapLocked()
+	return reaped
 }
 
 func (r *Reaper) loop() {
@@ -95,11 +111,14 @@ func (r *Reaper) reapLocked() {
 			continue
 		}
 		if err != nil || pid <= 0 {
+			r.childless = errors.Is(err, unix.ECHILD)
 			return
 		}
 		if ch, ok := r.waiting[pid]; ok {
 			ch <- ws
 			delete(r.waiting, pid)
 		}
+		close(r.reaped)
+		r.reaped = make(chan struct{})
 	}
 }
