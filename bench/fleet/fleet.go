@@ -21,7 +21,10 @@ type fleet struct {
 	cfg     config
 	timings lease.Timings
 	admin   *pgxpool.Pool
-	jobs    []*jobState
+	// stats reads the statistics from another database than the fleet's.
+	stats  *pgxpool.Pool
+	dbname string
+	jobs   []*jobState
 
 	// pools are the participants' live pools, for counting connections.
 	pools sync.Map // *pgxpool.Pool -> struct{}
@@ -62,8 +65,9 @@ type handoff struct {
 	newToken int64
 }
 
-func newFleet(cfg config, admin *pgxpool.Pool) *fleet {
-	f := &fleet{cfg: cfg, timings: lease.DeriveTimings(lease.DefaultTTL), admin: admin}
+func newFleet(cfg config, admin, stats *pgxpool.Pool) *fleet {
+	f := &fleet{cfg: cfg, timings: lease.DeriveTimings(lease.DefaultTTL), admin: admin, stats: stats,
+		dbname: admin.Config().ConnConfig.Database}
 	for i := range cfg.jobs {
 		f.jobs = append(f.jobs, &jobState{name: fmt.Sprintf("fleet-%04d", i)})
 	}

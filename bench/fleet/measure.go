@@ -22,6 +22,10 @@ type snapshot struct {
 	dbTicks, pgbTicks int64
 	self              time.Duration
 	commits, nextXid  int64
+	// memKiB and procs: see clusterMemory; read at the end only, after
+	// the rest (reading it costs kernel time of its own).
+	memKiB int64
+	procs  int
 }
 
 // sample reads the counters: CPU times from the kernel, commits from
@@ -35,12 +39,52 @@ func (f *fleet) sample(ctx context.Context) (snapshot, error) {
 	if f.cfg.pgbouncer > 0 {
 		s.pgbTicks, _, _ = procTicks(f.cfg.pgbouncer)
 	}
-	err := f.admin.QueryRow(ctx, `SELECT xact_commit, pg_snapshot_xmax(pg_current_snapshot())::text::bigint
-FROM pg_stat_database WHERE datname = current_database()`).Scan(&s.commits, &s.nextXid)
+	err := f.stats.QueryRow(ctx, `SELECT xact_commit, pg_snapshot_xmax(pg_current_snapshot())::text::bigint
+FROM pg_stat_database WHERE datname = $1`, f.dbname).Scan(&s.commits, &s.nextXid)
 	if err != nil {
 		return s, fmt.Errorf("cannot read the database's statistics: %w", err)
 	}
 	return s, nil
+}
+
+// clusterMemory sums the proportional set size (PSS: private memory plus
+// a share of what is shared) of the postmaster's children, in KiB, and
+// counts them: what the cluster's backends cost in memory.
+func clusterMemory(postmaster int) (kib int64, procs int) {
+	for _, pid := range children(postmaster) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Pss:"); ok {
+				n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				kib += n
+				procs++
+				break
+			}
+		}
+	}
+	return kib, procs
+}
+
+// children lists the processes whose parent is pid.
+func children(pid int) []int {
+	var out []int
+	dir, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	for _, e := range dir {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil || child == pid {
+			continue
+		}
+		if _, _, parent := procTicks(child); parent == pid {
+			out = append(out, child)
+		}
+	}
+	return out
 }
 
 // clusterTicks is the CPU time of the postmaster, of its children alive
@@ -50,19 +94,9 @@ FROM pg_stat_database WHERE datname = current_database()`).Scan(&s.commits, &s.n
 func clusterTicks(postmaster int) int64 {
 	own, reaped, _ := procTicks(postmaster)
 	total := own + reaped
-	dir, err := os.ReadDir("/proc")
-	if err != nil {
-		return total
-	}
-	for _, e := range dir {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == postmaster {
-			continue
-		}
-		ticks, _, parent := procTicks(pid)
-		if parent == postmaster {
-			total += ticks
-		}
+	for _, pid := range children(postmaster) {
+		ticks, _, _ := procTicks(pid)
+		total += ticks
 	}
 	return total
 }

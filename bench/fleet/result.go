@@ -21,6 +21,10 @@ type result struct {
 	Commits    float64 `json:"commits_per_s"`
 	Xids       float64 `json:"xids_per_s"`
 	connCounts
+	// BackendMemMiB is the PSS of the cluster's processes at the end of
+	// the measurement (-1 when not measured), over BackendProcs of them.
+	BackendMemMiB float64 `json:"backend_mem_mib"`
+	BackendProcs  int     `json:"backend_procs"`
 
 	// HandoffMS runs from a leader calling Release to another holding the
 	// lease; TakeoverS from a leader's crash to another holding it, and
@@ -57,7 +61,7 @@ func (f *fleet) result(before, after snapshot, conns connCounts, runs, overlaps 
 		Listen: f.cfg.listen, Jobs: f.cfg.jobs, Participants: f.cfg.jobs * f.cfg.perJob, Seconds: secs,
 		TTLSeconds: f.timings.TTL.Seconds(), RenewSeconds: f.timings.RenewInterval.Seconds(),
 		RetrySeconds: f.timings.RetryInterval.Seconds(),
-		DBCPU:        -1, BouncerCPU: -1,
+		DBCPU:        -1, BouncerCPU: -1, BackendMemMiB: -1,
 		SimCPU:     (after.self - before.self).Seconds() / secs,
 		Commits:    float64(after.commits-before.commits) / secs,
 		Xids:       float64(after.nextXid-before.nextXid) / secs,
@@ -68,6 +72,7 @@ func (f *fleet) result(before, after snapshot, conns connCounts, runs, overlaps 
 	}
 	if f.cfg.postmaster > 0 {
 		r.DBCPU = float64(after.dbTicks-before.dbTicks) / userHZ / secs
+		r.BackendMemMiB, r.BackendProcs = float64(after.memKiB)/1024, after.procs
 	}
 	if f.cfg.pgbouncer > 0 {
 		r.BouncerCPU = float64(after.pgbTicks-before.pgbTicks) / userHZ / secs

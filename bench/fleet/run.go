@@ -14,8 +14,9 @@ import (
 
 // settle is how long the fleet runs after every job has a leader and
 // before it is measured: the last standbys to start finish their first
-// look and start listening.
-const settle = 5 * time.Second
+// look and start listening, and every backend has reported its start-up
+// statements to the statistics (an idle backend does so within 10 s).
+const settle = 15 * time.Second
 
 // adminApp names the fleet's own connections, which are left out of the
 // connection counts.
@@ -28,15 +29,22 @@ func logf(format string, args ...any) {
 // run starts the fleet, measures it for the duration, stops it and checks
 // the history.
 func run(ctx context.Context, c config) (*result, error) {
-	admin, err := adminPool(ctx, c.adminURL)
+	admin, err := adminPool(ctx, c.adminURL, "")
 	if err != nil {
 		return nil, err
 	}
 	defer admin.Close()
+	// The counts are read from another database, so that reading them
+	// adds nothing to the fleet database's.
+	stats, err := adminPool(ctx, c.adminURL, "postgres")
+	if err != nil {
+		return nil, err
+	}
+	defer stats.Close()
 	if err := prepare(ctx, admin, c.table); err != nil {
 		return nil, err
 	}
-	f := newFleet(c, admin)
+	f := newFleet(c, admin, stats)
 	fctx, stopFleet := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { stopFleet(); wg.Wait() }()
@@ -58,6 +66,9 @@ func run(ctx context.Context, c config) (*result, error) {
 		return nil, err
 	}
 	f.measuring.Store(false)
+	if c.postmaster > 0 {
+		after.memKiB, after.procs = clusterMemory(c.postmaster)
+	}
 	logf("stopping the fleet")
 	stopFleet()
 	wg.Wait()
@@ -69,12 +80,18 @@ func run(ctx context.Context, c config) (*result, error) {
 }
 
 // adminPool connects to PostgreSQL itself for setting up, sampling and
-// checking, under an application name that the counts leave out.
-func adminPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+// checking, under an application name that the counts leave out; to
+// database instead of the URL's when it is not empty. It does not ping
+// (a ping is a transaction too).
+func adminPool(ctx context.Context, url, database string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("-admin-url: %w", err)
 	}
+	if database != "" {
+		cfg.ConnConfig.Database = database
+	}
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 	cfg.ConnConfig.RuntimeParams["application_name"] = adminApp
 	cfg.MaxConns = 4
 	return pgxpool.NewWithConfig(ctx, cfg)
@@ -117,7 +134,7 @@ func (f *fleet) watch(ctx context.Context, end time.Time) connCounts {
 	var max connCounts
 	for n := 0; time.Now().Before(end); n++ {
 		var backends int
-		err := f.admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		err := f.stats.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 WHERE backend_type = 'client backend' AND application_name <> $1`, adminApp).Scan(&backends)
 		if err == nil {
 			max.Backends = maxOf(max.Backends, backends)
