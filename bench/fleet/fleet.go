@@ -168,10 +168,7 @@ func (f *fleet) schedule(ctx context.Context, began time.Time) {
 	perm := rand.Perm(len(f.jobs))
 	kills := int(float64(len(f.jobs))*f.cfg.kill + 0.5)
 	releases := int(float64(len(f.jobs))*f.cfg.release + 0.5)
-	killBy := f.cfg.duration - f.timings.TTL - 10*time.Second
-	if killBy < f.cfg.duration/4 {
-		killBy = f.cfg.duration / 4
-	}
+	killBy := max(f.cfg.duration-f.timings.TTL-10*time.Second, f.cfg.duration/6)
 	var plan []timed
 	for n, i := range perm[:kills+releases] {
 		if n < kills {

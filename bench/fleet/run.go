@@ -128,14 +128,14 @@ type connCounts struct {
 	PoolConns int `json:"pool_conns_max"`
 }
 
-// watch counts connections every few seconds until the end of the
-// measurement, and logs how the fleet is doing.
+// watch counts connections to the fleet's database every few seconds
+// until the end of the measurement, and logs how the fleet is doing.
 func (f *fleet) watch(ctx context.Context, end time.Time) connCounts {
 	var max connCounts
 	for n := 0; time.Now().Before(end); n++ {
 		var backends int
 		err := f.stats.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-WHERE backend_type = 'client backend' AND application_name <> $1`, adminApp).Scan(&backends)
+WHERE backend_type = 'client backend' AND datname = $1 AND application_name <> $2`, f.dbname, adminApp).Scan(&backends)
 		if err == nil {
 			max.Backends = maxOf(max.Backends, backends)
 		}
