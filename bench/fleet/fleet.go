@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -45,12 +44,11 @@ type fleet struct {
 type jobState struct {
 	name string
 
-	mu        sync.Mutex
-	holder    *participant
-	holderID  string
-	token     int64
-	pending   *handoff
-	violation string
+	mu       sync.Mutex
+	holder   *participant
+	holderID string
+	token    int64
+	pending  *handoff
 }
 
 // handoff is one change of hands: a graceful release or a crash, and the
@@ -82,8 +80,7 @@ func (f *fleet) acquired(j *jobState, p *participant, holderID string, token int
 	defer j.mu.Unlock()
 	if j.holder != nil {
 		f.violations.Add(1)
-		j.violation = fmt.Sprintf("%s acquired by %s (token %d) while %s held it", j.name, holderID, token, j.holderID)
-		fmt.Fprintln(os.Stderr, "fleet: VIOLATION:", j.violation)
+		logf("VIOLATION: %s acquired by %s (token %d) while %s held it", j.name, holderID, token, j.holderID)
 	}
 	if token <= j.token {
 		f.tokenRegressions.Add(1)
