@@ -55,7 +55,7 @@ trap cleanup EXIT
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 now_ns() { date +%s%N; }
-log() { echo "bench: $*" >&2; }
+log() { echo "bench: [${SECONDS}s] $*" >&2; }
 
 # wait_file FILE PID: wait until FILE has content, as long as PID lives.
 wait_file() {
