@@ -2,8 +2,8 @@
 # Benchmarks leasewrap against flock and etcdctl lock on this machine, in one
 # run, and writes the results to BENCHMARKS.md. Usage:
 #
-#   bench/run.sh            # full run, about 25 minutes
-#   QUICK=1 bench/run.sh    # fewer trials and smaller fleets, for a check
+#   bench/run.sh            # full run, about 20 minutes
+#   QUICK=1 bench/run.sh    # fewer trials and smaller fleets, under 5 minutes
 #
 # It installs its Debian packages if missing (etcd-server, etcd-client,
 # hyperfine, pgbouncer, postgresql), and starts its own PostgreSQL cluster
@@ -584,6 +584,15 @@ graceful release costs as many commits as there are listening standbys.
 Through PgBouncer nothing listens; every standby looks every retry interval
 (a plain SELECT, no transaction id), and PgBouncer holds the client
 connections while PostgreSQL serves them on a few backends.
+
+The simulation runs on the database's machine and shares its cores with
+PostgreSQL and PgBouncer (and with whatever else runs there): its handoff
+and renewal latencies are those of a saturated host, worse than a fleet
+spread over many hosts would see; the CPU figures are each process's own.
+Through PgBouncer the database's work is one look per standby per retry
+interval, so it scales with standbys ÷ \`--retry-interval\`: a longer
+\`--ttl\` (whose derived retry interval is 2/45 of it) cuts it in
+proportion, and a graceful handoff then takes up to one retry interval.
 
 To reproduce (the cluster and PgBouncer as this script starts them):
 
