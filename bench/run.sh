@@ -2,8 +2,8 @@
 # Benchmarks leasewrap against flock and etcdctl lock on this machine, in one
 # run, and writes the results to BENCHMARKS.md. Usage:
 #
-#   bench/run.sh            # full run, about 12 minutes
-#   QUICK=1 bench/run.sh    # fewer trials and a smaller fleet, for a check
+#   bench/run.sh            # full run, about 20 minutes
+#   QUICK=1 bench/run.sh    # fewer trials and smaller fleets, under 5 minutes
 #
 # It installs its Debian packages if missing (etcd-server, etcd-client,
 # hyperfine, pgbouncer, postgresql), and starts its own PostgreSQL cluster
@@ -18,6 +18,15 @@ FAILOVER_TRIALS=${FAILOVER_TRIALS:-$([ -n "$QUICK" ] && echo 2 || echo 5)}
 FLEET=${FLEET:-$([ -n "$QUICK" ] && echo 100 || echo 1000)}
 JOBS=${JOBS:-$((FLEET / 10))}
 FLEET_SECONDS=${FLEET_SECONDS:-$([ -n "$QUICK" ] && echo 20 || echo 60)}
+# The simulated fleet (bench/fleet): SIM_JOBS jobs of 10 participants,
+# measured for SIM_SECONDS. Connected directly, each participant holds a
+# backend of its own (about 3 MiB each, measured): the direct run takes at
+# most as many as fit in 40% of the memory available now.
+SIM_JOBS=${SIM_JOBS:-$([ -n "$QUICK" ] && echo 100 || echo 1000)}
+SIM_SECONDS=${SIM_SECONDS:-$([ -n "$QUICK" ] && echo 60 || echo 300)}
+SIM_FIT=$(awk '/^MemAvailable:/ { printf "%d", $2 * 0.4 / 1024 / 3 / 10 }' /proc/meminfo)
+SIM_DIRECT_JOBS=${SIM_DIRECT_JOBS:-$(( SIM_JOBS < SIM_FIT ? SIM_JOBS : SIM_FIT ))}
+MAX_CONNECTIONS=$(( (FLEET > SIM_DIRECT_JOBS * 10 ? FLEET : SIM_DIRECT_JOBS * 10) + 200 ))
 OUT=${OUT:-$ROOT/BENCHMARKS.md}
 
 need=()
@@ -46,7 +55,7 @@ trap cleanup EXIT
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 now_ns() { date +%s%N; }
-log() { echo "bench: $*" >&2; }
+log() { echo "bench: [${SECONDS}s] $*" >&2; }
 
 # wait_file FILE PID: wait until FILE has content, as long as PID lives.
 wait_file() {
@@ -64,10 +73,11 @@ stats() {
     printf "%.1f %.1f\n", m / 1e6, p / 1e6 }'
 }
 
-log "building leasewrap and the empty and floor programs"
+log "building leasewrap and the empty, floor and fleet programs"
 CGO_ENABLED=0 go build -tags urfave_cli_no_docs -trimpath -o "$W/leasewrap" .
 CGO_ENABLED=0 go build -tags urfave_cli_no_docs -trimpath -o "$W/empty" ./bench/empty
 CGO_ENABLED=0 go build -tags urfave_cli_no_docs -trimpath -o "$W/floor" ./bench/floor
+CGO_ENABLED=0 go build -tags urfave_cli_no_docs -trimpath -o "$W/fleet" ./bench/fleet
 LW=$W/leasewrap
 
 log "starting PostgreSQL, etcd and PgBouncer on loopback"
@@ -75,7 +85,7 @@ PGPORT=$(free_port)
 mkdir -p "$W/pg" "$W/sock" && chown postgres "$W/pg" "$W/sock" 2>/dev/null || true
 as_pg "$PGBIN/initdb" -D "$W/pg" -A trust -U postgres --no-sync >/dev/null
 as_pg "$PGBIN/pg_ctl" -D "$W/pg" -l "$W/pg/log" -w -o "-p $PGPORT -k $W/sock -c listen_addresses=127.0.0.1 \
-  -c max_connections=$((FLEET + 200)) -c shared_preload_libraries=pg_stat_statements -c shared_buffers=256MB" start >/dev/null
+  -c max_connections=$MAX_CONNECTIONS -c shared_preload_libraries=pg_stat_statements -c shared_buffers=256MB" start >/dev/null
 PSQL=(psql -X -q -At -h 127.0.0.1 -p "$PGPORT" -U postgres postgres)
 "${PSQL[@]}" -c "CREATE EXTENSION pg_stat_statements; CREATE ROLE bench_leader LOGIN; CREATE ROLE bench_standby LOGIN; GRANT ALL ON SCHEMA public TO bench_leader, bench_standby;"
 DB="postgres://postgres@127.0.0.1:$PGPORT/postgres?sslmode=disable"
@@ -108,12 +118,15 @@ unix_socket_dir =
 auth_type = trust
 auth_file = $W/bouncer/users.txt
 pool_mode = transaction
-max_client_conn = $((FLEET * 2 + 100))
+max_client_conn = $(( (FLEET * 2 > SIM_JOBS * 15 ? FLEET * 2 : SIM_JOBS * 15) + 100 ))
 default_pool_size = 40
 logfile = $W/bouncer/log
+pidfile = $W/bouncer/pgbouncer.pid
 INI
 echo '"postgres" ""' >"$W/bouncer/users.txt"
-as_pg pgbouncer "$W/bouncer/pgbouncer.ini" >/dev/null 2>&1 &
+# A client connection is a descriptor: the soft limit (often 1024) would
+# refuse the simulated fleet's.
+as_pg sh -c "ulimit -n \$(ulimit -Hn); exec pgbouncer $W/bouncer/pgbouncer.ini" >/dev/null 2>&1 &
 PIDS+=($!)
 BOUNCED="postgres://postgres@127.0.0.1:$BOUNCER_PORT/postgres?sslmode=disable"
 
@@ -122,7 +135,7 @@ PGVERSION=$("${PSQL[@]}" -c "SHOW server_version")
 ETCDVERSION=$(etcd --version | awk 'NR==1 {print $3}')
 
 # ---------------------------------------------------------------- overhead
-log "1/5 wrapper overhead (hyperfine)"
+log "1/6 wrapper overhead (hyperfine)"
 RUNS=$([ -n "$QUICK" ] && echo 30 || echo 200)
 hyperfine -N --warmup 10 --runs "$RUNS" --export-json "$W/overhead.json" --style none \
   -n 'true' 'true' \
@@ -180,7 +193,7 @@ handoff_etcd() {
     echo $(( $(cat "$d/start") - $(cat "$d/end") )) >>"$W/handoff-etcd"
   done
 }
-log "2/5 graceful handoff, $TRIALS trials each"
+log "2/6 graceful handoff, $TRIALS trials each"
 handoff_leasewrap notify
 handoff_leasewrap poll --listen=false --retry-interval 500ms
 handoff_etcd
@@ -224,7 +237,7 @@ failover() { # name leader-cmd... (the child is appended by the caller)
     wait "$leader" 2>/dev/null || true
   done
 }
-log "3/5 crash failover, TTL 5s, $FAILOVER_TRIALS trials each"
+log "3/6 crash failover, TTL 5s, $FAILOVER_TRIALS trials each"
 failover leasewrap
 failover etcd
 read -r fo_lw_med fo_lw_p99 < <(stats "$W/failover-leasewrap")
@@ -234,7 +247,7 @@ orphans_lw=$(paste -sd+ "$W/orphans-leasewrap" | bc)
 orphans_etcd=$(paste -sd+ "$W/orphans-etcd" | bc)
 
 # ---------------------------------------------------------------- db cost
-log "4/5 database cost of one leader and one standby (defaults, 60 s)"
+log "4/6 database cost of one leader and one standby (defaults, 60 s)"
 COST_SECONDS=$([ -n "$QUICK" ] && echo 20 || echo 60)
 as_role() { echo "postgres://$1@127.0.0.1:$PGPORT/cost?sslmode=disable"; }
 "$LW" --database-url "$(as_role bench_leader)" --job cost --log-level warn -- sleep 100000 &
@@ -329,9 +342,71 @@ for le in sorted(b):
   kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null || true
   echo "| $name | $FLEET / $JOBS | $violations in $samples samples | $cpu_per_min | $p99 | $rss | $dbconns |"
 }
-log "5/5 fleet scale"
+log "5/6 fleet scale"
 fleet_direct=$(fleet direct "$DB")
 fleet_bounced=$(fleet "via PgBouncer (transaction mode), \`--listen=false\`" "$BOUNCED" --listen=false)
+
+# ---------------------------------------------------------------- simulated fleet
+# bench/fleet: SIM_JOBS jobs of one leader and nine standbys each, as
+# goroutines of one process using the lease package, at the default
+# timings; a tenth of the leaders crash and a fifth release during the
+# measurement. Directly (standbys listen) and through PgBouncer in
+# transaction mode (standbys poll), in a database of its own.
+log "6/6 simulated fleet: $SIM_DIRECT_JOBS jobs directly, $SIM_JOBS through PgBouncer, ${SIM_SECONDS}s each"
+"${PSQL[@]}" -c "CREATE DATABASE fleet"
+SIM_DB="postgres://postgres@127.0.0.1:$PGPORT/fleet?sslmode=disable"
+SIM_BOUNCED="postgres://postgres@127.0.0.1:$BOUNCER_PORT/fleet?sslmode=disable"
+SIM_DIRECT_CMD="fleet -url DIRECT_URL -jobs $SIM_DIRECT_JOBS -duration ${SIM_SECONDS}s -postmaster PID"
+SIM_BOUNCED_CMD="fleet -url PGBOUNCER_URL -admin-url DIRECT_URL -listen=false -jobs $SIM_JOBS -duration ${SIM_SECONDS}s -postmaster PID -pgbouncer PID"
+sim() { # out, then fleet's flags
+  local out=$1; shift
+  "$W/fleet" -postmaster "$(head -1 "$W/pg/postmaster.pid")" -duration "${SIM_SECONDS}s" -out "$out" "$@"
+}
+sim "$W/sim-direct.json" -url "$SIM_DB" -jobs "$SIM_DIRECT_JOBS"
+sim "$W/sim-bounced.json" -url "$SIM_BOUNCED" -admin-url "$SIM_DB" -listen=false -jobs "$SIM_JOBS" \
+  -pgbouncer "$(cat "$W/bouncer/pgbouncer.pid")"
+sim_md() { # goals | table
+  python3 - "$1" "$W/sim-direct.json" "$W/sim-bounced.json" <<'PY'
+import json, sys
+what, d, b = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+def met(ok): return "**met**" if ok else "**not met**"
+def bad(r): return r["violations"] + r["token_regressions"] + r["history_overlaps"]
+def fleet(r): return f"{r['participants']:,} participants, {r['jobs']:,} jobs"
+if what == "goals":
+    for name, r in (("directly", d), ("through PgBouncer", b)):
+        print(f"| simulated fleet {name} ({fleet(r)}): database CPU s per s | {r['db_cpu_per_s']:.3f} | ≤ 0.25 | {met(0 <= r['db_cpu_per_s'] <= 0.25)} |")
+    print(f"| same, directly: graceful handoff p99 | {d['handoff_ms']['p99']:.1f} ms | ≤ 100 ms | {met(d['handoff_ms']['n'] > 0 and d['handoff_ms']['p99'] <= 100)} |")
+    print(f"| same, through PgBouncer: graceful handoff p99 | {b['handoff_ms']['p99']:.0f} ms | ≤ {b['retry_s'] * 1000:.0f} ms (one retry interval) | {met(b['handoff_ms']['n'] > 0 and b['handoff_ms']['p99'] <= b['retry_s'] * 1000)} |")
+    print(f"| same, both: two holders of one job at once | {bad(d) + bad(b)} | 0 | {met(bad(d) + bad(b) == 0)} |")
+    sys.exit()
+rows = [
+    ("participants / jobs", lambda r: f"{r['participants']:,} / {r['jobs']:,}"),
+    ("measured for", lambda r: f"{r['seconds']:.0f} s"),
+    ("database CPU, s per s (postmaster and children)", lambda r: f"{r['db_cpu_per_s']:.3f}"),
+    ("PgBouncer CPU, s per s", lambda r: "n/a" if r["pgbouncer_cpu_per_s"] < 0 else f"{r['pgbouncer_cpu_per_s']:.3f}"),
+    ("the simulation's own CPU, s per s (all participants)", lambda r: f"{r['sim_cpu_per_s']:.3f}"),
+    ("transactions committed per s", lambda r: f"{r['commits_per_s']:.0f}"),
+    ("transaction ids per s", lambda r: f"{r['xids_per_s']:.1f}"),
+    ("PostgreSQL backends held (most seen)", lambda r: f"{r['backends_max']:,}"),
+    ("their memory (PSS), total / per backend", lambda r: f"{r['backend_mem_mib'] / 1024:.1f} GiB / {r['backend_mem_mib'] / max(r['backend_procs'], 1):.1f} MiB"),
+    ("pooled client connections (most seen; listening ones not included)", lambda r: f"{r['pool_conns_max']:,}"),
+    ("graceful handoffs: n, p50 / p99 / worst (ms)", lambda r: f"{r['handoff_ms']['n']}, {r['handoff_ms']['p50']:.1f} / {r['handoff_ms']['p99']:.1f} / {r['handoff_ms']['max']:.1f}"),
+    ("crash takeovers: n, kill → taken p50 / p99 (s), TTL", lambda r: f"{r['takeover_s']['n']}, {r['takeover_s']['p50']:.1f} / {r['takeover_s']['p99']:.1f}, {r['ttl_s']:.0f} s"),
+    ("same, lease expiry → taken p50 / p99 (ms)", lambda r: f"{r['after_expiry_ms']['p50']:.1f} / {r['after_expiry_ms']['p99']:.1f}"),
+    ("handoffs not completed at the end / events skipped", lambda r: f"{r['pending_handoffs']} / {r['skipped_events']}"),
+    ("two holders at once (live) / token regressions", lambda r: f"{r['violations']} / {r['token_regressions']}"),
+    ("overlapping runs of one job in the history (runs checked)", lambda r: f"{r['history_overlaps']} ({r['history_runs']:,})"),
+    ("leases lost unplanned / failed statements", lambda r: f"{r['lost']} / {r['failures']}"),
+    ("renewals: n, p99 (ms), failed", lambda r: f"{r['renewals']:,}, {r['renew_p99_ms']:.1f}, {r['renew_failures']}"),
+]
+print("| | directly, standbys listening | through PgBouncer (transaction mode), standbys polling |")
+print("|---|---|---|")
+for label, f in rows:
+    print(f"| {label} | {f(d)} | {f(b)} |")
+PY
+}
+sim_goals=$(sim_md goals)
+sim_table=$(sim_md table)
 
 # ---------------------------------------------------------------- report
 goal() { if python3 -c "import sys; sys.exit(0 if $1 else 1)"; then echo met; else echo "not met"; fi; }
@@ -356,6 +431,7 @@ times are for orientation.
 | graceful handoff p99 ÷ its median | $(python3 -c "print(round($notify_p99 / $notify_med, 2))")× | ≤ 3× | **$(goal "$notify_p99 <= 3 * $notify_med")** |
 | crash failover, TTL 5 s: kill → standby's command (worst) | $(echo "scale=2; $fo_lw_p99/1000" | bc) s | ≤ 5.1 s, child dead | **$(goal "$fo_lw_p99 <= 5100 and $orphans_lw == 0")** |
 | same: lease expiry → standby's command (worst) | $fo_late_p99 ms | ≤ 100 ms | **$(goal "$fo_late_p99 <= 100")** |
+$sim_goals
 
 ## 1. Wrapper overhead
 
@@ -462,5 +538,68 @@ Before standbys looked instead of taking and stopped polling while they
 listen, the same fleet cost the database 49.12 s (direct) and 41.46 s
 (through PgBouncer) of CPU per minute (bench/run.sh at 0e3c5bd, on this
 machine).
+
+## 6. A simulated fleet at the default timings
+
+\`bench/fleet\` runs the \`lease\` package in one process, each participant a
+goroutine that is what one \`leasewrap --wait\` is: a pool of its own from
+\`lease.Connect\`, a Store with the default timings (TTL 45 s, renew 15 s,
+grace 10 s, retry 2 s) and a holder id of its own. Nothing is shared between
+participants but the process, so PostgreSQL (or PgBouncer) sees the
+connections and statements that as many separate wrappers would send.
+Every job has one leader and nine standbys. After every job has a leader
+and 15 s more, the fleet is measured for ${SIM_SECONDS} s; meanwhile a tenth of
+the jobs lose their leader to a crash (its connections close without a
+release, the lease is left to expire) and a fifth have theirs released, at
+random moments; either way the participant comes back as a standby 1–5 s
+later with a new connection and holder id, as a restarted wrapper would.
+
+- Database CPU: utime + stime of the postmaster and its children, and the
+  cutime + cstime of the children it reaped, from /proc, before and after.
+- Commits: \`xact_commit\` of the fleet's database; transaction ids: the
+  next one to be assigned (\`pg_current_snapshot()\`), both read from
+  another database so that reading them adds nothing.
+- Handoff: from the leader calling Release to another participant holding
+  the lease. Takeover: from the crash to another holding it, and from the
+  expiry the dead leader left in the row to the take (the new fencing
+  token is the database clock at the take).
+- Two holders at once: checked at every acquisition against the process's
+  record of whose work runs (a holder leaves it when it releases, crashes
+  or sees its lease end); fencing tokens must rise; and once the fleet has
+  stopped, no two runs of one job with different tokens may overlap in the
+  history table ([started_at, finished_at), with runs still open in the
+  lease row until their expiry).
+
+$( [ "$SIM_DIRECT_JOBS" -lt "$SIM_JOBS" ] && echo "Directly, each of the $((SIM_JOBS * 10)) participants would hold a backend of its own
+(a listening standby cannot share its connection); at the memory per
+backend measured below that does not fit on this machine, so the direct
+run has $SIM_DIRECT_JOBS jobs, as many as fit in 40% of the memory available." )
+
+$sim_table
+
+A release is announced with NOTIFY on one channel per lease table, and
+PostgreSQL wakes every backend listening in the database for each one:
+each wakeup is a transaction of its own in \`xact_commit\`, so directly a
+graceful release costs as many commits as there are listening standbys.
+Through PgBouncer nothing listens; every standby looks every retry interval
+(a plain SELECT, no transaction id), and PgBouncer holds the client
+connections while PostgreSQL serves them on a few backends.
+
+The simulation runs on the database's machine and shares its cores with
+PostgreSQL and PgBouncer (and with whatever else runs there): its handoff
+and renewal latencies are those of a saturated host, worse than a fleet
+spread over many hosts would see; the CPU figures are each process's own.
+Through PgBouncer the database's work is one look per standby per retry
+interval, so it scales with standbys ÷ \`--retry-interval\`: a longer
+\`--ttl\` (whose derived retry interval is 2/45 of it) cuts it in
+proportion, and a graceful handoff then takes up to one retry interval.
+
+To reproduce (the cluster and PgBouncer as this script starts them):
+
+\`\`\`
+go build -tags urfave_cli_no_docs -o fleet ./bench/fleet
+$SIM_DIRECT_CMD
+$SIM_BOUNCED_CMD
+\`\`\`
 MD
 log "wrote $OUT"
