@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/schema"
 )
 
 // settle is how long the fleet runs after every job has a leader and
@@ -108,7 +109,7 @@ func prepare(ctx context.Context, admin *pgxpool.Pool, table string) error {
 		return err
 	}
 	t, _ := lease.ParseTable(table)
-	for _, name := range []string{t.Sanitize(), lease.HistoryTable(t).Sanitize()} {
+	for _, name := range []string{t.Sanitize(), schema.HistoryTable(t).Sanitize()} {
 		if _, err := admin.Exec(ctx, `DELETE FROM `+name+` WHERE job_name LIKE 'fleet-%'`); err != nil {
 			return err
 		}
@@ -168,7 +169,7 @@ func maxOf(a, b int) int {
 func (f *fleet) overlaps(ctx context.Context) (runs, overlaps int64, err error) {
 	t, _ := lease.ParseTable(f.cfg.table)
 	err = f.admin.QueryRow(ctx, `WITH runs AS (
-  SELECT job_name, fencing_token, started_at, finished_at FROM `+lease.HistoryTable(t).Sanitize()+` WHERE job_name LIKE 'fleet-%'
+  SELECT job_name, fencing_token, started_at, finished_at FROM `+schema.HistoryTable(t).Sanitize()+` WHERE job_name LIKE 'fleet-%'
   UNION ALL
   SELECT job_name, fencing_token, last_started_at, expires_at FROM `+t.Sanitize()+`
   WHERE job_name LIKE 'fleet-%' AND last_started_at IS NOT NULL AND last_finished_at IS NULL)
