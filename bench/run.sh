@@ -255,9 +255,10 @@ cost_leader=$!
 until "${PSQL[@]}" -d cost -c "SELECT 1 FROM leader_lease WHERE job_name = 'cost' AND expires_at > now()" | grep -q 1; do sleep 0.05; done
 "$LW" --database-url "$(as_role bench_standby)" --job cost --wait --log-level warn -- true &
 cost_standby=$!
-# A backend reports its counts at most once a second, once idle: let the
-# start-up statements (catalog check, look, LISTEN) be counted before.
-sleep 3
+# PostgreSQL 15 holds a backend's counts for up to 10 s after its last
+# report: let the start-up statements (catalog check, look, LISTEN) be
+# counted before the window opens.
+sleep 11
 "${PSQL[@]}" -c "SELECT pg_stat_statements_reset()" >/dev/null
 # Transactions committed in the cost database (every statement is one, a
 # pool's ping too), transaction ids (the next one to be assigned: reading
@@ -271,9 +272,8 @@ cost_sample() {
 "${PSQL[@]}" -c "ALTER SYSTEM SET autovacuum = off" -c "SELECT pg_reload_conf()" >/dev/null
 read -r commits0 xid0 wal0 < <(cost_sample)
 sleep "$COST_SECONDS"
-# Backends flush their counts once idle for a second; the wrappers' next
-# statements are seconds away.
-sleep 1.5
+# And the window's own statements before it closes (up to 10 s late).
+sleep 11
 read -r commits1 xid1 wal1 < <(cost_sample)
 "${PSQL[@]}" -c "ALTER SYSTEM RESET autovacuum" -c "SELECT pg_reload_conf()" >/dev/null
 cost_rows=$("${PSQL[@]}" -F ' ' -c "SELECT r.rolname, sum(s.calls) FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid
