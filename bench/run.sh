@@ -283,7 +283,7 @@ kill "$cost_standby" "$cost_leader" 2>/dev/null; wait "$cost_standby" "$cost_lea
 per_min() { awk -v r="$1" -v s="$COST_SECONDS" '$1 == r { printf "%.0f", $2 * 60 / s }' <<<"$cost_rows"; }
 conn_of() { awk -v r="$1" '$1 == r { print $2 }' <<<"$conns"; }
 leader_spm=$(per_min bench_leader); standby_spm=$(per_min bench_standby)
-rate() { awk -v d="$1" -v s="$COST_SECONDS" 'BEGIN { printf "%.1f", d * 60 / (s + 1.5) }'; }
+rate() { awk -v d="$1" -v s="$COST_SECONDS" 'BEGIN { printf "%.1f", d * 60 / (s + 11) }'; }
 commits_pm=$(rate $((commits1 - commits0))); xids_pm=$(rate $((xid1 - xid0))); wal_pm=$(rate $((wal1 - wal0)))
 leader_conns=$(conn_of bench_leader); standby_conns=$(conn_of bench_standby)
 
