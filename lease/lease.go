@@ -37,6 +37,9 @@ type Lease struct {
 	// row is the lease row's name: the job, or job#slot (see SlotRow).
 	row  string
 	slot int
+	// scheduledAt is the scheduled time the lease was taken for (zero:
+	// not a scheduled run); the history records it with the run.
+	scheduledAt time.Time
 
 	mu       sync.Mutex
 	deadline time.Duration // local clock; never later than the database's expiry
@@ -466,6 +469,13 @@ func (s *Store) releaseArgs(l *Lease, holdFor time.Duration, end End) (string, [
 		out = &end.Outcome
 	}
 	args = append(args, l.slot, out, max(end.Attempt, 1))
+	if !l.scheduledAt.IsZero() {
+		keep := time.Duration(0)
+		if h.prune {
+			keep = s.cfg.historyKeep
+		}
+		return s.schedSQL.releaseScheduled, append(args, keep.Microseconds(), l.scheduledAt)
+	}
 	if h.prune {
 		args = append(args, s.cfg.historyKeep.Microseconds())
 	}

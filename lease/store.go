@@ -42,6 +42,8 @@ type Store struct {
 	table pgx.Identifier
 	log   zerolog.Logger
 	sql   statements
+	// schedSQL are the statements of scheduled runs (schedule.go).
+	schedSQL scheduledStatements
 	// channel is where releases are announced (NOTIFY) to standbys.
 	channel string
 
@@ -114,13 +116,14 @@ func New(db DB, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("invalid history keep %s: must not be negative", cfg.historyKeep)
 	}
 	return &Store{
-		db:      db,
-		cfg:     cfg,
-		table:   table,
-		log:     cfg.log,
-		sql:     newStatements(schema.For(table)),
-		channel: channelFor(table),
-		objects: schema.For(table),
+		db:       db,
+		cfg:      cfg,
+		table:    table,
+		log:      cfg.log,
+		sql:      newStatements(schema.For(table)),
+		schedSQL: newScheduledStatements(schema.For(table)),
+		channel:  channelFor(table),
+		objects:  schema.For(table),
 	}, nil
 }
 

@@ -54,19 +54,20 @@ func Pool(t testing.TB) *pgxpool.Pool {
 var seq atomic.Int64
 
 // Table returns a table name no other test uses, and drops the table and
-// its run history when the test ends. It is short enough for the history
-// table to be named "<table>_history".
+// its run history and claims when the test ends. It is short enough for
+// the history and claims tables to be named "<table>_history" and
+// "<table>_schedule".
 func Table(t testing.TB, pool *pgxpool.Pool) string {
 	t.Helper()
 	name := fmt.Sprintf("lw_%s_%d_%d", sanitize(t.Name()), os.Getpid(), seq.Add(1))
-	if len(name) > 63-len("_history") {
-		name = name[len(name)-(63-len("_history")):]
+	if len(name) > 63-len("_schedule") {
+		name = name[len(name)-(63-len("_schedule")):]
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if _, err := pool.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{name}.Sanitize()+", "+
-			pgx.Identifier{name + "_history"}.Sanitize()); err != nil {
+			pgx.Identifier{name + "_history"}.Sanitize()+", "+pgx.Identifier{name + "_schedule"}.Sanitize()); err != nil {
 			t.Errorf("drop test table %s: %v", name, err)
 		}
 	})

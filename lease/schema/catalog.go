@@ -257,6 +257,13 @@ func (t Table) check(cat catalog) (missing, setNotNull []string, _ *Error) {
 				Want: "a column leasewrap need not fill: nullable or with a default"})
 		}
 	}
+	if len(t.PrimaryKey) > 0 && !slices.Equal(cat.pk, t.PrimaryKey) {
+		found := "it has no primary key"
+		if len(cat.pk) > 0 {
+			found = "its primary key is (" + strings.Join(cat.pk, ", ") + ")"
+		}
+		return refuse(&Error{Found: found, Want: "primary key (" + strings.Join(t.PrimaryKey, ", ") + ")"})
+	}
 	if t.Key == "" {
 		return missing, setNotNull, nil
 	}

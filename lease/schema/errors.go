@@ -20,6 +20,11 @@ var ErrFencingUnavailable = errors.New("fencing function unavailable")
 // (an *Error with History set), and the readers' when it cannot be read.
 var ErrHistoryUnavailable = errors.New("run history unavailable")
 
+// ErrClaimsUnavailable is matched (errors.Is) by the errors that say the
+// claims table cannot be used: it is not one leasewrap can use, or it is
+// missing and this role may not create it. Scheduled runs need it.
+var ErrClaimsUnavailable = errors.New("claims table unavailable")
+
 // Error means the table named for the leases (or their history) exists but
 // is not one leasewrap can use or upgrade. Nothing was altered. It names
 // the first mismatch found: Column is the column at fault ("" when the
@@ -33,6 +38,9 @@ type Error struct {
 	// History is set when Table is the run history table, not the lease
 	// table: runs are not recorded, and the leases work on.
 	History bool
+	// Claims is set when Table is the claims table: jobs with a schedule
+	// cannot run; the others work on.
+	Claims bool
 }
 
 func (e *Error) Error() string {
@@ -43,14 +51,21 @@ func (e *Error) Error() string {
 	if e.History {
 		return "history table " + e.Table + " is not a leasewrap history table: " + what
 	}
+	if e.Claims {
+		return "claims table " + e.Table + " is not a leasewrap claims table: " + what
+	}
 	return "lease table " + e.Table + " is not a leasewrap table: " + what
 }
 
 // Unwrap makes errors.Is(err, ErrNotLeaseTable) true, or for the history
-// table errors.Is(err, ErrHistoryUnavailable).
+// table errors.Is(err, ErrHistoryUnavailable), for the claims table
+// errors.Is(err, ErrClaimsUnavailable).
 func (e *Error) Unwrap() error {
-	if e.History {
+	switch {
+	case e.History:
 		return ErrHistoryUnavailable
+	case e.Claims:
+		return ErrClaimsUnavailable
 	}
 	return ErrNotLeaseTable
 }

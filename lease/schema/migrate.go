@@ -193,6 +193,13 @@ func (t Table) create(ctx context.Context, tx pgx.Tx, name string) error {
 	for i, c := range t.Columns {
 		defs[i] = pgx.Identifier{c.Name}.Sanitize() + " " + c.Def
 	}
+	if len(t.PrimaryKey) > 0 {
+		cols := make([]string, len(t.PrimaryKey))
+		for i, c := range t.PrimaryKey {
+			cols[i] = pgx.Identifier{c}.Sanitize()
+		}
+		defs = append(defs, "PRIMARY KEY ("+strings.Join(cols, ", ")+")")
+	}
 	stmts := []string{"CREATE TABLE " + name + " (\n  " + strings.Join(defs, ",\n  ") + "\n)"}
 	for _, cols := range t.Indexes {
 		stmts = append(stmts, "CREATE INDEX ON "+name+" ("+cols+")")

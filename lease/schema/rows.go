@@ -3,12 +3,13 @@ package schema
 import "strings"
 
 // Render returns a statement's text with its tables in place: a statement
-// names the lease table {lease} and the history table {history}, and
+// names the lease table {lease}, the history table {history} and the
+// claims table {claims}, and
 // Render puts in the names For quoted. Every statement of the lease
 // packages is written that way, as one constant, and rendered once per
 // Store or Reader.
 func (o Objects) Render(text string) string {
-	return strings.NewReplacer("{lease}", o.Lease, "{history}", o.History).Replace(text)
+	return strings.NewReplacer("{lease}", o.Lease, "{history}", o.History, "{claims}", o.Claims).Replace(text)
 }
 
 // SQL expressions over a row of the lease table, shared by the take (which

@@ -67,6 +67,10 @@ type Table struct {
 	Key string
 	// Indexes are the column lists indexed when the table is created.
 	Indexes []string
+	// PrimaryKey, when set, is the table's primary key, in order, created
+	// with it and required of an existing table (a key of several columns,
+	// which Key cannot say).
+	PrimaryKey []string
 }
 
 // Leases is the lease table: one row per job (or per slot of a job run
@@ -91,6 +95,17 @@ var Leases = Table{
 		// job's N.
 		{"slot", "integer", "integer", Nullable, false},
 		{"slots", "integer", "integer", Nullable, false},
+		// schedule is the job's schedule in its canonical form, its time
+		// zone included (schedule.Schedule.Spec), once an instance with
+		// --schedule registered it (NULL: never scheduled); every
+		// scheduled instance of the job must have the same. Resetting it
+		// to NULL is how an operator changes a job's schedule.
+		// last_scheduled_at is the scheduled time the current (or last)
+		// scheduled take was for; a run is that time's only when the
+		// claim of that time carries the row's token (a plain take does
+		// not clear it).
+		{"schedule", "text", "text", NullsAny, false},
+		{"last_scheduled_at", "timestamp with time zone", "timestamptz", NullsAny, false},
 	},
 	Kinds: []string{"r", "p"},
 	Kind:  "a table",
@@ -124,6 +139,31 @@ var Runs = Table{
 	Kinds:   []string{"r"},
 	Kind:    "a plain table",
 	Indexes: []string{"finished_at", "job_name, finished_at"},
+}
+
+// Claims is the claims table: one row per scheduled time of a job, the
+// time's only account, keyed by (job, scheduled time). The take of a
+// scheduled run inserts its row in the same statement as the lease take;
+// a time nobody ran gets one with outcome missed (or skipped), so a time
+// can be run, missed or skipped once and only once. first_at is set on a
+// row that stands for every missed time from first_at to scheduled_at (a
+// long outage summarised); claimed_at is when the row was written, on the
+// database clock. Rows older than the history keep (and than the
+// catch-up window) are deleted.
+var Claims = Table{
+	What: "claims table",
+	Columns: []Column{
+		{"job_name", "text", "text NOT NULL", NullsAny, true},
+		{"scheduled_at", "timestamp with time zone", "timestamptz NOT NULL", NullsAny, true},
+		{"outcome", "text", "text NOT NULL", NullsAny, true},
+		{"holder", "text", "text NOT NULL", NullsAny, true},
+		{"fencing_token", "bigint", "bigint NOT NULL", NullsAny, true},
+		{"first_at", "timestamp with time zone", "timestamptz", Nullable, true},
+		{"claimed_at", "timestamp with time zone", "timestamptz NOT NULL DEFAULT now()", NullsAny, true},
+	},
+	Kinds:      []string{"r"},
+	Kind:       "a plain table",
+	PrimaryKey: []string{"job_name", "scheduled_at"},
 }
 
 // column returns the column named name, or nil.
@@ -177,32 +217,46 @@ $fn$`
 // table "t" are kept in "t_history", in the same schema.
 const HistorySuffix = "_history"
 
+// ClaimsSuffix ends the claims table's name: the scheduled times of jobs
+// in table "t" are claimed in "t_schedule", in the same schema.
+const ClaimsSuffix = "_schedule"
+
 // Objects names what one lease table's contract covers, each quoted once:
 // the lease table, its history table and the fencing function.
 type Objects struct {
 	table pgx.Identifier
-	// Lease, History and Function are the quoted names, as SQL takes them.
-	Lease, History, Function string
+	// Lease, History, Claims and Function are the quoted names, as SQL
+	// takes them.
+	Lease, History, Claims, Function string
 }
 
 // For names the objects of the lease table table.
 func For(table pgx.Identifier) Objects {
 	fn := append(append(pgx.Identifier{}, table[:len(table)-1]...), CheckFunction)
-	return Objects{table: table, Lease: table.Sanitize(), History: HistoryTable(table).Sanitize(), Function: fn.Sanitize()}
+	return Objects{table: table, Lease: table.Sanitize(), History: HistoryTable(table).Sanitize(),
+		Claims: ClaimsTable(table).Sanitize(), Function: fn.Sanitize()}
 }
 
 // HistoryTable names the history table of a lease table: "<table>_history",
 // in the same schema. A name that would pass PostgreSQL's 63 bytes is
 // shortened and given a hash of the whole.
-func HistoryTable(table pgx.Identifier) pgx.Identifier {
+func HistoryTable(table pgx.Identifier) pgx.Identifier { return suffixed(table, HistorySuffix) }
+
+// ClaimsTable names the claims table of a lease table: "<table>_schedule",
+// in the same schema, shortened as HistoryTable's name is.
+func ClaimsTable(table pgx.Identifier) pgx.Identifier { return suffixed(table, ClaimsSuffix) }
+
+// suffixed names a table that goes with table: its name and suffix, in
+// the same schema, shortened with a hash of the whole to fit 63 bytes.
+func suffixed(table pgx.Identifier, suffix string) pgx.Identifier {
 	out := append(pgx.Identifier{}, table...)
 	name := out[len(out)-1]
-	if len(name)+len(HistorySuffix) <= 63 {
-		out[len(out)-1] = name + HistorySuffix
+	if len(name)+len(suffix) <= 63 {
+		out[len(out)-1] = name + suffix
 		return out
 	}
 	sum := sha256.Sum256([]byte(name))
-	tag := "_" + hex.EncodeToString(sum[:4]) + HistorySuffix
+	tag := "_" + hex.EncodeToString(sum[:4]) + suffix
 	cut := 63 - len(tag)
 	for cut > 0 && !utf8.RuneStart(name[cut]) {
 		cut--

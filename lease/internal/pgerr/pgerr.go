@@ -15,6 +15,7 @@ const (
 	CodeUndefinedTable  = "42P01"
 	CodeUndefinedColumn = "42703"
 	CodeNoPrivilege     = "42501" // insufficient_privilege
+	CodeUniqueViolation = "23505"
 	CodeAdminShutdown   = "57P01"
 	// ClassAccessRule (syntax error or access rule violation) holds what a
 	// table of the wrong shape makes the take fail with: undefined_table,

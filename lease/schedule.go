@@ -1,0 +1,302 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
+	"github.com/redbite/leasewrap/lease/schema"
+)
+
+// Outcomes of a claim that are not history outcomes.
+const (
+	// ClaimRun: a scheduler took the lease for the time and ran it.
+	ClaimRun = "run"
+	// ClaimManual: the time was run by hand (reserved for manual runs).
+	ClaimManual = "manual"
+	// ClaimedElsewhere is a Claim's Outcome when the time's claim was
+	// committed by another instance while the take ran: which one is not
+	// known.
+	ClaimedElsewhere = "claimed"
+)
+
+// ErrScheduleMismatch is matched (errors.Is) by every *ScheduleError.
+var ErrScheduleMismatch = errors.New("schedule mismatch")
+
+// ErrClaimsUnavailable is matched (errors.Is) by the errors that say the
+// claims table cannot be used, which scheduled runs need.
+var ErrClaimsUnavailable = schema.ErrClaimsUnavailable
+
+// ScheduleError means the job's schedule recorded in its lease row is not
+// this instance's: nothing was taken. Every scheduled instance of a job
+// must have the same schedule and time zone.
+type ScheduleError struct {
+	Job   string
+	Table string // quoted, as in SQL
+	Want  string // this instance's, canonical
+	Found string // the job's recorded one
+}
+
+func (e *ScheduleError) Error() string {
+	return fmt.Sprintf("job %q runs on schedule %q (recorded in its lease row), this instance has %q: start every instance of it with the same "+
+		"--schedule and --timezone; to change the schedule, stop them all, then UPDATE %s SET schedule = NULL WHERE job_name = '%s'",
+		e.Job, e.Found, e.Want, e.Table, strings.ReplaceAll(e.Job, "'", "''"))
+}
+
+// Unwrap makes errors.Is(err, ErrScheduleMismatch) true.
+func (e *ScheduleError) Unwrap() error { return ErrScheduleMismatch }
+
+// Registration is what Register found.
+type Registration struct {
+	// Now is the database clock when it answered.
+	Now time.Time
+	// Latest is the job's latest claimed scheduled time (zero: none).
+	Latest time.Time
+}
+
+// Register prepares job to run on the schedule spec (a canonical spec,
+// as schedule.Schedule.Spec gives, time zone included): it creates or
+// checks the tables (the claims table too), records spec with the job if
+// no schedule is recorded, and refuses with a *ScheduleError when another
+// one is.
+func (s *Store) Register(ctx context.Context, job, spec string) (Registration, error) {
+	if err := CheckJob(job); err != nil {
+		return Registration{}, err
+	}
+	if err := s.ensureSchema(ctx); err != nil {
+		return Registration{}, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, schemaTimeout)
+	defer cancel()
+	change, err := s.objects.MigrateClaims(sctx, s.db)
+	if err != nil {
+		return Registration{}, err
+	}
+	if change != "" {
+		s.log.Info().Str("table", s.cfg.table).Msg(change)
+	}
+	var (
+		found  *string
+		reg    Registration
+		latest *time.Time
+	)
+	err = s.db.QueryRow(sctx, s.schedSQL.register, job, spec, s.cfg.holder).Scan(&found, &reg.Now, &latest)
+	if err != nil {
+		err = fmt.Errorf("cannot register the schedule of %q: %w", job, pgerr.Classify(err))
+		s.cfg.observer.Failed(err)
+		return Registration{}, err
+	}
+	s.cfg.observer.Contacted()
+	if found != nil && *found != spec {
+		return Registration{}, &ScheduleError{Job: job, Table: s.table.Sanitize(), Want: spec, Found: *found}
+	}
+	if latest != nil {
+		reg.Latest = *latest
+	}
+	return reg, nil
+}
+
+// Claim is the answer to a scheduled take (TakeScheduled).
+type Claim struct {
+	// Lease is set when this instance took the lease for the time and
+	// claimed it: run the command, then Finish the lease.
+	Lease *Lease
+	// Outcome and By say how the time was accounted for when it was not
+	// this instance's to run: ClaimRun, ClaimManual, OutcomeMissed or
+	// OutcomeSkipped (possibly written by this take: the lease was held),
+	// and by which holder. Empty when it was not accounted for.
+	Outcome, By string
+	// Held is the lease's holder when it was live and the time was not
+	// accounted for (a late time, which a held lease does not skip).
+	Held *HeldError
+	// Now is the database clock when it answered, and Latest the job's
+	// latest claimed time then.
+	Now, Latest time.Time
+}
+
+// Decided reports whether the time is accounted for: run here, or claimed.
+func (c Claim) Decided() bool { return c.Lease != nil || c.Outcome != "" }
+
+// TakeScheduled takes the lease on job for the scheduled time at and
+// claims the time, in one statement (see takeScheduledSQL): spec is the
+// job's canonical schedule. When the lease is held and skipHeld is set,
+// the time is recorded as skipped (once, whoever records it). A time not
+// yet due on the database clock, or already claimed, is not taken; nor is
+// a lease taken for another time. It refuses with a *ScheduleError or a
+// *SlotsError (nothing taken) when the job's row says another schedule or
+// slots. Register must have succeeded first.
+func (s *Store) TakeScheduled(ctx context.Context, job, spec string, at time.Time, skipHeld bool) (Claim, error) {
+	budget := s.cfg.TTL - s.cfg.StopBefore()
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	db, done, err := s.replicated(ctx, s.db, job)
+	defer done()
+	if err != nil {
+		return Claim{}, err
+	}
+	t0 := s.cfg.clock.Now()
+	var (
+		c                              Claim
+		taken                          bool
+		token                          int64
+		holder, state, recorded, claim *string
+		by                             *string
+		expiresMicros                  *int64
+		latest                         *time.Time
+		slots                          int
+	)
+	args := []any{job, s.cfg.holder, s.cfg.TTL.Microseconds(), at, spec, skipHeld}
+	dest := []any{&taken, &token, &holder, &expiresMicros, &state, &slots, &recorded, &claim, &by, &c.Now, &latest}
+	query := s.schedSQL.take
+	if s.hist() != nil {
+		query = s.schedSQL.takeRecording
+	}
+	err = db.QueryRow(ctx, query, args...).Scan(dest...)
+	if err != nil && query != s.schedSQL.take && !s.claimConflict(err) {
+		err = s.withoutHistory(ctx, err, func() error {
+			return db.QueryRow(ctx, s.schedSQL.take, args...).Scan(dest...)
+		})
+	}
+	if s.claimConflict(err) {
+		// A claim committed after the statement's snapshot: the time was
+		// accounted for elsewhere, and the take was rolled back with it.
+		s.cfg.observer.Contacted()
+		return Claim{Outcome: ClaimedElsewhere}, nil
+	}
+	if err != nil {
+		err = fmt.Errorf("cannot take lease %q for %s: %w", job, at.UTC().Format(time.RFC3339), pgerr.Classify(err))
+		s.cfg.observer.Failed(err)
+		return Claim{}, err
+	}
+	s.cfg.observer.Contacted()
+	if latest != nil {
+		c.Latest = *latest
+	}
+	switch {
+	case taken:
+		if took := s.cfg.clock.Now() - t0; took >= budget {
+			// Too late to be used (see tryAcquireOnce): hand it back. The
+			// time stays claimed as run; the release records it as a run
+			// that could not start.
+			late := &Lease{store: s, job: job, row: job, slot: 1, token: token, scheduledAt: at}
+			_ = late.releaseRow(context.WithoutCancel(ctx), 0, End{Outcome: OutcomeCouldNotStart})
+			return Claim{}, fmt.Errorf("cannot take lease %q: the answer came after %s: %w", job, took.Round(time.Millisecond), context.DeadlineExceeded)
+		}
+		l := newLease(s, job, token, t0+s.cfg.TTL)
+		l.scheduledAt = at
+		l, err = s.confirmed(ctx, db, l)
+		c.Lease = l
+		return c, err
+	case claim != nil:
+		c.Outcome = *claim
+		if by != nil {
+			c.By = *by
+		}
+		return c, nil
+	case recorded != nil && *recorded != spec:
+		return c, &ScheduleError{Job: job, Table: s.table.Sanitize(), Want: spec, Found: *recorded}
+	case slots != 1:
+		return c, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: 1, Found: slots}
+	case holder != nil && expiresMicros != nil && *expiresMicros > 0:
+		c.Held = &HeldError{Job: job, Holder: *holder, Token: token, State: *state,
+			ExpiresIn: time.Duration(*expiresMicros) * time.Microsecond}
+	}
+	// Not due yet, held at a late time, or a take another instance made
+	// after the snapshot: undecided.
+	return c, nil
+}
+
+// claimConflict reports whether err is the unique violation of a claim
+// that another transaction committed first.
+func (s *Store) claimConflict(err error) bool {
+	var pgErr *pgconn.PgError
+	claims := schema.ClaimsTable(s.table)
+	return errors.As(err, &pgErr) && pgErr.Code == pgerr.CodeUniqueViolation && pgErr.TableName == claims[len(claims)-1]
+}
+
+// Missed is a time recorded as missed by RecordMissed; First, when set,
+// is the first of the times it stands for (a long outage in one row).
+type Missed struct {
+	At, First time.Time
+}
+
+// RecordMissed records the times as missed (with a history row each,
+// when runs are recorded), skipping any already claimed or not yet due
+// on the database clock. It returns how many it recorded, the database
+// clock and the job's latest claim.
+func (s *Store) RecordMissed(ctx context.Context, job string, times []Missed) (n int, now, latest time.Time, err error) {
+	ats := make([]time.Time, len(times))
+	firsts := make([]*time.Time, len(times))
+	for i, m := range times {
+		ats[i] = m.At
+		if !m.First.IsZero() {
+			firsts[i] = &times[i].First
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
+	defer cancel()
+	var (
+		count int64
+		last  *time.Time
+	)
+	args := []any{job, s.cfg.holder, ats, firsts}
+	dest := []any{&count, &now, &last}
+	query := s.schedSQL.missed
+	if s.hist() != nil {
+		query = s.schedSQL.missedRecording
+	}
+	err = s.db.QueryRow(ctx, query, args...).Scan(dest...)
+	if err != nil && query != s.schedSQL.missed {
+		err = s.withoutHistory(ctx, err, func() error { return s.db.QueryRow(ctx, s.schedSQL.missed, args...).Scan(dest...) })
+	}
+	if err != nil {
+		err = fmt.Errorf("cannot record missed times of %q: %w", job, pgerr.Classify(err))
+		s.cfg.observer.Failed(err)
+		return 0, now, latest, err
+	}
+	s.cfg.observer.Contacted()
+	if last != nil {
+		latest = *last
+	}
+	return int(count), now, latest, nil
+}
+
+// LatestClaim reads the database clock and the job's latest claimed
+// scheduled time (zero: none).
+func (s *Store) LatestClaim(ctx context.Context, job string) (now, latest time.Time, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
+	defer cancel()
+	var last *time.Time
+	if err := s.db.QueryRow(ctx, s.schedSQL.latest, job).Scan(&now, &last); err != nil {
+		return now, latest, fmt.Errorf("cannot read the claims of %q: %w", job, pgerr.Classify(err))
+	}
+	if last != nil {
+		latest = *last
+	}
+	return now, latest, nil
+}
+
+// PruneClaims deletes a batch of job's claims older than keep (0: none).
+// Call it with the longer of the history keep and the catch-up window:
+// a claim younger than the window is what keeps its time from being
+// accounted for twice.
+func (s *Store) PruneClaims(ctx context.Context, job string, keep time.Duration) error {
+	if keep <= 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
+	defer cancel()
+	if _, err := s.db.Exec(ctx, s.schedSQL.pruneClaims, job, keep.Microseconds()); err != nil {
+		return fmt.Errorf("cannot prune the claims of %q: %w", job, pgerr.Classify(err))
+	}
+	return nil
+}
+
+// ScheduledAt returns the scheduled time the lease was taken for, or the
+// zero time for a lease taken without a schedule.
+func (l *Lease) ScheduledAt() time.Time { return l.scheduledAt }

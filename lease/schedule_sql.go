@@ -1,0 +1,188 @@
+package lease
+
+import (
+	"github.com/redbite/leasewrap/lease/schema"
+)
+
+// The statements of scheduled runs. A scheduled time is accounted for by
+// exactly one row of the claims table ({claims}), keyed by (job, scheduled
+// time): run, skipped (the lease was held at that time), missed (nobody
+// ran it) or manual. Every statement that writes such a row writes it
+// with what goes with it (the lease take, the history row) in one
+// statement, so one commit does all or nothing.
+//
+// Why the take of a scheduled run is safe in one round trip:
+//
+//   - The take is conditional, as the plain take is (free or expired row,
+//     token it read), and also on the time having no claim in the
+//     statement's snapshot and being due on the database clock. That is
+//     the common way a loser learns the time was run: no write at all.
+//   - The claim is a plain INSERT (no ON CONFLICT) from the take's RETURNING.
+//     When a claim committed after the snapshot was taken (a missed or
+//     skipped row another instance wrote meanwhile, or a run whose holder
+//     already released), the INSERT fails with a unique violation and the
+//     whole statement, the take included, rolls back: the time was
+//     accounted for elsewhere, and nothing of this attempt remains. An
+//     INSERT that meets an uncommitted claim waits for it, so the primary
+//     key decides between two takes whatever their clocks.
+//   - Two takes of the same free row serialise on the row lock; the second
+//     sees the first's live lease and takes nothing.
+//
+// A lease held at a time that is due (by a run still going, this job's
+// runs never overlap) gets the time a skipped claim in the same statement,
+// ON CONFLICT DO NOTHING: among the instances that find it held, one
+// writes it.
+
+// scheduledStatements are a Store's statements of scheduled runs.
+type scheduledStatements struct {
+	register, take, takeRecording, missed, missedRecording string
+	latest, releaseScheduled, pruneClaims                  string
+}
+
+func newScheduledStatements(o schema.Objects) scheduledStatements {
+	return scheduledStatements{
+		register:         o.Render(registerSQL),
+		take:             o.Render(takeScheduledSQL),
+		takeRecording:    o.Render(takeScheduledRecordingSQL),
+		missed:           o.Render(missedSQL),
+		missedRecording:  o.Render(missedRecordingSQL),
+		latest:           o.Render(latestClaimSQL),
+		releaseScheduled: o.Render(releaseScheduledSQL),
+		pruneClaims:      o.Render(pruneClaimsSQL),
+	}
+}
+
+// latestClaim is the latest scheduled time accounted for: $1 job.
+const latestClaim = `(SELECT max(scheduled_at) FROM {claims} WHERE job_name = $1::text)`
+
+// registerSQL records a job's schedule if none is recorded: $1 job, $2
+// the canonical spec, $3 holder. A job without a row gets one, free
+// (released at once, as a lease handed back), so that an instance with
+// another schedule is refused when it starts, not at its first time. It
+// answers the schedule recorded, the database clock and the latest claim.
+const registerSQL = `WITH reg AS (
+  INSERT INTO {lease} AS l (job_name, holder, expires_at, fencing_token, released_at, schedule)
+  VALUES ($1::text, $3::text, now(), ` + clockToken + `, now(), $2::text)
+  ON CONFLICT (job_name) DO UPDATE SET schedule = excluded.schedule WHERE l.schedule IS NULL
+  RETURNING schedule)
+SELECT coalesce((SELECT schedule FROM reg), (SELECT schedule FROM {lease} WHERE job_name = $1::text)),
+  now(), ` + latestClaim
+
+// latestClaimSQL reads the database clock and the latest claim: $1 job.
+const latestClaimSQL = `SELECT now(), ` + latestClaim
+
+// takeScheduledSQL takes the lease of a single-slot job for one scheduled
+// time and claims the time (see above): $1 job, $2 holder, $3 TTL, $4
+// the scheduled time, $5 the canonical spec, $6 whether a held lease
+// makes the time skipped. It answers: taken, token, the row as the
+// snapshot saw it (holder, microseconds left, state, slots, schedule),
+// the time's claim (outcome and holder: the one found, or the skipped one
+// written), the database clock and the latest claim.
+const takeScheduledSQL = takeScheduledCTEs + takeScheduledAnswer
+
+// takeScheduledRecordingSQL is takeScheduledSQL that also closes the run
+// of a holder that never released as lost (with its scheduled time, when
+// its claim proves it), and records a skipped time in the history.
+const takeScheduledRecordingSQL = takeScheduledCTEs + `,
+lost AS (
+  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome, scheduled_at)
+  SELECT $1::text, 1, o.holder, o.fencing_token,
+    1 + (SELECT count(*) FROM {history} h WHERE h.job_name = $1::text AND h.fencing_token = o.fencing_token),
+    o.last_started_at, greatest(o.expires_at, o.last_started_at), '` + OutcomeLost + `',
+    (SELECT c.scheduled_at FROM {claims} c
+      WHERE c.job_name = $1::text AND c.scheduled_at = o.last_scheduled_at AND c.fencing_token = o.fencing_token)
+  FROM old o WHERE EXISTS (SELECT FROM taken) AND o.last_started_at IS NOT NULL AND o.last_finished_at IS NULL),
+skippedRun AS (
+  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome, scheduled_at)
+  SELECT $1::text, 1, holder, 0, 1, $4::timestamptz, $4::timestamptz, '` + OutcomeSkipped + `', $4::timestamptz
+  FROM skipped)` + takeScheduledAnswer
+
+const takeScheduledCTEs = `WITH old AS (
+  SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at, last_scheduled_at, schedule, slots
+  FROM {lease} WHERE job_name = $1::text),
+claimed AS (
+  SELECT outcome, holder FROM {claims} WHERE job_name = $1::text AND scheduled_at = $4::timestamptz),
+due AS (
+  SELECT WHERE $4::timestamptz <= now() AND NOT EXISTS (SELECT FROM claimed)
+    AND coalesce((SELECT schedule FROM old), $5::text) = $5::text AND coalesce((SELECT slots FROM old), 1) = 1),
+taken AS (
+INSERT INTO {lease} AS l
+  (job_name, holder, expires_at, fencing_token, acquired_at, renewed_at, last_started_at, last_holder, schedule, last_scheduled_at)
+SELECT $1::text, $2::text, now() + $3::bigint * interval '1 microsecond', ` + clockToken + `, now(), now(), now(), $2::text,
+  $5::text, $4::timestamptz
+FROM due
+ON CONFLICT (job_name) DO UPDATE SET
+  ` + takeSet + `,
+  schedule = excluded.schedule,
+  last_scheduled_at = excluded.last_scheduled_at
+WHERE l.expires_at <= now() AND coalesce(l.slots, 1) = 1 AND coalesce(l.schedule, $5::text) = $5::text
+  AND l.fencing_token = (SELECT fencing_token FROM old)
+RETURNING fencing_token),
+claim AS (
+  INSERT INTO {claims} (job_name, scheduled_at, outcome, holder, fencing_token, claimed_at)
+  SELECT $1::text, $4::timestamptz, '` + ClaimRun + `', $2::text, fencing_token, now() FROM taken
+  RETURNING 1),
+skipped AS (
+  INSERT INTO {claims} (job_name, scheduled_at, outcome, holder, fencing_token, claimed_at)
+  SELECT $1::text, $4::timestamptz, '` + OutcomeSkipped + `', o.holder, o.fencing_token, now()
+  FROM old o, due WHERE $6::boolean AND o.expires_at > now() AND NOT EXISTS (SELECT FROM taken)
+  ON CONFLICT DO NOTHING
+  RETURNING holder)`
+
+const takeScheduledAnswer = `
+SELECT EXISTS (SELECT FROM taken) AND EXISTS (SELECT FROM claim),
+  coalesce((SELECT fencing_token FROM taken), l.fencing_token, 0),
+  l.holder, ` + schema.ExpiresInMicros + `, ` + schema.HeldState + `, coalesce(l.slots, 1), l.schedule,
+  coalesce((SELECT outcome FROM claimed), (SELECT '` + OutcomeSkipped + `'::text FROM skipped)),
+  coalesce((SELECT holder FROM claimed), (SELECT holder FROM skipped)),
+  now(), ` + latestClaim + `
+FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = $1::text`
+
+// missedSQL records scheduled times nobody ran as missed: $1 job, $2 the
+// recording holder, $3 the times, $4 for each the first time it stands
+// for (NULL: itself alone; set for a long outage summarised in one row).
+// A time already claimed, or not yet due on the database clock, is left
+// alone. It answers how many it recorded, the database clock and the
+// latest claim.
+const missedSQL = missedCTE + missedAnswer
+
+// missedRecordingSQL is missedSQL that also writes each missed time's
+// history row (started_at its first time, finished_at and scheduled_at
+// the time).
+const missedRecordingSQL = missedCTE + `,
+run AS (
+  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome, scheduled_at)
+  SELECT $1::text, 1, $2::text, 0, 1, coalesce(first_at, scheduled_at), scheduled_at, '` + OutcomeMissed + `', scheduled_at
+  FROM m)` + missedAnswer
+
+const missedCTE = `WITH m AS (
+  INSERT INTO {claims} (job_name, scheduled_at, first_at, outcome, holder, fencing_token, claimed_at)
+  SELECT $1::text, t.at, t.first, '` + OutcomeMissed + `', $2::text, 0, now()
+  FROM unnest($3::timestamptz[], $4::timestamptz[]) AS t(at, first)
+  WHERE t.at <= now()
+  ORDER BY t.at
+  ON CONFLICT DO NOTHING
+  RETURNING scheduled_at, first_at)`
+
+const missedAnswer = `
+SELECT (SELECT count(*) FROM m), now(), greatest((SELECT max(scheduled_at) FROM m), ` + latestClaim + `)`
+
+// releaseScheduledSQL is the release of a scheduled run that records it
+// with its scheduled time: releasePruningSQL's parameters ($11 0: keep
+// every run) and $12 the scheduled time.
+const releaseScheduledSQL = releaseCTE + `,
+run AS (
+  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome, scheduled_at)
+  SELECT $7::text, $8::integer, $2::text, $3::bigint, $10::integer, coalesce(last_started_at, last_finished_at), last_finished_at,
+    $5::integer, $9::text, $12::timestamptz
+  FROM released WHERE $9::text IS NOT NULL),
+pruned AS (
+  DELETE FROM {history} WHERE ctid = ANY (ARRAY(SELECT ctid FROM {history}
+    WHERE $11::bigint > 0 AND job_name = $7::text AND finished_at < now() - $11::bigint * interval '1 microsecond'
+    ORDER BY job_name, finished_at LIMIT 100)))` + releaseAnswer
+
+// pruneClaimsSQL deletes at most 1000 of a job's claims older than $2
+// microseconds: $1 job. It goes through the primary key, oldest first.
+const pruneClaimsSQL = `DELETE FROM {claims} WHERE ctid = ANY (ARRAY(SELECT ctid FROM {claims}
+  WHERE job_name = $1::text AND scheduled_at < now() - $2::bigint * interval '1 microsecond'
+  ORDER BY job_name, scheduled_at LIMIT 1000))`

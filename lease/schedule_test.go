@@ -1,0 +1,164 @@
+package lease_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/lease"
+)
+
+const everySpec = "@every 2s"
+
+func TestScheduledTakeClaimsEachTimeOnce(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	reg, err := newStore(t, pool, table, "a").Register(ctx(t), "job", everySpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := reg.Now.Truncate(2 * time.Second)
+	// Five instances take the same due time at once: exactly one runs it.
+	var (
+		mu     sync.Mutex
+		leases []*lease.Lease
+		wg     sync.WaitGroup
+	)
+	for _, h := range []string{"a", "b", "c", "d", "e"} {
+		s := newStore(t, pool, table, h)
+		if _, err := s.Register(ctx(t), "job", everySpec); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := s.TakeScheduled(ctx(t), "job", everySpec, at, true)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if c.Lease != nil {
+				mu.Lock()
+				leases = append(leases, c.Lease)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(leases) != 1 {
+		t.Fatalf("%d instances took the time, want 1", len(leases))
+	}
+	l := leases[0]
+	if !l.ScheduledAt().Equal(at) {
+		t.Errorf("lease for %v, want %v", l.ScheduledAt(), at)
+	}
+	// Once the run is over, the lease is free, but the time stays claimed.
+	code := 0
+	if err := l.Finish(ctx(t), lease.End{ExitCode: &code, Outcome: lease.OutcomeExited}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := newStore(t, pool, table, "late").TakeScheduled(ctx(t), "job", everySpec, at, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Lease != nil || c.Outcome != lease.ClaimRun {
+		t.Fatalf("a late instance got lease %v, claim %q; want the time claimed as run", c.Lease, c.Outcome)
+	}
+	var (
+		scheduled time.Time
+		outcome   string
+	)
+	if err := pool.QueryRow(ctx(t), "SELECT scheduled_at, outcome FROM "+pgx.Identifier{table + "_history"}.Sanitize()).
+		Scan(&scheduled, &outcome); err != nil {
+		t.Fatal(err)
+	}
+	if !scheduled.Equal(at) || outcome != lease.OutcomeExited {
+		t.Errorf("history has %v %s, want %v exited", scheduled, outcome, at)
+	}
+}
+
+func TestScheduledTakeSkipsATimeWhileTheLeaseIsHeld(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	a, b := newStore(t, pool, table, "a"), newStore(t, pool, table, "b")
+	reg, err := a.Register(ctx(t), "job", everySpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Register(ctx(t), "job", everySpec); err != nil {
+		t.Fatal(err)
+	}
+	first := reg.Now.Truncate(2 * time.Second).Add(-2 * time.Second)
+	c, err := a.TakeScheduled(ctx(t), "job", everySpec, first, true)
+	if err != nil || c.Lease == nil {
+		t.Fatalf("take: %v %+v", err, c)
+	}
+	defer c.Lease.Release(ctx(t), nil)
+	next := first.Add(2 * time.Second)
+	// A late time is not skipped: the holder may be catching up.
+	late, err := b.TakeScheduled(ctx(t), "job", everySpec, next, false)
+	if err != nil || late.Decided() || late.Held == nil {
+		t.Fatalf("late time: %v %+v, want held and undecided", err, late)
+	}
+	for range 2 {
+		skip, err := b.TakeScheduled(ctx(t), "job", everySpec, next, true)
+		if err != nil || skip.Lease != nil || skip.Outcome != lease.OutcomeSkipped {
+			t.Fatalf("due time while held: %v %+v, want skipped", err, skip)
+		}
+	}
+	var n int
+	if err := pool.QueryRow(ctx(t), "SELECT count(*) FROM "+pgx.Identifier{table + "_history"}.Sanitize()+
+		" WHERE outcome = 'skipped' AND scheduled_at = $1", next).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d skipped rows (%v), want 1", n, err)
+	}
+}
+
+func TestMissedTimesAreRecordedOnce(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	a, b := newStore(t, pool, table, "a"), newStore(t, pool, table, "b")
+	reg, err := a.Register(ctx(t), "job", everySpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := reg.Now.Truncate(2 * time.Second)
+	times := []lease.Missed{{At: base.Add(-6 * time.Second), First: base.Add(-20 * time.Second)}, {At: base.Add(-4 * time.Second)},
+		{At: base.Add(-2 * time.Second)}, {At: base.Add(time.Hour)}}
+	n, _, latest, err := a.RecordMissed(ctx(t), "job", times)
+	if err != nil || n != 3 || !latest.Equal(base.Add(-2*time.Second)) {
+		t.Fatalf("recorded %d (latest %v, %v), want 3 (not the time to come)", n, latest, err)
+	}
+	if n, _, _, err := b.RecordMissed(ctx(t), "job", times); err != nil || n != 0 {
+		t.Fatalf("second record: %d, %v; want 0", n, err)
+	}
+	c, err := b.TakeScheduled(ctx(t), "job", everySpec, base.Add(-2*time.Second), true)
+	if err != nil || c.Lease != nil || c.Outcome != lease.OutcomeMissed {
+		t.Fatalf("take of a missed time: %v %+v", err, c)
+	}
+	var first time.Time
+	if err := pool.QueryRow(ctx(t), "SELECT started_at FROM "+pgx.Identifier{table + "_history"}.Sanitize()+
+		" WHERE scheduled_at = $1 AND outcome = 'missed'", base.Add(-6*time.Second)).Scan(&first); err != nil || !first.Equal(base.Add(-20*time.Second)) {
+		t.Fatalf("summary row starts %v (%v)", first, err)
+	}
+}
+
+func TestInstancesWithAnotherScheduleAreRefused(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	if _, err := newStore(t, pool, table, "a").Register(ctx(t), "job", everySpec); err != nil {
+		t.Fatal(err)
+	}
+	_, err := newStore(t, pool, table, "b").Register(ctx(t), "job", "@every 3s")
+	var se *lease.ScheduleError
+	if !errors.As(err, &se) || se.Found != everySpec {
+		t.Fatalf("got %v, want a *ScheduleError naming %q", err, everySpec)
+	}
+}
