@@ -68,6 +68,9 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 		return usagef("%v", err)
 	}
 	w := &wrapper{o: o, log: log, db: db, store: store, sigs: sigs, children: runner.NewSupervisor()}
+	if o.sched != nil {
+		return w.runScheduled(c.Context, path, mon)
+	}
 	l, err := w.acquire(c.Context)
 	if err != nil {
 		return err
@@ -86,6 +89,9 @@ type wrapper struct {
 	sigs  <-chan os.Signal
 	// children runs every attempt's command.
 	children *runner.Supervisor
+	// endSignal is the signal to end leasewrap that stopped the last run
+	// (or came before it started), if one did.
+	endSignal os.Signal
 }
 
 // runChild runs the command while l holds, hands the lease back, and
@@ -119,6 +125,11 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 			break
 		}
 	}
+	if res.Signal != nil {
+		w.endSignal = res.Signal
+	} else if next.kind == stepSignalled {
+		w.endSignal = next.signal
+	}
 	if next.between() {
 		return w.endBetweenAttempts(l, res, attempt, next, pings, log)
 	}
@@ -144,7 +155,7 @@ func (w *wrapper) attempt(path string, l *lease.Lease, mon *monitor.Monitor, pin
 	cmd.Args[0] = w.o.command[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, stderr
 	cmd.Env = childEnv(os.Environ(), leaseVars{job: w.o.job, holder: w.o.holder, table: w.store.Table(),
-		row: l.Row(), token: l.Token(), slot: l.Slot()})
+		row: l.Row(), token: l.Token(), slot: l.Slot(), scheduledAt: l.ScheduledAt()})
 	cfg := runner.Config{
 		Signals:    w.sigs,
 		Log:        log,
@@ -202,6 +213,8 @@ type leaseVars struct {
 	job, holder, table, row string
 	token                   int64
 	slot                    int
+	// scheduledAt is the scheduled time of the run (zero: none).
+	scheduledAt time.Time
 }
 
 // childEnv is the child's environment: leasewrap's, less leasewrap's own
@@ -213,7 +226,7 @@ func childEnv(environ []string, v leaseVars) []string {
 		name, _, _ := strings.Cut(kv, "=")
 		return slices.Contains(own, name)
 	})
-	return append(env,
+	env = append(env,
 		"LEASEWRAP_JOB="+v.job,
 		"LEASEWRAP_HOLDER="+v.holder,
 		"LEASEWRAP_FENCING_TOKEN="+strconv.FormatInt(v.token, 10),
@@ -221,34 +234,21 @@ func childEnv(environ []string, v leaseVars) []string {
 		"LEASEWRAP_SLOT="+strconv.Itoa(v.slot),
 		"LEASEWRAP_LEASE="+v.row,
 	)
+	if !v.scheduledAt.IsZero() {
+		env = append(env, "LEASEWRAP_SCHEDULED_AT="+v.scheduledAt.UTC().Format(time.RFC3339Nano))
+	}
+	return env
 }
 
 // acquire takes the lease once (cron) or stands by for it (--wait). A
 // signal that ends leasewrap while it has no child cancels the attempt.
 func (w *wrapper) acquire(ctx context.Context) (*lease.Lease, error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	received := make(chan os.Signal, 1)
-	watchDone := make(chan struct{})
-	go func() {
-		defer close(received)
-		for {
-			select {
-			case sig := <-w.sigs:
-				if signals.Ends(sig) {
-					received <- sig
-					cancel(errSignal)
-					return
-				}
-				w.log.Debug().Str("signal", sig.String()).Msg("ignoring signal: no child yet")
-			case <-watchDone:
-				return
-			}
-		}
-	}()
-	l, err := w.take(ctx)
-	close(watchDone)
-	sig := <-received
+	var l *lease.Lease
+	sig, err := w.watchSignals(ctx, func(ctx context.Context) error {
+		var err error
+		l, err = w.take(ctx)
+		return err
+	})
 
 	var (
 		held     *lease.HeldError
@@ -282,6 +282,35 @@ func (w *wrapper) acquire(ctx context.Context) (*lease.Lease, error) {
 	default:
 		return nil, w.db.unavailable(err, w.log)
 	}
+}
+
+// watchSignals runs fn with a context that a signal to end leasewrap
+// cancels (there is no child yet to forward it to), and returns that
+// signal, if one came, with fn's error.
+func (w *wrapper) watchSignals(ctx context.Context, fn func(context.Context) error) (os.Signal, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	received := make(chan os.Signal, 1)
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(received)
+		for {
+			select {
+			case sig := <-w.sigs:
+				if signals.Ends(sig) {
+					received <- sig
+					cancel(errSignal)
+					return
+				}
+				w.log.Debug().Str("signal", sig.String()).Msg("ignoring signal: no child yet")
+			case <-watchDone:
+				return
+			}
+		}
+	}()
+	err := fn(ctx)
+	close(watchDone)
+	return <-received, err
 }
 
 // take makes the attempt the settings ask for, and says why it ended early.
@@ -325,7 +354,12 @@ var (
 // stoppedBySignal hands back l (if any) unused and exits 128+N, for a
 // signal that ended leasewrap before its command started.
 func (w *wrapper) stoppedBySignal(l *lease.Lease, sig os.Signal, log zerolog.Logger) error {
-	if l != nil {
+	w.endSignal = sig
+	switch {
+	case l != nil && !l.ScheduledAt().IsZero():
+		// The time is claimed: the history says why it did not run.
+		logRelease(l.AbandonWith(context.Background(), lease.End{Outcome: lease.OutcomeStopped}), log)
+	case l != nil:
 		logRelease(l.Abandon(context.Background()), log)
 	}
 	log.Info().Str("signal", sig.String()).Msg("stopped by signal before the command started")

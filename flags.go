@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/schedule"
 )
 
 // Each setting is declared once here, with its flag name and environment
@@ -82,7 +83,23 @@ func runFlags() []cli.Flag {
 			Usage: "auto, healthchecks or cronitor (auto: cronitor for cronitor.link, else healthchecks)"},
 		&cli.StringFlag{Name: "http-addr", EnvVars: []string{"LEASEWRAP_HTTP_ADDR"},
 			Usage: "serve /healthz, /leader and /metrics on this address, as in :8080 (default: off)"},
-	}, storeFlags()...)
+	}, append(scheduleFlags(), storeFlags()...)...)
+}
+
+// scheduleFlags are the settings of a job run on a schedule.
+func scheduleFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "schedule", EnvVars: []string{"LEASEWRAP_SCHEDULE"},
+			Usage: "run the command at each time of this schedule, on exactly one instance, and never exit by itself: five cron fields, @hourly, @daily, ... or \"@every D\" (counted from the Unix epoch)"},
+		&cli.StringFlag{Name: "timezone", EnvVars: []string{"LEASEWRAP_TIMEZONE"},
+			Usage: "IANA time zone the schedule is read in, as in Europe/Berlin (default: UTC, or CRON_TZ= in the schedule)"},
+		&cli.StringFlag{Name: "catch-up", EnvVars: []string{"LEASEWRAP_CATCH_UP"}, Value: string(schedule.DefaultPolicy),
+			Usage: "times nobody ran on time (all instances down): none runs none, latest the most recent once, all each in order; the others are recorded missed"},
+		&cli.StringFlag{Name: "catch-up-window", EnvVars: []string{"LEASEWRAP_CATCH_UP_WINDOW"}, Value: shortDuration(schedule.DefaultWindow),
+			Usage: "how late a time may still be caught up"},
+		&cli.BoolFlag{Name: "once", EnvVars: []string{"LEASEWRAP_ONCE"},
+			Usage: "with --schedule: run the time that has just come due, unless an instance ran it, then exit (for crontab lines)"},
+	}
 }
 
 // shortDuration writes d as a flag's default is read: 720h, not

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/ping"
+	"github.com/redbite/leasewrap/schedule"
 )
 
 // runOptions is everything the main command was told, parsed and checked.
@@ -43,6 +44,11 @@ type runOptions struct {
 	historyKeep  time.Duration
 	// requireReplicated: see lease.WithRequireReplicated.
 	requireReplicated bool
+	// sched is the job's schedule (nil: run once, now); once runs the
+	// time just due and exits; catchUp says what to do with late times.
+	sched   *schedule.Schedule
+	once    bool
+	catchUp schedule.CatchUp
 }
 
 // storeOptions are the settings of every command that talks to the table.
@@ -108,7 +114,7 @@ var durationLimits = func() map[string]durationLimit {
 	return map[string]durationLimit{
 		"ttl": timing, "renew-interval": timing, "grace": timing, "retry-interval": timing,
 		"wait-timeout": long, "hold-for": long, "max-runtime": long, "retry-delay": {maxRetryDelay, "10m"},
-		"history-keep": defaultDurationLimit, "max-age": defaultDurationLimit,
+		"history-keep": defaultDurationLimit, "max-age": defaultDurationLimit, "catch-up-window": long,
 	}
 }()
 
@@ -190,7 +196,47 @@ func parseRunOptions(c *cli.Context, child []string, hasChild bool) (runOptions,
 	if o.historyKeep, err = s.duration("history-keep"); err != nil {
 		return o, err
 	}
-	return o, parseAttempts(s, &o)
+	if err := parseAttempts(s, &o); err != nil {
+		return o, err
+	}
+	return o, parseSchedule(s, &o)
+}
+
+// parseSchedule reads --schedule and what goes with it, and refuses the
+// settings a schedule leaves without meaning.
+func parseSchedule(s settings, o *runOptions) error {
+	spec := s.c.String("schedule")
+	o.once = s.c.Bool("once")
+	if spec == "" {
+		for _, name := range []string{"once", "timezone", "catch-up", "catch-up-window"} {
+			if s.c.IsSet(name) {
+				return usagef("%s needs --schedule (or LEASEWRAP_SCHEDULE), as in --schedule '0 2 * * *'", s.source(name))
+			}
+		}
+		return nil
+	}
+	var err error
+	if o.sched, err = schedule.Parse(spec, s.c.String("timezone")); err != nil {
+		return usagef("invalid %s: %v", s.source("schedule"), err)
+	}
+	switch {
+	case o.wait:
+		return usagef("%s means nothing with --schedule: a scheduler waits for each scheduled time itself; drop it", s.source("wait"))
+	case o.holdFor > 0:
+		return usagef("%s means nothing with --schedule: each scheduled time runs once, whatever the hosts' clocks; drop it", s.source("hold-for"))
+	case o.slots != 1:
+		return usagef("%s cannot be combined with --schedule: a scheduled time runs on one instance; drop it", s.source("slots"))
+	}
+	if o.catchUp.Policy, err = schedule.ParsePolicy(s.c.String("catch-up")); err != nil {
+		return usagef("invalid %s: %v", s.source("catch-up"), err)
+	}
+	if o.catchUp.Window, err = s.duration("catch-up-window"); err != nil {
+		return err
+	}
+	if o.catchUp.Window <= 0 {
+		return usagef("invalid %s %s: must be positive, as in 24h", s.source("catch-up-window"), s.c.String("catch-up-window"))
+	}
+	return nil
 }
 
 // parseAttempts reads how long one run may take, how often a failed one

@@ -219,17 +219,19 @@ func (s *Store) claimConflict(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == pgerr.CodeUniqueViolation && pgErr.TableName == claims[len(claims)-1]
 }
 
-// Missed is a time recorded as missed by RecordMissed; First, when set,
+// Missed is a time RecordMissed records; First, when set,
 // is the first of the times it stands for (a long outage in one row).
 type Missed struct {
 	At, First time.Time
 }
 
-// RecordMissed records the times as missed (with a history row each,
-// when runs are recorded), skipping any already claimed or not yet due
-// on the database clock. It returns how many it recorded, the database
-// clock and the job's latest claim.
-func (s *Store) RecordMissed(ctx context.Context, job string, times []Missed) (n int, now, latest time.Time, err error) {
+// RecordMissed records the times with outcome (OutcomeMissed, or
+// OutcomeSkipped for times that came due while this instance's own run
+// held the lease), with a history row each when runs are recorded,
+// leaving alone any already claimed or not yet due on the database clock.
+// It returns how many it recorded, the database clock and the job's
+// latest claim.
+func (s *Store) RecordMissed(ctx context.Context, job, outcome string, times []Missed) (n int, now, latest time.Time, err error) {
 	ats := make([]time.Time, len(times))
 	firsts := make([]*time.Time, len(times))
 	for i, m := range times {
@@ -244,7 +246,7 @@ func (s *Store) RecordMissed(ctx context.Context, job string, times []Missed) (n
 		count int64
 		last  *time.Time
 	)
-	args := []any{job, s.cfg.holder, ats, firsts}
+	args := []any{job, s.cfg.holder, ats, firsts, outcome}
 	dest := []any{&count, &now, &last}
 	query := s.schedSQL.missed
 	if s.hist() != nil {
@@ -280,6 +282,11 @@ func (s *Store) LatestClaim(ctx context.Context, job string) (now, latest time.T
 	}
 	return now, latest, nil
 }
+
+// BootClock returns the local clock leases keep their deadlines on: it
+// counts time the machine spent suspended, and wall-clock steps do not
+// move it.
+func BootClock() Clock { return bootClock{} }
 
 // PruneClaims deletes a batch of job's claims older than keep (0: none).
 // Call it with the longer of the history keep and the catch-up window:

@@ -138,26 +138,28 @@ SELECT EXISTS (SELECT FROM taken) AND EXISTS (SELECT FROM claim),
   now(), ` + latestClaim + `
 FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = $1::text`
 
-// missedSQL records scheduled times nobody ran as missed: $1 job, $2 the
-// recording holder, $3 the times, $4 for each the first time it stands
-// for (NULL: itself alone; set for a long outage summarised in one row).
+// missedSQL records scheduled times nobody ran: $1 job, $2 the recording
+// holder, $3 the times, $4 for each the first time it stands for (NULL:
+// itself alone; set for a long outage summarised in one row), $5 the
+// outcome (missed, or skipped for the times that came due while this
+// holder's run held the lease).
 // A time already claimed, or not yet due on the database clock, is left
 // alone. It answers how many it recorded, the database clock and the
 // latest claim.
 const missedSQL = missedCTE + missedAnswer
 
-// missedRecordingSQL is missedSQL that also writes each missed time's
-// history row (started_at its first time, finished_at and scheduled_at
+// missedRecordingSQL is missedSQL that also writes each time's history
+// row (started_at its first time, finished_at and scheduled_at
 // the time).
 const missedRecordingSQL = missedCTE + `,
 run AS (
   INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome, scheduled_at)
-  SELECT $1::text, 1, $2::text, 0, 1, coalesce(first_at, scheduled_at), scheduled_at, '` + OutcomeMissed + `', scheduled_at
+  SELECT $1::text, 1, $2::text, 0, 1, coalesce(first_at, scheduled_at), scheduled_at, $5::text, scheduled_at
   FROM m)` + missedAnswer
 
 const missedCTE = `WITH m AS (
   INSERT INTO {claims} (job_name, scheduled_at, first_at, outcome, holder, fencing_token, claimed_at)
-  SELECT $1::text, t.at, t.first, '` + OutcomeMissed + `', $2::text, 0, now()
+  SELECT $1::text, t.at, t.first, $5::text, $2::text, 0, now()
   FROM unnest($3::timestamptz[], $4::timestamptz[]) AS t(at, first)
   WHERE t.at <= now()
   ORDER BY t.at

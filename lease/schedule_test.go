@@ -131,11 +131,11 @@ func TestMissedTimesAreRecordedOnce(t *testing.T) {
 	base := reg.Now.Truncate(2 * time.Second)
 	times := []lease.Missed{{At: base.Add(-6 * time.Second), First: base.Add(-20 * time.Second)}, {At: base.Add(-4 * time.Second)},
 		{At: base.Add(-2 * time.Second)}, {At: base.Add(time.Hour)}}
-	n, _, latest, err := a.RecordMissed(ctx(t), "job", times)
+	n, _, latest, err := a.RecordMissed(ctx(t), "job", lease.OutcomeMissed, times)
 	if err != nil || n != 3 || !latest.Equal(base.Add(-2*time.Second)) {
 		t.Fatalf("recorded %d (latest %v, %v), want 3 (not the time to come)", n, latest, err)
 	}
-	if n, _, _, err := b.RecordMissed(ctx(t), "job", times); err != nil || n != 0 {
+	if n, _, _, err := b.RecordMissed(ctx(t), "job", lease.OutcomeMissed, times); err != nil || n != 0 {
 		t.Fatalf("second record: %d, %v; want 0", n, err)
 	}
 	c, err := b.TakeScheduled(ctx(t), "job", everySpec, base.Add(-2*time.Second), true)

@@ -1,0 +1,387 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/monitor"
+	"github.com/redbite/leasewrap/schedule"
+	"github.com/redbite/leasewrap/signals"
+)
+
+// maxIdleWait bounds one sleep between scheduled times. The time to wake is
+// measured on the database's clock as seen through the boot clock (which
+// counts suspension and ignores wall-clock steps), but a Go timer may
+// stand still while the machine is suspended: waking once a minute to look
+// again costs no database round trip.
+const maxIdleWait = time.Minute
+
+// scheduler runs the command at each time of the job's schedule: every
+// instance runs one, and each time is run by one of them (the claims
+// table decides), or recorded as missed or skipped.
+type scheduler struct {
+	w    *wrapper
+	path string
+	mon  *monitor.Monitor
+	log  zerolog.Logger
+	// clock estimates the database's clock between answers.
+	clock dbClock
+	// last is the latest scheduled time this instance knows accounted for
+	// (run, missed or skipped, by any instance), with every time before it.
+	last time.Time
+	// runs counts the runs of this instance, and ran is the latest one's
+	// exit status as an error, for --once's.
+	runs int
+	ran  error
+	// failing is set while the database fails, to log it once.
+	failing bool
+}
+
+// dbClock is the database's clock as last seen, carried forward on the
+// local boot clock: all instances plan on the one clock they share.
+type dbClock struct {
+	local lease.Clock
+	at    time.Time     // the database's now()
+	seen  time.Duration // the local clock when the answer came
+}
+
+func (c *dbClock) set(now time.Time) {
+	if !now.IsZero() {
+		c.at, c.seen = now, c.local.Now()
+	}
+}
+
+func (c *dbClock) now() time.Time { return c.at.Add(c.local.Now() - c.seen) }
+
+// runScheduled is the main command with --schedule: it never returns by
+// itself, except with --once after the time just due.
+func (w *wrapper) runScheduled(ctx context.Context, path string, mon *monitor.Monitor) error {
+	sc := &scheduler{w: w, path: path, mon: mon, clock: dbClock{local: lease.BootClock()},
+		log: w.log.With().Str("schedule", w.o.sched.Spec()).Logger()}
+	var reg lease.Registration
+	sig, err := w.watchSignals(ctx, func(ctx context.Context) error {
+		var err error
+		reg, err = w.store.Register(ctx, w.o.job, w.o.sched.Spec())
+		return err
+	})
+	if sig != nil {
+		return sc.stopped(sig)
+	}
+	var se *lease.ScheduleError
+	switch {
+	case errors.As(err, &se):
+		return usagef("refusing %s %q: %v", "--schedule", w.o.sched.Spec(), err)
+	case err != nil:
+		return w.db.unavailable(err, w.log)
+	}
+	sc.clock.set(reg.Now)
+	sc.last = sc.start(reg)
+	next := sc.w.o.sched.Next(sc.last)
+	sc.log.Info().Time("accounted_through", sc.last).Time("next", next).Str("catch_up", string(w.o.catchUp.Policy)).
+		Msg("scheduler started")
+	for {
+		wait, stop := sc.step(ctx)
+		if stop != nil || w.o.once {
+			return sc.exit(stop)
+		}
+		if sig := sc.sleep(wait); sig != nil {
+			return sc.stopped(sig)
+		}
+	}
+}
+
+// start is the time a scheduler accounts from: the job's latest claim,
+// else (a job never scheduled) just before the latest due time when
+// that one is still on time (with --once: within the catch-up window),
+// else now. A new job owes nothing from before it was first started.
+func (sc *scheduler) start(reg lease.Registration) time.Time {
+	if !reg.Latest.IsZero() {
+		return reg.Latest
+	}
+	s, now := sc.w.o.sched, reg.Now
+	p := s.Plan(time.Time{}, now, schedule.CatchUp{Policy: schedule.CatchUpLatest, Window: sc.w.o.catchUp.Window, MaxMissed: 1})
+	if len(p.Run) == 0 {
+		return now
+	}
+	latest := p.Run[len(p.Run)-1]
+	before := latest.Add(-time.Nanosecond)
+	if sc.w.o.once || len(s.Plan(before, now, schedule.CatchUp{Policy: schedule.CatchUpNone}).Run) > 0 {
+		return before
+	}
+	return latest
+}
+
+// step accounts for the times due by now: it records the missed ones and
+// runs (or finds claimed) the ones to run, in order. It returns how long
+// to wait before the next step, or the error to exit with.
+func (sc *scheduler) step(ctx context.Context) (time.Duration, error) {
+	o := sc.w.o
+	now := sc.clock.now()
+	plan := o.sched.Plan(sc.last, now, o.catchUp)
+	if missed := missedOf(plan); len(missed) > 0 {
+		if err := sc.record(ctx, lease.OutcomeMissed, missed); err != nil {
+			return sc.failed(err)
+		}
+	}
+	for i, at := range plan.Run {
+		// The newest time, when nothing is due after it, is the one due
+		// now: a lease held then means the previous run still goes, and
+		// the time is skipped. An older one waits for the holder.
+		latest := i == len(plan.Run)-1 && o.sched.Next(at).After(sc.clock.now())
+		runs := sc.runs
+		wait, done, err := sc.take(ctx, at, latest)
+		if err != nil || !done {
+			return wait, err
+		}
+		if sc.runs > runs {
+			// Time passed while it ran: plan again.
+			return 0, nil
+		}
+	}
+	return sc.untilNext(), nil
+}
+
+// untilNext is how long until the next scheduled time, on the database's
+// clock (0 when one is due already).
+func (sc *scheduler) untilNext() time.Duration {
+	return max(sc.w.o.sched.Next(sc.last).Sub(sc.clock.now()), 0)
+}
+
+// missedOf lists what a plan records as missed: the summarised span (as
+// one time standing for all of it), then each listed time.
+func missedOf(p schedule.Plan) []lease.Missed {
+	var out []lease.Missed
+	if p.Collapsed.Count > 0 {
+		out = append(out, lease.Missed{At: p.Collapsed.Last, First: p.Collapsed.First})
+	}
+	for _, at := range p.Missed {
+		out = append(out, lease.Missed{At: at})
+	}
+	return out
+}
+
+// record writes times with outcome, and moves last past those the
+// database found due.
+func (sc *scheduler) record(ctx context.Context, outcome string, times []lease.Missed) error {
+	var (
+		n   int
+		now time.Time
+	)
+	sig, err := sc.w.watchSignals(ctx, func(ctx context.Context) error {
+		var err error
+		n, now, _, err = sc.w.store.RecordMissed(ctx, sc.w.o.job, outcome, times)
+		return err
+	})
+	if sig != nil {
+		return &stopSignal{sig}
+	}
+	if err != nil {
+		return err
+	}
+	sc.clock.set(now)
+	for _, m := range times {
+		if !m.At.After(now) && m.At.After(sc.last) {
+			sc.last = m.At
+		}
+	}
+	if n > 0 {
+		ev := sc.log.Warn()
+		if outcome == lease.OutcomeSkipped {
+			ev = sc.log.Info()
+		}
+		ev.Int("times", n).Time("first", times[0].At).Time("last", times[len(times)-1].At).Str("outcome", outcome).
+			Msg("recorded scheduled times nobody ran")
+	}
+	sc.recovered()
+	return nil
+}
+
+// stopSignal is a signal to end leasewrap that came during a database call.
+type stopSignal struct{ sig os.Signal }
+
+func (s *stopSignal) Error() string { return "stopped by signal " + s.sig.String() }
+
+// take tries to take the lease for the time at and run it. done reports
+// that the time is accounted for; when it is not, wait says when to try
+// again.
+func (sc *scheduler) take(ctx context.Context, at time.Time, latest bool) (wait time.Duration, done bool, _ error) {
+	o := sc.w.o
+	var c lease.Claim
+	sig, err := sc.w.watchSignals(ctx, func(ctx context.Context) error {
+		var err error
+		c, err = sc.w.store.TakeScheduled(ctx, o.job, o.sched.Spec(), at, latest)
+		return err
+	})
+	if sig != nil {
+		if c.Lease != nil {
+			logRelease(c.Lease.AbandonWith(context.Background(), lease.End{Outcome: lease.OutcomeStopped}), sc.log)
+		}
+		return 0, false, &stopSignal{sig}
+	}
+	var (
+		se       *lease.ScheduleError
+		slotsErr *lease.SlotsError
+	)
+	switch {
+	case errors.As(err, &se):
+		return 0, false, usagef("refusing %s %q: %v", "--schedule", o.sched.Spec(), err)
+	case errors.As(err, &slotsErr):
+		return 0, false, usagef("refusing %s %q: %v", "--schedule", o.sched.Spec(), err)
+	case err != nil:
+		wait, err := sc.failed(err)
+		return wait, false, err
+	}
+	sc.recovered()
+	sc.clock.set(c.Now)
+	log := sc.log.With().Time("scheduled_at", at).Logger()
+	switch {
+	case c.Lease != nil:
+		return 0, true, sc.run(c, at, log)
+	case c.Outcome != "":
+		sc.last = at
+		ev := log.Debug()
+		if c.Outcome == lease.OutcomeSkipped && c.By != "" {
+			ev = log.Info()
+		}
+		ev.Str("claim", c.Outcome).Str("by", c.By).Msg(claimMessages[c.Outcome])
+		return 0, true, nil
+	case at.After(sc.clock.now()):
+		// Not due yet on the database's clock.
+		return at.Sub(sc.clock.now()), false, nil
+	case c.Held != nil:
+		log.Info().Str("current_holder", c.Held.Holder).Msg("a late time waits: the lease is held")
+		return min(sc.untilNext(), o.timings.RetryInterval), false, nil
+	}
+	// Another instance took the lease after the statement's snapshot: ask
+	// again, now that its take has committed.
+	return 0, false, nil
+}
+
+// claimMessages say how a scheduled time was accounted for elsewhere.
+var claimMessages = map[string]string{
+	lease.ClaimRun:         "skipped: another instance ran this time",
+	lease.ClaimManual:      "skipped: this time was run by hand",
+	lease.ClaimedElsewhere: "skipped: another instance accounted for this time",
+	lease.OutcomeMissed:    "skipped: this time was recorded as missed",
+	lease.OutcomeSkipped:   "skipped: the previous run still held the lease at this time",
+}
+
+// run runs the command for the time at under the lease c took, then
+// records the times that came due while it held the lease as skipped.
+func (sc *scheduler) run(c lease.Claim, at time.Time, log zerolog.Logger) error {
+	taken := c.Now
+	sc.mon.Leading(c.Lease)
+	err := sc.w.runChild(sc.path, c.Lease, sc.mon)
+	sc.mon.NotLeading()
+	sc.last = at
+	sc.runs++
+	sc.ran = err
+	if sc.w.endSignal != nil {
+		return err
+	}
+	if err != nil {
+		log.Warn().Err(err).Msg("the scheduled run failed")
+	}
+	// Times that came due while the run held the lease are skipped: runs
+	// of one job never overlap.
+	var during []lease.Missed
+	for _, t := range sc.w.o.sched.Between(maxTime(at, taken), sc.clock.now(), schedule.DefaultMaxRuns) {
+		during = append(during, lease.Missed{At: t})
+	}
+	if len(during) > 0 {
+		if err := sc.record(context.Background(), lease.OutcomeSkipped, during); err != nil {
+			var stop *stopSignal
+			if errors.As(err, &stop) {
+				return sc.stopped(stop.sig)
+			}
+			log.Warn().Err(err).Msg("cannot record the times skipped during the run; the next step records them")
+		}
+	}
+	keep := max(sc.w.o.historyKeep, sc.w.o.catchUp.Window)
+	if sc.w.o.historyKeep == 0 {
+		keep = 0
+	}
+	if err := sc.w.store.PruneClaims(context.Background(), sc.w.o.job, keep); err != nil {
+		log.Debug().Err(err).Msg("cannot prune old claims")
+	}
+	return nil
+}
+
+// failed logs a database failure (once until it recovers) and says to
+// try again after the retry interval.
+func (sc *scheduler) failed(err error) (time.Duration, error) {
+	var stop *stopSignal
+	if errors.As(err, &stop) {
+		return 0, err
+	}
+	if errors.Is(err, lease.ErrNotLeaseTable) || errors.Is(err, lease.ErrClaimsUnavailable) {
+		return 0, sc.w.db.unavailable(err, sc.log)
+	}
+	if sc.w.o.once {
+		return 0, sc.w.db.unavailable(err, sc.log)
+	}
+	ev := sc.log.Debug()
+	if !sc.failing {
+		ev = sc.log.Warn()
+	}
+	sc.failing = true
+	ev.Err(err).Stringer("retry_in", sc.w.o.timings.RetryInterval).Msg("cannot use the lease store; the scheduled times are accounted for once it answers")
+	return sc.w.o.timings.RetryInterval, nil
+}
+
+func (sc *scheduler) recovered() {
+	if sc.failing {
+		sc.failing = false
+		sc.log.Info().Msg("the lease store answers again")
+	}
+}
+
+// sleep waits d (at most maxIdleWait), or until a signal asks leasewrap to
+// end, which it returns.
+func (sc *scheduler) sleep(d time.Duration) os.Signal {
+	t := time.NewTimer(min(max(d, time.Millisecond), maxIdleWait))
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return nil
+		case sig := <-sc.w.sigs:
+			if signals.Ends(sig) {
+				return sig
+			}
+			sc.log.Debug().Str("signal", sig.String()).Msg("ignoring signal: no run under way")
+		}
+	}
+}
+
+// exit is the exit status of a scheduler that stops: stop's, or with
+// --once the run's (the skip status when the time was run elsewhere).
+func (sc *scheduler) exit(stop error) error {
+	var sig *stopSignal
+	if errors.As(stop, &sig) {
+		return sc.stopped(sig.sig)
+	}
+	if stop != nil {
+		return stop
+	}
+	if sc.runs > 0 {
+		return sc.ran
+	}
+	sc.log.Info().Msg("nothing to run: the time due was run, skipped or missed elsewhere, or none is due")
+	return exitWith(sc.w.o.skipExitCode)
+}
+
+// stopped ends a scheduler asked to stop by sig between runs: it has
+// nothing to hand back, and exits 0 (during a run, the run's status).
+func (sc *scheduler) stopped(sig os.Signal) error {
+	if sc.w.endSignal != nil {
+		return sc.ran
+	}
+	sc.log.Info().Str("signal", sig.String()).Msg("scheduler stopped by signal")
+	return nil
+}
