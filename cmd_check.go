@@ -26,12 +26,13 @@ const (
 func checkCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "check",
-		Usage: "a monitoring check: exit 0 if --job last succeeded within --max-age, 2 if not, 3 if it cannot tell",
+		Usage: "a monitoring check: exit 0 if --job last succeeded within --max-age (a job with a schedule: if its latest due time ran and succeeded), 2 if not, 3 if it cannot tell",
 		UsageText: "leasewrap check --job NAME --max-age D [--fail-on-last-failure] [--json]\n" +
+			"leasewrap check --job NAME [--json]   (a job run with --schedule)\n" +
 			"Prints one line (Nagios/Icinga style, with perfdata) or, with --json, one object.",
 		Flags: append([]cli.Flag{
 			jobFlag("the job to check (required)"),
-			&cli.StringFlag{Name: "max-age", Usage: "how long ago the last successful run may have finished, as in 26h (required)"},
+			&cli.StringFlag{Name: "max-age", Usage: "how long ago the last successful run may have finished, as in 26h (required for a job without a schedule)"},
 			&cli.BoolFlag{Name: "fail-on-last-failure", Usage: "also exit 2 when the newest run failed, even if a success is recent enough"},
 			jsonFlag("print a JSON object for machines"),
 		}, storeFlags()...),
@@ -55,7 +56,10 @@ type checkResult struct {
 	LastRunAt             *time.Time `json:"last_run_at"`
 	LastRunOutcome        *string    `json:"last_run_outcome"`
 	LastExitCode          *int       `json:"last_exit_code"`
-	code                  int
+	// ScheduledAt is the scheduled time judged, for a job with a schedule
+	// checked without --max-age.
+	ScheduledAt *time.Time `json:"scheduled_at,omitempty"`
+	code        int
 }
 
 func checkAction(c *cli.Context) error {
@@ -65,7 +69,7 @@ func checkAction(c *cli.Context) error {
 		return unknown(c, "", err)
 	}
 	if c.String("max-age") == "" {
-		return unknown(c, job, fmt.Errorf("missing --max-age: how old the last success may be, as in --max-age 26h"))
+		return checkScheduled(c, job)
 	}
 	maxAge, err := s.duration("max-age")
 	if err == nil && maxAge <= 0 {

@@ -254,8 +254,11 @@ func (sc *scheduler) take(ctx context.Context, at time.Time, latest bool) (wait 
 		// Not due yet on the database's clock.
 		return at.Sub(sc.clock.now()), false, nil
 	case c.Held != nil:
-		log.Info().Str("current_holder", c.Held.Holder).Msg("a late time waits: the lease is held")
-		return min(sc.untilNext(), o.timings.RetryInterval), false, nil
+		log.Debug().Str("current_holder", c.Held.Holder).Msg("a late time waits: the lease is held")
+		// Look again after the retry interval, or at the next time if it
+		// comes first (it may be skipped).
+		next := max(o.sched.Next(sc.clock.now()).Sub(sc.clock.now()), time.Millisecond)
+		return min(next, o.timings.RetryInterval), false, nil
 	}
 	// Another instance took the lease after the statement's snapshot: ask
 	// again, now that its take has committed.
@@ -282,6 +285,9 @@ func (sc *scheduler) run(c lease.Claim, at time.Time, log zerolog.Logger) error 
 	sc.runs++
 	sc.ran = err
 	if sc.w.endSignal != nil {
+		if err == nil {
+			err = &stopSignal{sc.w.endSignal}
+		}
 		return err
 	}
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
+	"github.com/redbite/leasewrap/schedule"
 )
 
 // exitLastRunFailed is status --fail-on-error's status when a job's last
@@ -92,6 +93,9 @@ type statusJSON struct {
 	// object per slot.
 	Slot  *int `json:"slot,omitempty"`
 	Slots *int `json:"slots,omitempty"`
+	// Schedule and NextScheduledAt are there for a job with a schedule.
+	Schedule        *string    `json:"schedule,omitempty"`
+	NextScheduledAt *time.Time `json:"next_scheduled_at,omitempty"`
 }
 
 func printStatusJSON(w io.Writer, jobs []inspect.JobStatus) error {
@@ -108,6 +112,7 @@ func printStatusJSON(w io.Writer, jobs []inspect.JobStatus) error {
 		if j.Slots > 1 {
 			s.Slot, s.Slots = ptr(j.Slot), ptr(j.Slots)
 		}
+		s.Schedule, s.NextScheduledAt = j.Schedule, nextScheduled(j.Schedule, time.Now())
 		out = append(out, s)
 	}
 	return escape.JSON(w, out)
@@ -123,7 +128,13 @@ func printStatusTable(w io.Writer, jobs []inspect.JobStatus) error {
 	} else {
 		fmt.Fprint(tw, "JOB\t")
 	}
-	fmt.Fprintln(tw, "HOLDER\tSTATE\tEXPIRES IN\tTOKEN\tLAST START\tDURATION\tEXIT\tBY")
+	// SCHEDULE and NEXT columns only when a job has a schedule.
+	scheduled := slices.ContainsFunc(jobs, func(j inspect.JobStatus) bool { return j.Schedule != nil })
+	fmt.Fprint(tw, "HOLDER\tSTATE\tEXPIRES IN\tTOKEN\tLAST START\tDURATION\tEXIT\tBY")
+	if scheduled {
+		fmt.Fprint(tw, "\tSCHEDULE\tNEXT")
+	}
+	fmt.Fprintln(tw)
 	for _, j := range jobs {
 		expires, start, duration, exit, by := "-", "-", "-", "-", "-"
 		if j.Live() {
@@ -147,8 +158,19 @@ func printStatusTable(w io.Writer, jobs []inspect.JobStatus) error {
 		if slotted {
 			fmt.Fprintf(tw, "%d/%d\t", max(j.Slot, 1), max(j.Slots, 1))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", printable(j.Holder), j.State,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s", printable(j.Holder), j.State,
 			expires, j.FencingToken, start, duration, exit, printable(by))
+		if scheduled {
+			spec, next := "-", "-"
+			if j.Schedule != nil {
+				spec = printable(*j.Schedule)
+			}
+			if at := nextScheduled(j.Schedule, time.Now()); at != nil {
+				next = stamp(*at)
+			}
+			fmt.Fprintf(tw, "\t%s\t%s", spec, next)
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }
@@ -163,6 +185,23 @@ func lastDuration(j inspect.JobStatus) (time.Duration, bool) {
 		return 0, false
 	}
 	return j.LastFinished.Sub(*j.LastStarted).Round(time.Millisecond), true
+}
+
+// nextScheduled is a job's next scheduled time after now, by the
+// schedule recorded with it; nil without one (or one this version cannot
+// read).
+func nextScheduled(spec *string, now time.Time) *time.Time {
+	if spec == nil {
+		return nil
+	}
+	s, err := schedule.Parse(*spec, "")
+	if err != nil {
+		return nil
+	}
+	if next := s.Next(now); !next.IsZero() {
+		return utc(&next)
+	}
+	return nil
 }
 
 func utc(t *time.Time) *time.Time {

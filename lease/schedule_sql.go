@@ -27,6 +27,12 @@ import (
 //     key decides between two takes whatever their clocks.
 //   - Two takes of the same free row serialise on the row lock; the second
 //     sees the first's live lease and takes nothing.
+//   - The take is also conditional on the run it replaces being as the
+//     snapshot saw it (same token, same last_finished_at): a release that
+//     committed between the snapshot and the row lock (its expiry is its
+//     own now(), which may be older than the take's) makes the take find
+//     nothing, rather than close as lost a run its holder just recorded.
+//     The caller asks again.
 //
 // A lease held at a time that is due (by a run still going, this job's
 // runs never overlap) gets the time a skipped claim in the same statement,
@@ -117,6 +123,7 @@ ON CONFLICT (job_name) DO UPDATE SET
   last_scheduled_at = excluded.last_scheduled_at
 WHERE l.expires_at <= now() AND coalesce(l.slots, 1) = 1 AND coalesce(l.schedule, $5::text) = $5::text
   AND l.fencing_token = (SELECT fencing_token FROM old)
+  AND l.last_finished_at IS NOT DISTINCT FROM (SELECT last_finished_at FROM old)
 RETURNING fencing_token),
 claim AS (
   INSERT INTO {claims} (job_name, scheduled_at, outcome, holder, fencing_token, claimed_at)

@@ -190,6 +190,8 @@ type Interval struct {
 	Token      int64
 	Holder     string
 	Pid        int
+	// ScheduledAt is the scheduled time the run was for (zero: none).
+	ScheduledAt time.Time
 }
 
 // ReadHistory parses a record file, in order of starts; a missing file is
@@ -210,12 +212,16 @@ func ReadHistory(t testing.TB, path string) []Interval {
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		switch {
-		case len(fields) == 5 && fields[0] == "start":
+		case (len(fields) == 5 || len(fields) == 6) && fields[0] == "start":
 			ns, _ := strconv.ParseInt(fields[1], 10, 64)
 			token, _ := strconv.ParseInt(fields[2], 10, 64)
 			pid, _ := strconv.Atoi(fields[4])
 			open[pid] = len(runs)
-			runs = append(runs, Interval{Start: ns, Token: token, Holder: fields[3], Pid: pid})
+			r := Interval{Start: ns, Token: token, Holder: fields[3], Pid: pid}
+			if len(fields) == 6 {
+				r.ScheduledAt, _ = time.Parse(time.RFC3339Nano, fields[5])
+			}
+			runs = append(runs, r)
 		case len(fields) == 3 && fields[0] == "end":
 			ns, _ := strconv.ParseInt(fields[1], 10, 64)
 			pid, _ := strconv.Atoi(fields[2])

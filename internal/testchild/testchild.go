@@ -11,7 +11,8 @@
 //	ignore-term      like trap, but keep going after every signal (only SIGKILL ends it)
 //	env              print the LEASEWRAP_* variables as NAME=value lines
 //	grandchild:FILE  start a grandchild that ignores SIGTERM and sleeps; write its pid to FILE
-//	record:FILE      append "start <monotonic-ns> <token> <holder> <pid>" to FILE now and
+//	record:FILE      append "start <monotonic-ns> <token> <holder> <pid>" (and the
+//	                 run's LEASEWRAP_SCHEDULED_AT, when it has one) to FILE now and
 //	                 "end <monotonic-ns> <pid>" when the script ends by exit or trapped signal
 //	sleep:DURATION   sleep
 //	block            sleep until a signal ends the process
@@ -96,7 +97,11 @@ func run(steps []string) int {
 			recordMu.Lock()
 			recordTo = arg
 			recordMu.Unlock()
-			appendLine(arg, fmt.Sprintf("start %d %s %s %d", Monotonic(), os.Getenv("LEASEWRAP_FENCING_TOKEN"), os.Getenv("LEASEWRAP_HOLDER"), os.Getpid()))
+			line := fmt.Sprintf("start %d %s %s %d", Monotonic(), os.Getenv("LEASEWRAP_FENCING_TOKEN"), os.Getenv("LEASEWRAP_HOLDER"), os.Getpid())
+			if at := os.Getenv("LEASEWRAP_SCHEDULED_AT"); at != "" {
+				line += " " + at
+			}
+			appendLine(arg, line)
 		case "sleep":
 			d, err := time.ParseDuration(arg)
 			if err != nil {

@@ -103,7 +103,8 @@ type Freshness struct {
 	Now time.Time
 	// LastSuccess is the newest run that exited 0, or nil if none is kept.
 	LastSuccess *Run
-	// LastRun is the newest run, or nil if none is kept.
+	// LastRun is the newest run, or nil if none is kept. A scheduled time
+	// missed or skipped is not a run.
 	LastRun *Run
 }
 
@@ -116,7 +117,9 @@ const freshnessSQL = `SELECT now(),
 FROM (VALUES (1)) AS one
 LEFT JOIN LATERAL (SELECT * FROM {history} WHERE job_name = $1::text AND outcome = '` + lease.OutcomeExited + `' AND exit_code = 0
   ORDER BY finished_at DESC LIMIT 1) s ON true
-LEFT JOIN LATERAL (SELECT * FROM {history} WHERE job_name = $1::text ORDER BY finished_at DESC LIMIT 1) r ON true`
+LEFT JOIN LATERAL (SELECT * FROM {history} WHERE job_name = $1::text
+  AND outcome NOT IN ('` + lease.OutcomeMissed + `', '` + lease.OutcomeSkipped + `')
+  ORDER BY finished_at DESC LIMIT 1) r ON true`
 
 // Freshness reads job's newest successful run and newest run from the
 // history. Without a history table it returns an error wrapping

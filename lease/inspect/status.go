@@ -27,6 +27,9 @@ type JobStatus struct {
 	// Slot is which of the job's Slots this row is (1 of 1 for a job with
 	// one slot).
 	Slot, Slots int
+	// Schedule is the job's schedule in its canonical form, as
+	// schedule.Parse reads it back, nil for a job without one.
+	Schedule *string
 }
 
 // Live reports whether no other holder can take the lease now.
@@ -37,7 +40,7 @@ func (j JobStatus) Live() bool { return j.ExpiresIn > 0 }
 const statusSQL = `SELECT ` + schema.BaseJob + ` AS job, holder, fencing_token,
   ` + schema.ExpiresInMicros + `,
   ` + schema.RowState + `,
-  last_started_at, last_finished_at, last_exit_code, last_holder, coalesce(slot, 1), coalesce(slots, 1)
+  last_started_at, last_finished_at, last_exit_code, last_holder, coalesce(slot, 1), coalesce(slots, 1), schedule
 FROM {lease} WHERE $1::text IS NULL OR job_name = $1::text OR (slot > 1 AND job_name = $1::text || '#' || slot)
 ORDER BY job, coalesce(slot, 1)`
 
@@ -70,7 +73,7 @@ func (r *Reader) Status(ctx context.Context, job string) ([]JobStatus, error) {
 		expiresMicros int64
 	)
 	_, err = pgx.ForEachRow(rows, []any{&js.Job, &js.Holder, &js.FencingToken, &expiresMicros, &js.State,
-		&js.LastStarted, &js.LastFinished, &js.LastExitCode, &js.LastHolder, &js.Slot, &js.Slots}, func() error {
+		&js.LastStarted, &js.LastFinished, &js.LastExitCode, &js.LastHolder, &js.Slot, &js.Slots, &js.Schedule}, func() error {
 		js.ExpiresIn = time.Duration(expiresMicros) * time.Microsecond
 		out = append(out, js)
 		js = JobStatus{}

@@ -24,6 +24,7 @@ type JobSummary struct {
 	Slots, SlotsHeld int
 	Holders          []string
 	// LastRun is the newest finished run, nil when the history has none.
+	// A scheduled time missed or skipped is not a run.
 	LastRun *Run
 	// LastSuccess is when the newest run that exited with status 0
 	// (OutcomeExited, exit code 0) finished, nil when none did.
@@ -34,6 +35,8 @@ type JobSummary struct {
 	// Since is the start of the window Runs counts: the database's now()
 	// less the window asked for.
 	Since time.Time
+	// Schedule is the job's schedule in its canonical form ("": none).
+	Schedule string
 }
 
 // summarySQL reads every job of the lease table with its history, in one
@@ -49,10 +52,11 @@ type JobSummary struct {
 // that keeps failing costs what the history keeps of it (--history-keep).
 // The counts read the last window's runs once, by the (finished_at) index.
 const summarySQL = `WITH rows AS (
-  SELECT ` + schema.BaseJob + ` AS job, holder, expires_at > now() AS live, coalesce(slots, 1) AS slots, coalesce(slot, 1) AS slot
+  SELECT ` + schema.BaseJob + ` AS job, holder, expires_at > now() AS live, coalesce(slots, 1) AS slots, coalesce(slot, 1) AS slot,
+    schedule
   FROM {lease}),
 jobs AS (
-  SELECT job, max(slots) FILTER (WHERE slot = 1) AS slots, count(*) FILTER (WHERE live) AS held,
+  SELECT job, max(slots) FILTER (WHERE slot = 1) AS slots, max(schedule) FILTER (WHERE slot = 1) AS schedule, count(*) FILTER (WHERE live) AS held,
     coalesce(array_agg(DISTINCT holder ORDER BY holder) FILTER (WHERE live), '{}') AS holders
   FROM rows GROUP BY job),
 recent AS (
@@ -62,11 +66,11 @@ recent AS (
   GROUP BY job_name)
 SELECT j.job, coalesce(j.slots, 1), j.held, j.holders, now() - $1::bigint * interval '1 microsecond',
   lr.slot, lr.holder, lr.fencing_token, lr.attempt, lr.started_at, lr.finished_at, lr.exit_code, lr.outcome,
-  ls.finished_at, coalesce(r.outcomes, '{}'), coalesce(r.counts, '{}')
+  ls.finished_at, coalesce(r.outcomes, '{}'), coalesce(r.counts, '{}'), coalesce(j.schedule, '')
 FROM jobs j
 LEFT JOIN LATERAL (
   SELECT slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome FROM {history} h
-  WHERE h.job_name >= j.job AND h.job_name <= j.job
+  WHERE h.job_name >= j.job AND h.job_name <= j.job AND h.outcome NOT IN ('` + lease.OutcomeMissed + `', '` + lease.OutcomeSkipped + `')
   ORDER BY h.job_name DESC, h.finished_at DESC, h.started_at DESC, h.fencing_token DESC LIMIT 1) lr ON true
 LEFT JOIN LATERAL (
   SELECT finished_at FROM {history} h
@@ -94,7 +98,7 @@ func (r *Reader) Summaries(ctx context.Context, window time.Duration) ([]JobSumm
 		reasons []string
 	)
 	dest := append([]any{&js.Job, &js.Slots, &js.SlotsHeld, &js.Holders, &js.Since}, last.dest()...)
-	dest = append(dest, &js.LastSuccess, &reasons, &counts)
+	dest = append(dest, &js.LastSuccess, &reasons, &counts, &js.Schedule)
 	_, err = pgx.ForEachRow(rows, dest, func() error {
 		js.LastRun = last.run(js.Job)
 		js.Runs = make(map[string]int, len(reasons))

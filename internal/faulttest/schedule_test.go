@@ -1,0 +1,472 @@
+package faulttest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/redbite/leasewrap/internal/lwtest"
+	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/internal/tcpproxy"
+)
+
+// scheduler is one instance of a scheduled job, with its own proxy to the
+// database.
+type scheduler struct {
+	index int
+	id    string
+	proxy *tcpproxy.Proxy
+	proc  *lwtest.Proc
+	// child is the command's script.
+	child string
+}
+
+// fleet is N schedulers of one job on one table.
+type fleet struct {
+	t       *testing.T
+	pool    *pgxpool.Pool
+	dbAddr  string
+	dbUser  string
+	dbName  string
+	table   string
+	spec    string
+	extra   []string
+	records string
+	members []*scheduler
+	starts  int
+}
+
+func newFleet(t *testing.T, n int, spec string, extra ...string) *fleet {
+	addr, user, db, table := sharedDB(t)
+	f := &fleet{t: t, pool: pgtest.Pool(t), dbAddr: addr, dbUser: user, dbName: db, table: table, spec: spec, extra: extra,
+		records: filepath.Join(t.TempDir(), "records")}
+	for i := range n {
+		f.members = append(f.members, &scheduler{index: i, proxy: tcpproxy.Start(t, addr),
+			child: "trap record:" + f.records + " sleep:200ms"})
+	}
+	return f
+}
+
+// start (re)starts m under a new holder id, and returns its process.
+func (f *fleet) start(m *scheduler) *lwtest.Proc {
+	f.starts++
+	m.id = fmt.Sprintf("s%d-%d", m.index, f.starts)
+	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=1", f.dbUser, m.proxy.Addr(), f.dbName)
+	args := append([]string{"--database-url", url, "--table", f.table, "--job", "work", "--id", m.id, "--log-format", "json",
+		"--ttl", ttl.String(), "--renew-interval", renew.String(), "--grace", grace.String(), "--retry-interval", retry.String(),
+		"--schedule", f.spec}, f.extra...)
+	m.proc = lwtest.Start(f.t, binary, []string{lwtest.Child(m.child)}, append(args, "--", lwtest.Self())...)
+	return m.proc
+}
+
+// exited reports whether m's wrapper has exited.
+func (m *scheduler) exited() bool {
+	select {
+	case <-m.proc.Exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop ends every scheduler (SIGINT) and waits for them and their children.
+func (f *fleet) stop() {
+	f.t.Helper()
+	for _, m := range f.members {
+		m.proxy.Restore()
+		_ = m.proc.Cmd.Process.Signal(syscall.SIGCONT)
+		_ = m.proc.Cmd.Process.Signal(os.Interrupt)
+	}
+	for _, m := range f.members {
+		m.proc.Wait(f.t, 20*time.Second)
+	}
+	for _, r := range lwtest.ReadHistory(f.t, f.records) {
+		lwtest.WaitGone(f.t, r.Pid, 10*time.Second)
+	}
+}
+
+// account is how the database accounts for one scheduled time.
+type account struct {
+	claim   string   // the claim's outcome ("" when none)
+	history []string // the history rows' outcomes
+}
+
+// accounts reads the claims and history rows of the times in [from, to].
+func (f *fleet) accounts(from, to time.Time) map[time.Time]*account {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out := map[time.Time]*account{}
+	get := func(at time.Time) *account {
+		at = at.UTC()
+		if out[at] == nil {
+			out[at] = &account{}
+		}
+		return out[at]
+	}
+	claims := pgx.Identifier{f.table + "_schedule"}.Sanitize()
+	history := pgx.Identifier{f.table + "_history"}.Sanitize()
+	rows, err := f.pool.Query(ctx, "SELECT scheduled_at, outcome FROM "+claims+" WHERE job_name = 'work' AND scheduled_at BETWEEN $1 AND $2", from, to)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for rows.Next() {
+		var (
+			at      time.Time
+			outcome string
+		)
+		if err := rows.Scan(&at, &outcome); err != nil {
+			f.t.Fatal(err)
+		}
+		get(at).claim = outcome
+	}
+	rows, err = f.pool.Query(ctx, "SELECT scheduled_at, outcome FROM "+history+" WHERE job_name = 'work' AND scheduled_at BETWEEN $1 AND $2", from, to)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for rows.Next() {
+		var (
+			at      time.Time
+			outcome string
+		)
+		if err := rows.Scan(&at, &outcome); err != nil {
+			f.t.Fatal(err)
+		}
+		a := get(at)
+		a.history = append(a.history, outcome)
+	}
+	if err := rows.Err(); err != nil {
+		f.t.Fatal(err)
+	}
+	return out
+}
+
+// ranBy groups the children's own records by scheduled time.
+func (f *fleet) ranBy() map[time.Time][]lwtest.Interval {
+	out := map[time.Time][]lwtest.Interval{}
+	for _, r := range lwtest.ReadHistory(f.t, f.records) {
+		if r.ScheduledAt.IsZero() {
+			f.t.Errorf("child of %s (pid %d) was not told its scheduled time", r.Holder, r.Pid)
+			continue
+		}
+		out[r.ScheduledAt.UTC()] = append(out[r.ScheduledAt.UTC()], r)
+	}
+	return out
+}
+
+// runOutcome reports whether a history outcome is that of a run (the
+// lease was taken for the time), not of a missed or skipped time.
+func runOutcome(outcome string) bool { return outcome != "missed" && outcome != "skipped" }
+
+// checkExactlyOnce checks every time of the schedule in [from, to] (period
+// apart, from included): one claim, one history row that agrees with it,
+// and a child only for a run, never two; and that the children's tokens
+// rise in the order they started. It returns the count of each outcome.
+func (f *fleet) checkExactlyOnce(from, to time.Time, period time.Duration) map[string]int {
+	f.t.Helper()
+	accounts := f.accounts(from, to)
+	ran := f.ranBy()
+	counts := map[string]int{}
+	for at := from.UTC(); !at.After(to); at = at.Add(period) {
+		a := accounts[at]
+		children := ran[at]
+		switch {
+		case a == nil || a.claim == "":
+			f.t.Errorf("%s: no claim, the time is not accounted for", at.Format(time.TimeOnly))
+			continue
+		case len(a.history) != 1:
+			f.t.Errorf("%s: claim %s, history %q: want exactly one history row", at.Format(time.TimeOnly), a.claim, a.history)
+		case (a.claim == "run") != runOutcome(a.history[0]) || !runOutcome(a.history[0]) && a.claim != a.history[0]:
+			f.t.Errorf("%s: claim %s disagrees with history %s", at.Format(time.TimeOnly), a.claim, a.history[0])
+		}
+		if len(children) > 1 {
+			f.t.Errorf("%s: run %d times, by %v", at.Format(time.TimeOnly), len(children), children)
+		}
+		if len(children) > 0 && a.claim != "run" {
+			f.t.Errorf("%s: a child ran a time claimed %s", at.Format(time.TimeOnly), a.claim)
+		}
+		if len(a.history) == 1 && a.history[0] == "exited" && len(children) == 0 {
+			f.t.Errorf("%s: history says exited, but no child ran", at.Format(time.TimeOnly))
+		}
+		if len(a.history) > 0 {
+			counts[a.history[0]]++
+		}
+	}
+	runs := lwtest.ReadHistory(f.t, f.records)
+	sort.Slice(runs, func(i, j int) bool { return runs[i].Start < runs[j].Start })
+	for i := 1; i < len(runs); i++ {
+		if runs[i].Token <= runs[i-1].Token {
+			f.t.Errorf("fencing token went from %d (%s) to %d (%s)", runs[i-1].Token, runs[i-1].Holder, runs[i].Token, runs[i].Holder)
+		}
+	}
+	return counts
+}
+
+// dbNow reads the database's clock.
+func (f *fleet) dbNow() time.Time {
+	f.t.Helper()
+	var now time.Time
+	if err := f.pool.QueryRow(context.Background(), "SELECT now()").Scan(&now); err != nil {
+		f.t.Fatal(err)
+	}
+	return now
+}
+
+// sleepUntil sleeps until the database's clock reads at (it runs on this
+// machine's clock, give or take the round trip).
+func (f *fleet) sleepUntil(at time.Time) {
+	if d := at.Sub(f.dbNow()); d > 0 {
+		time.Sleep(d)
+	}
+}
+
+// Five schedulers on "@every 2s" for at least 100 scheduled times while
+// they are SIGKILLed, SIGSTOPped, SIGTERMed and restarted at random and
+// their database connections are cut: every time in the window is
+// accounted for exactly once (run, missed or skipped; the claim, the
+// history row and the children's own records agree), no time runs twice,
+// and fencing tokens rise. Two of the five run a command longer than the
+// period, so that times come due while a run holds the lease (skipped).
+func TestScheduleExactlyOnceUnderFaults(t *testing.T) {
+	t.Parallel()
+	const (
+		period = 2 * time.Second
+		times  = 100
+	)
+	f := newFleet(t, 5, "@every 2s")
+	f.members[0].child = "trap record:" + f.records + " sleep:2500ms"
+	f.members[1].child = "trap record:" + f.records + " sleep:2500ms"
+	for _, m := range f.members {
+		f.start(m)
+	}
+	seed := time.Now().UnixNano()
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	t.Logf("seed %d", seed)
+	// The window starts once all are up and ends before the faults stop;
+	// a quiet end lets the lease of a crashed run expire and the next take
+	// close it.
+	from := f.dbNow().Truncate(period).Add(3 * period)
+	to := from.Add((times - 1) * period)
+	type pending struct {
+		at     time.Time
+		action func()
+	}
+	var queue []pending
+	later := func(d time.Duration, action func()) { queue = append(queue, pending{time.Now().Add(d), action}) }
+	down := map[int]bool{}
+	faults := map[string]int{}
+	nextFault := time.Now()
+	for f.dbNow().Before(to.Add(period)) {
+		now := time.Now()
+		kept := queue[:0]
+		for _, p := range queue {
+			if now.After(p.at) {
+				p.action()
+			} else {
+				kept = append(kept, p)
+			}
+		}
+		queue = kept
+		for _, m := range f.members {
+			if !down[m.index] && m.exited() {
+				// Exited by itself: a start while its database was cut.
+				down[m.index] = true
+				later(period/2, func() { f.start(m); down[m.index] = false })
+			}
+		}
+		if now.After(nextFault) {
+			nextFault = now.Add(time.Duration(800+rng.IntN(1700)) * time.Millisecond)
+			m := f.members[rng.IntN(len(f.members))]
+			if down[m.index] {
+				continue
+			}
+			down[m.index] = true
+			back := time.Duration(300+rng.IntN(4000)) * time.Millisecond
+			switch k := rng.IntN(100); {
+			case k < 30:
+				faults["sigkill"]++
+				_ = m.proc.Cmd.Process.Kill()
+				later(back, func() { f.start(m); down[m.index] = false })
+			case k < 50:
+				faults["sigstop"]++
+				_ = m.proc.Cmd.Process.Signal(syscall.SIGSTOP)
+				later(back, func() { _ = m.proc.Cmd.Process.Signal(syscall.SIGCONT); down[m.index] = false })
+			case k < 65:
+				faults["sigterm"]++
+				_ = m.proc.Cmd.Process.Signal(syscall.SIGTERM)
+				later(back, func() {
+					m.proc.Wait(t, 20*time.Second)
+					f.start(m)
+					down[m.index] = false
+				})
+			default:
+				faults["cut"]++
+				m.proxy.Cut()
+				later(back, func() { m.proxy.Restore(); down[m.index] = false })
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Heal everything, let a few clean times pass, then stop.
+	for _, p := range queue {
+		p.action()
+	}
+	for _, m := range f.members {
+		if m.exited() {
+			f.start(m)
+		}
+	}
+	f.sleepUntil(to.Add(5 * ttl))
+	f.stop()
+	counts := f.checkExactlyOnce(from, to, period)
+	line := fmt.Sprintf("scenario %-14s times=%d outcomes=%v faults=%v", "schedule", times, counts, faults)
+	t.Log(line)
+	fmt.Println(line)
+	if counts["exited"] == 0 {
+		t.Errorf("no time ran to completion: %v", counts)
+	}
+}
+
+// latestClaim reads the job's latest claimed time and its outcome.
+func (f *fleet) latestClaim() (time.Time, string) {
+	f.t.Helper()
+	var (
+		at      time.Time
+		outcome string
+	)
+	err := f.pool.QueryRow(context.Background(), "SELECT scheduled_at, outcome FROM "+pgx.Identifier{f.table + "_schedule"}.Sanitize()+
+		" WHERE job_name = 'work' ORDER BY scheduled_at DESC LIMIT 1").Scan(&at, &outcome)
+	var pgErr *pgconn.PgError
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) && !(errors.As(err, &pgErr) && pgErr.Code == "42P01") {
+		f.t.Fatal(err) // 42P01: no claims table yet
+	}
+	return at.UTC(), outcome
+}
+
+// waitClaim waits until a time at or after at is claimed.
+func (f *fleet) waitClaim(at time.Time, within time.Duration) {
+	f.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if latest, _ := f.latestClaim(); !latest.Before(at) {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%s not accounted for within %s", at.Format(time.TimeOnly), within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// All three schedulers down for ten scheduled times, then back: each
+// catch-up policy runs exactly what it promises of the ten, and records
+// the others as missed. The period is 4 s so that the restart lands
+// between the grace that would make the tenth time on time (half the
+// period, 2 s) and the eleventh time, with a margin for a loaded machine.
+func TestScheduleCatchUpAfterOutage(t *testing.T) {
+	t.Parallel()
+	const period = 4 * time.Second
+	for _, tc := range []struct {
+		policy       string
+		runs, missed int
+	}{{"none", 0, 10}, {"latest", 1, 9}, {"all", 10, 0}} {
+		t.Run(tc.policy, func(t *testing.T) {
+			t.Parallel()
+			f := newFleet(t, 3, "@every 4s", "--catch-up", tc.policy)
+			for _, m := range f.members {
+				f.start(m)
+			}
+			// Let a time run, then take them all down just after it.
+			last := f.dbNow().Truncate(period).Add(2 * period)
+			f.waitClaim(last, 2*period+20*time.Second)
+			if at, outcome := f.latestClaim(); !at.Equal(last) || outcome != "run" {
+				t.Fatalf("latest claim %s %s, want %s run", at.Format(time.TimeOnly), outcome, last.Format(time.TimeOnly))
+			}
+			f.sleepUntil(last.Add(600 * time.Millisecond))
+			for _, m := range f.members {
+				_ = m.proc.Cmd.Process.Kill()
+				m.proc.Wait(t, 10*time.Second)
+			}
+			if at, _ := f.latestClaim(); !at.Equal(last) {
+				t.Fatalf("%s was accounted for before the outage", at.Format(time.TimeOnly))
+			}
+			outage := last.Add(10 * period)
+			f.sleepUntil(outage.Add(period/2 + 600*time.Millisecond))
+			for _, m := range f.members {
+				f.start(m)
+			}
+			f.waitClaim(outage.Add(2*period), 2*period+30*time.Second)
+			f.stop()
+			counts := f.checkExactlyOnce(last.Add(period), outage, period)
+			runs := 0
+			for outcome, n := range counts {
+				if runOutcome(outcome) {
+					runs += n
+				}
+			}
+			if runs != tc.runs || counts["missed"] != tc.missed || counts["exited"] != tc.runs {
+				t.Errorf("catch-up %s: outcomes %v over the ten times of the outage, want %d runs (exited) and %d missed",
+					tc.policy, counts, tc.runs, tc.missed)
+			}
+			ran := f.ranBy()
+			if tc.runs == 1 && len(ran[outage.UTC()]) != 1 {
+				t.Errorf("catch-up latest: the latest time of the outage ran %d times, want once", len(ran[outage]))
+			}
+		})
+	}
+}
+
+// --once from three simulated crontabs, each firing up to a third of the
+// period late (20 s of a crontab's minute, scaled to "@every 3s"): every
+// time runs exactly once, by the first host to fire, and the others exit
+// with the skip status.
+func TestScheduleOnceFromCrontabs(t *testing.T) {
+	t.Parallel()
+	const (
+		period = 3 * time.Second
+		times  = 10
+	)
+	f := newFleet(t, 3, "@every 3s", "--once")
+	seed := time.Now().UnixNano()
+	rng := rand.New(rand.NewPCG(uint64(seed), 1))
+	t.Logf("seed %d", seed)
+	type firing struct {
+		at time.Time
+		m  *scheduler
+	}
+	first := f.dbNow().Truncate(period).Add(2 * period)
+	var firings []firing
+	for k := range times {
+		for _, m := range f.members {
+			late := time.Duration(rng.Int64N(int64(period / 3)))
+			firings = append(firings, firing{first.Add(time.Duration(k)*period + late), m})
+		}
+	}
+	sort.Slice(firings, func(i, j int) bool { return firings[i].at.Before(firings[j].at) })
+	var procs []*lwtest.Proc
+	for _, fi := range firings {
+		f.sleepUntil(fi.at)
+		procs = append(procs, f.start(fi.m))
+	}
+	for _, p := range procs {
+		if code := p.Wait(t, 30*time.Second); code != 0 {
+			t.Errorf("a crontab's leasewrap exited %d, want 0 (ran, or skipped with --skip-exit-code 0)", code)
+		}
+	}
+	last := first.Add((times - 1) * period)
+	counts := f.checkExactlyOnce(first, last, period)
+	if counts["exited"] != times {
+		t.Errorf("outcomes %v, want each of the %d times run", counts, times)
+	}
+}
