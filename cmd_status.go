@@ -14,7 +14,7 @@ import (
 	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
-	"github.com/redbite/leasewrap/schedule"
+	"github.com/redbite/leasewrap/monitor"
 )
 
 // exitLastRunFailed is status --fail-on-error's status when a job's last
@@ -194,11 +194,7 @@ func nextScheduled(spec *string, now time.Time) *time.Time {
 	if spec == nil {
 		return nil
 	}
-	s, err := schedule.Parse(*spec, "")
-	if err != nil {
-		return nil
-	}
-	if next := s.Next(now); !next.IsZero() {
+	if next, ok := monitor.NextScheduled(*spec, now); ok {
 		return utc(&next)
 	}
 	return nil

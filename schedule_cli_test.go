@@ -1,12 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/schedule"
 )
 
@@ -70,4 +72,70 @@ func TestScheduleMismatchIsRefused(t *testing.T) {
 	if code := first.Wait(t, 15*time.Second); code != 0 {
 		t.Errorf("a scheduler stopped between runs exited %d, want 0", code)
 	}
+}
+
+// A scheduled job as operators see it: status shows its schedule and next
+// time, the exporter the next time, and check without --max-age judges
+// its latest due time: OK once it ran and succeeded, CRITICAL when no
+// scheduler ran it (all down) or its run failed.
+func TestScheduledJobStatusCheckAndMetrics(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	check := func() (int, string) {
+		t.Helper()
+		p := lw(t, nil, "check", "--database-url", pgtest.URL(), "--table", d.table, "--job", "nightly")
+		var out strings.Builder
+		for line := range p.Lines {
+			out.WriteString(line + "\n")
+		}
+		return p.Wait(t, 10*time.Second), out.String()
+	}
+	waitCheck := func(wantCode int, wantPart string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			code, out := check()
+			if code == wantCode && strings.Contains(out, wantPart) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("check kept answering %d %q, want %d with %q", code, out, wantCode, wantPart)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	sched := lw(t, nil, d.args("--job", "nightly", "--schedule", "@every 2s", "--", "true")...)
+	sched.WaitLog(t, "released")
+	waitCheck(0, "ran and succeeded")
+
+	p := lw(t, nil, "status", "--database-url", pgtest.URL(), "--table", d.table, "--json")
+	var out strings.Builder
+	for line := range p.Lines {
+		out.WriteString(line)
+	}
+	p.Wait(t, 10*time.Second)
+	var jobs []statusJSON
+	if err := json.Unmarshal([]byte(out.String()), &jobs); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if len(jobs) != 1 || jobs[0].Schedule == nil || *jobs[0].Schedule != "@every 2s" || jobs[0].NextScheduledAt == nil ||
+		time.Until(*jobs[0].NextScheduledAt) <= 0 || time.Until(*jobs[0].NextScheduledAt) > 2*time.Second {
+		t.Errorf("status --json: %s, want the schedule and its next time within 2s", out.String())
+	}
+	_, addr := d.exporter(t, pgtest.URL())
+	next := scrape(t, addr)[`leasewrap_job_next_scheduled_timestamp_seconds{lease="nightly"}`]
+	if at := seconds(t, next); at < float64(time.Now().Unix())-1 || at > float64(time.Now().Unix())+3 {
+		t.Errorf("leasewrap_job_next_scheduled_timestamp_seconds = %s, want within 2s from now", next)
+	}
+
+	// All schedulers down: the next due time is nobody's.
+	_ = sched.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := sched.Wait(t, 15*time.Second); code != 0 {
+		t.Errorf("scheduler stopped between runs exited %d, want 0", code)
+	}
+	waitCheck(2, "was not run, and no instance recorded it missed")
+
+	// Back, with a command that fails.
+	lw(t, nil, d.args("--job", "nightly", "--schedule", "@every 2s", "--", "false")...)
+	waitCheck(2, "failed (exited 1 on")
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
+	"github.com/redbite/leasewrap/schedule"
 )
 
 // RunsWindow is how far back leasewrap_job_runs counts finished runs.
@@ -42,6 +43,7 @@ type Exporter struct {
 	lastErr string // the last failed scrape's error; "" after a success
 
 	up, duration, lastSuccess, lastRun, lastExit, runs, held, slotsHeld, slots, holder *prometheus.Desc
+	nextScheduled                                                                      *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Exporter)(nil)
@@ -62,8 +64,11 @@ func NewExporter(ctx context.Context, src Summarizer, timeout time.Duration, log
 		lastExit: prometheus.NewDesc("leasewrap_job_last_exit_code",
 			"Exit status of the job's newest finished run (128+N for signal N); -1 if there is none or it has none (lost with its holder).", lease, nil),
 		runs: prometheus.NewDesc("leasewrap_job_runs",
-			"Runs of the job that finished in the last 24 hours, by outcome (exited, signalled, lost, stopped, could_not_start, timed_out).",
+			"Runs of the job that finished in the last 24 hours, by outcome (exited, signalled, lost, stopped, could_not_start, timed_out; "+
+				"for a job with a schedule also missed and skipped, the scheduled times nobody ran).",
 			[]string{"lease", "outcome"}, nil),
+		nextScheduled: prometheus.NewDesc("leasewrap_job_next_scheduled_timestamp_seconds",
+			"The job's next scheduled time, in Unix seconds, by the schedule recorded with it (--schedule); absent for a job without one.", lease, nil),
 		held: prometheus.NewDesc("leasewrap_job_lease_held",
 			"1 while any slot of the job's lease is live (no other instance can take it), else 0.", lease, nil),
 		slotsHeld: prometheus.NewDesc("leasewrap_job_slots_held",
@@ -77,7 +82,8 @@ func NewExporter(ctx context.Context, src Summarizer, timeout time.Duration, log
 
 // Describe sends every series' description.
 func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{e.up, e.duration, e.lastSuccess, e.lastRun, e.lastExit, e.runs, e.held, e.slotsHeld, e.slots, e.holder} {
+	for _, d := range []*prometheus.Desc{e.up, e.duration, e.lastSuccess, e.lastRun, e.lastExit, e.runs, e.held, e.slotsHeld, e.slots, e.holder,
+		e.nextScheduled} {
 		ch <- d
 	}
 }
@@ -131,6 +137,9 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 		gauge(e.slots, float64(j.Slots), j.Job)
 		for _, h := range j.Holders {
 			gauge(e.holder, 1, j.Job, h)
+		}
+		if next, ok := NextScheduled(j.Schedule, time.Now()); ok {
+			gauge(e.nextScheduled, unixSeconds(next), j.Job)
 		}
 	}
 }
@@ -188,4 +197,19 @@ func boolValue(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// NextScheduled is the next time of a schedule recorded with a job (its
+// canonical spec) after now; false without one, or for one this version
+// cannot read.
+func NextScheduled(spec string, now time.Time) (time.Time, bool) {
+	if spec == "" {
+		return time.Time{}, false
+	}
+	s, err := schedule.Parse(spec, "")
+	if err != nil {
+		return time.Time{}, false
+	}
+	next := s.Next(now)
+	return next, !next.IsZero()
 }
