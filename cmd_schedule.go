@@ -30,7 +30,7 @@ type scheduler struct {
 	mon  *monitor.Monitor
 	log  zerolog.Logger
 	// clock estimates the database's clock between answers.
-	clock dbClock
+	clock planClock
 	// last is the latest scheduled time this instance knows accounted for
 	// (run, missed or skipped, by any instance), with every time before it.
 	last time.Time
@@ -40,6 +40,14 @@ type scheduler struct {
 	ran  error
 	// failing is set while the database fails, to log it once.
 	failing bool
+}
+
+// planClock is the clock a scheduler plans on: the database's (a test
+// injects another).
+type planClock interface {
+	// set records the database's clock from an answer (zero: none).
+	set(now time.Time)
+	now() time.Time
 }
 
 // dbClock is the database's clock as last seen, carried forward on the
@@ -61,8 +69,7 @@ func (c *dbClock) now() time.Time { return c.at.Add(c.local.Now() - c.seen) }
 // runScheduled is the main command with --schedule: it never returns by
 // itself, except with --once after the time just due.
 func (w *wrapper) runScheduled(ctx context.Context, path string, mon *monitor.Monitor) error {
-	sc := &scheduler{w: w, path: path, mon: mon, clock: dbClock{local: lease.BootClock()},
-		log: w.log.With().Str("schedule", w.o.sched.Spec()).Logger()}
+	sc := newScheduler(w, path, mon, &dbClock{local: lease.BootClock()})
 	var reg lease.Registration
 	sig, err := w.watchSignals(ctx, func(ctx context.Context) error {
 		var err error
@@ -93,6 +100,10 @@ func (w *wrapper) runScheduled(ctx context.Context, path string, mon *monitor.Mo
 			return sc.stopped(sig)
 		}
 	}
+}
+
+func newScheduler(w *wrapper, path string, mon *monitor.Monitor, clock planClock) *scheduler {
+	return &scheduler{w: w, path: path, mon: mon, clock: clock, log: w.log.With().Str("schedule", w.o.sched.Spec()).Logger()}
 }
 
 // start is the time a scheduler accounts from: the job's latest claim,

@@ -328,7 +328,8 @@ func (l *Lease) RecordAttempt(ctx context.Context, end End) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
-	tag, err := s.db.Exec(ctx, s.sql.recordAttempt, l.row, s.cfg.holder, l.token, l.job, l.slot, max(end.Attempt, 1), end.ExitCode, end.Outcome)
+	tag, err := s.db.Exec(ctx, s.sql.recordAttempt, l.row, s.cfg.holder, l.token, l.job, l.slot, max(end.Attempt, 1), end.ExitCode, end.Outcome,
+		l.scheduledArg())
 	if err != nil {
 		// Without the history, an attempt is not recorded at all; the next
 		// attempt's start still proves the lease.
@@ -391,7 +392,7 @@ func (l *Lease) RecordLost(ctx context.Context, end End) error {
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
 	_, err := s.db.Exec(ctx, s.sql.recordLost,
-		l.job, l.slot, s.cfg.holder, l.token, max(end.Attempt, 1), end.ExitCode, end.Outcome)
+		l.job, l.slot, s.cfg.holder, l.token, max(end.Attempt, 1), end.ExitCode, end.Outcome, l.scheduledArg())
 	if err != nil {
 		return fmt.Errorf("cannot record attempt %d of lease %q: %w", end.Attempt, l.job, pgerr.Classify(err))
 	}

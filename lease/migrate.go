@@ -62,8 +62,13 @@ const schemaTimeout = 15 * time.Second
 // A history table of that name that is not leasewrap's is left as it is,
 // and reported with a *SchemaError (History set) after the lease table's
 // changes: leases work without it, runs are not recorded.
+//
+// Once all that is in place, it also creates the claims table of
+// scheduled jobs (which a scheduled instance would otherwise create when
+// it starts), or checks the one there; an error about it matches
+// ErrClaimsUnavailable.
 func (s *Store) Migrate(ctx context.Context) ([]string, error) {
-	changes, hs, err := s.objects.Migrate(ctx, s.db)
+	changes, hs, err := s.objects.MigrateAll(ctx, s.db)
 	if err == nil && hs.Problem != nil {
 		err = hs.Problem
 	}

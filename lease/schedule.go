@@ -307,3 +307,12 @@ func (s *Store) PruneClaims(ctx context.Context, job string, keep time.Duration)
 // ScheduledAt returns the scheduled time the lease was taken for, or the
 // zero time for a lease taken without a schedule.
 func (l *Lease) ScheduledAt() time.Time { return l.scheduledAt }
+
+// scheduledArg is the scheduled time as a statement's parameter: NULL for
+// a lease taken without a schedule.
+func (l *Lease) scheduledArg() *time.Time {
+	if l.scheduledAt.IsZero() {
+		return nil
+	}
+	return &l.scheduledAt
+}

@@ -13,10 +13,11 @@ import (
 	"github.com/redbite/leasewrap/internal/lwtest"
 )
 
-// TestSystemdUnitVerifies runs systemd-analyze verify on examples/
-// leasewrap@.service with ExecStart pointed at a freshly built leasewrap, and
-// wants it silent: no error and no warning (unknown keys, bad values). It does
-// not need systemd running as PID 1.
+// TestSystemdUnitVerifies runs systemd-analyze verify on each systemd unit
+// of examples/ (leasewrap@.service, leasewrap-schedule.service) with
+// ExecStart pointed at a freshly built leasewrap, and wants it silent: no
+// error and no warning (unknown keys, bad values). It does not need
+// systemd running as PID 1.
 func TestSystemdUnitVerifies(t *testing.T) {
 	analyze := requireTool(t, "systemd-analyze")
 	dir := t.TempDir()
@@ -24,22 +25,22 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unit := repoFile(t, "examples/leasewrap@.service")
-
-	verify := func(unit string) (string, error) {
-		path := filepath.Join(dir, "leasewrap@.service")
-		if err := os.WriteFile(path, []byte(unit), 0o644); err != nil {
-			t.Fatal(err)
+	for _, name := range []string{"leasewrap@.service", "leasewrap-schedule.service"} {
+		unit := repoFile(t, "examples/"+name)
+		verify := func(unit string) (string, error) {
+			path := filepath.Join(dir, name)
+			if err := os.WriteFile(path, []byte(unit), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(analyze, "verify", "--man=no", path).CombinedOutput()
+			return string(bytes.TrimSpace(out)), err
 		}
-		out, err := exec.Command(analyze, "verify", "--man=no", path).CombinedOutput()
-		return string(bytes.TrimSpace(out)), err
-	}
-
-	// The check has teeth: a missing binary is reported.
-	if out, err := verify(replaceAll(t, unit, "/usr/local/bin/leasewrap", filepath.Join(dir, "missing"))); err == nil || !strings.Contains(out, "not executable") {
-		t.Fatalf("systemd-analyze verify accepted a missing ExecStart binary (err %v):\n%s", err, out)
-	}
-	if out, err := verify(replaceAll(t, unit, "/usr/local/bin/leasewrap", bin)); err != nil || out != "" {
-		t.Fatalf("systemd-analyze verify examples/leasewrap@.service: err %v\n%s", err, out)
+		// The check has teeth: a missing binary is reported.
+		if out, err := verify(replaceAll(t, unit, "/usr/local/bin/leasewrap", filepath.Join(dir, "missing"))); err == nil || !strings.Contains(out, "not executable") {
+			t.Fatalf("systemd-analyze verify accepted a missing ExecStart binary in %s (err %v):\n%s", name, err, out)
+		}
+		if out, err := verify(replaceAll(t, unit, "/usr/local/bin/leasewrap", bin)); err != nil || out != "" {
+			t.Fatalf("systemd-analyze verify examples/%s: err %v\n%s", name, err, out)
+		}
 	}
 }

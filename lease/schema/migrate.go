@@ -32,11 +32,35 @@ const lockKey int64 = 0x6c656173657772 // "leaswr"
 // missing, nothing is changed and the error is a *FencingError, a
 // *HistoryError, or both joined.
 func (o Objects) Migrate(ctx context.Context, db DB) ([]string, HistoryState, error) {
+	return o.migrate(ctx, db, false)
+}
+
+// MigrateAll is Migrate that also creates the claims table of scheduled
+// jobs (in the same transaction, so that of many instances running it at
+// once one makes every change), and then checks that this role may use
+// it: an error matching ErrClaimsUnavailable when not.
+func (o Objects) MigrateAll(ctx context.Context, db DB) ([]string, HistoryState, error) {
+	changes, hs, err := o.migrate(ctx, db, true)
+	if err != nil {
+		return changes, hs, err
+	}
+	_, err = o.MigrateClaims(ctx, db)
+	return changes, hs, err
+}
+
+func (o Objects) migrate(ctx context.Context, db DB, claims bool) ([]string, HistoryState, error) {
 	st, err := o.Read(ctx, db)
 	if err != nil {
 		return nil, HistoryState{}, err
 	}
-	if st.complete() {
+	if claims {
+		cs, err := o.ReadClaims(ctx, db)
+		if err != nil {
+			return nil, HistoryState{}, err
+		}
+		claims = !cs.Exists
+	}
+	if st.complete() && !claims {
 		return nil, st.History, nil
 	}
 	// Skip the write transaction and its advisory lock when the only thing
@@ -44,7 +68,7 @@ func (o Objects) Migrate(ctx context.Context, db DB) ([]string, HistoryState, er
 	if st.TableComplete() && !st.CanCreate {
 		return nil, o.unupgraded(st.History), o.optionalMissing(st)
 	}
-	changes, err := o.migrateLocked(ctx, db)
+	changes, err := o.migrateLocked(ctx, db, claims)
 	var mismatch *Error
 	switch {
 	case errors.As(err, &mismatch), errors.Is(err, ErrFencingUnavailable):
@@ -91,7 +115,7 @@ func (o Objects) optionalMissing(st State) error {
 // looks at the catalog again once it holds the lock: another instance may
 // have done the work while this one waited, or the table may have changed
 // into one that is refused. Any refusal comes before the first DDL.
-func (o Objects) migrateLocked(ctx context.Context, db DB) ([]string, error) {
+func (o Objects) migrateLocked(ctx context.Context, db DB, claims bool) ([]string, error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return nil, err
@@ -131,6 +155,18 @@ func (o Objects) migrateLocked(ctx context.Context, db DB) ([]string, error) {
 			return nil, err
 		}
 		changes = append(changes, change...)
+	}
+	if claims {
+		cs, err := o.ReadClaims(ctx, tx)
+		if err != nil {
+			return nil, err
+		}
+		if !cs.Exists {
+			if err := Claims.create(ctx, tx, o.Claims); err != nil {
+				return nil, err
+			}
+			changes = append(changes, "created claims table "+o.Claims)
+		}
 	}
 	return changes, tx.Commit(ctx)
 }

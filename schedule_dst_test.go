@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/monitor"
+	"github.com/redbite/leasewrap/runner"
+	"github.com/redbite/leasewrap/schedule"
+	"github.com/redbite/leasewrap/signals"
+)
+
+// fakeClock is a scheduler's planning clock, moved by the test only.
+type fakeClock struct{ at time.Time }
+
+func (c *fakeClock) set(time.Time)  {}
+func (c *fakeClock) now() time.Time { return c.at }
+
+// runScheduler drives a real scheduler of spec over [from, to] on an
+// injected clock (the database's own clock is years later, so every
+// time is due to it): each step's wait moves the clock. It returns the
+// claims written, oldest first.
+func runScheduler(t *testing.T, spec, zone string, from, to time.Time) []time.Time {
+	t.Helper()
+	d := newDB(t)
+	s, err := schedule.Parse(spec, zone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	db, err := openDatabase(ctx, pgtest.URL(), newRedactor(pgtest.URL()), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.close)
+	o := runOptions{job: "dst", holder: "h", command: []string{"true"}, sched: s,
+		catchUp: schedule.CatchUp{Policy: schedule.CatchUpAll, Window: 48 * time.Hour},
+		timings: lease.TimingsFor(3*time.Second, nil)}
+	store, err := lease.New(db.pool, lease.WithTable(d.table), lease.WithHolder("h"), lease.WithTimings(o.timings))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigs, stop := signals.Notify()
+	defer stop()
+	w := &wrapper{o: o, log: zerolog.Nop(), db: db, store: store, sigs: sigs, children: runner.NewSupervisor()}
+	path, err := runner.LookPath("true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Register(ctx, o.job, s.Spec()); err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{at: from}
+	sc := newScheduler(w, path, monitor.New(o.job, "h", o.timings.TTL, false), clock)
+	sc.last = from
+	for steps := 0; clock.at.Before(to); steps++ {
+		if steps > 1000 {
+			t.Fatal("the scheduler does not move on")
+		}
+		wait, err := sc.step(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.at = clock.at.Add(max(wait, time.Millisecond))
+	}
+	rows, err := d.pool.Query(ctx, `SELECT scheduled_at FROM "`+d.table+`_schedule" WHERE outcome = 'run' ORDER BY scheduled_at`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []time.Time
+	for rows.Next() {
+		var at time.Time
+		if err := rows.Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, at.UTC())
+	}
+	return out
+}
+
+func utcTimes(s ...string) []time.Time {
+	out := make([]time.Time, len(s))
+	for i, v := range s {
+		out[i], _ = time.Parse(time.RFC3339, v)
+	}
+	return out
+}
+
+// Across daylight saving transitions, the scheduler claims each scheduled
+// instant once: a fixed time that a fall-back repeats runs once (its first
+// occurrence), one that a spring-forward skips runs once after the gap,
+// and a schedule that follows the wall clock ("30 * * * *") runs in both
+// occurrences of the repeated hour, each its own claim.
+func TestSchedulerAcrossDaylightSavingTime(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, spec, zone string
+		from, to         string
+		want             []time.Time
+	}{
+		{"fall back, fixed time", "30 1 * * *", "America/New_York", "2025-11-01T12:00:00Z", "2025-11-03T12:00:00Z",
+			utcTimes("2025-11-02T05:30:00Z", "2025-11-03T06:30:00Z")},
+		{"fall back, wall clock", "30 * * * *", "America/New_York", "2025-11-02T04:00:00Z", "2025-11-02T07:00:00Z",
+			utcTimes("2025-11-02T04:30:00Z", "2025-11-02T05:30:00Z", "2025-11-02T06:30:00Z")},
+		{"spring forward, fixed time", "30 2 * * *", "Europe/Berlin", "2026-03-28T12:00:00Z", "2026-03-30T12:00:00Z",
+			utcTimes("2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			from, to := utcTimes(tc.from, tc.to)[0], utcTimes(tc.from, tc.to)[1]
+			got := runScheduler(t, tc.spec, tc.zone, from, to)
+			if len(got) != len(tc.want) {
+				t.Fatalf("claimed %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if !got[i].Equal(tc.want[i]) {
+					t.Errorf("claimed %v, want %v", got, tc.want)
+					break
+				}
+			}
+		})
+	}
+}
