@@ -93,7 +93,10 @@ func (w *wrapper) runScheduled(ctx context.Context, path string, mon *monitor.Mo
 		Msg("scheduler started")
 	for {
 		wait, stop := sc.step(ctx)
-		if stop != nil || w.o.once {
+		// --once goes on while there is more to do at once (the next late
+		// time of --catch-up all, a take to ask again), and stops when the
+		// next step would have to wait.
+		if stop != nil || w.o.once && wait > 0 {
 			return sc.exit(stop)
 		}
 		if sig := sc.sleep(wait); sig != nil {
@@ -312,9 +315,8 @@ func (sc *scheduler) run(c lease.Claim, at time.Time, log zerolog.Logger) error 
 	}
 	if len(during) > 0 {
 		if err := sc.record(context.Background(), lease.OutcomeSkipped, during); err != nil {
-			var stop *stopSignal
-			if errors.As(err, &stop) {
-				return sc.stopped(stop.sig)
+			if errors.As(err, new(*stopSignal)) {
+				return err
 			}
 			log.Warn().Err(err).Msg("cannot record the times skipped during the run; the next step records them")
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -138,4 +139,51 @@ func TestScheduledJobStatusCheckAndMetrics(t *testing.T) {
 	// Back, with a command that fails.
 	lw(t, nil, d.args("--job", "nightly", "--schedule", "@every 2s", "--", "false")...)
 	waitCheck(2, "failed (exited 1 on")
+}
+
+// --once with --catch-up all runs every time nobody ran, in order, then
+// exits with the last run's status; with latest it runs only the most
+// recent and records the others missed.
+func TestOnceCatchesUp(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		policy string
+		missed bool
+	}{{"all", false}, {"latest", true}} {
+		t.Run(tc.policy, func(t *testing.T) {
+			t.Parallel()
+			d := newDB(t)
+			args := d.args("--job", "j", "--schedule", "@every 1s", "--catch-up", tc.policy)
+			sched := lw(t, nil, append(args, "--", "true")...)
+			sched.WaitLog(t, "released")
+			_ = sched.Cmd.Process.Signal(syscall.SIGTERM)
+			sched.Wait(t, 15*time.Second)
+			var last time.Time
+			if err := d.pool.QueryRow(context.Background(), `SELECT max(scheduled_at) FROM "`+d.table+`_schedule"`).Scan(&last); err != nil {
+				t.Fatal(err)
+			}
+			// Four times come due while nothing runs.
+			time.Sleep(time.Until(last.Add(4*time.Second + 600*time.Millisecond)))
+			once := lw(t, nil, append(args, "--once", "--", "true")...)
+			if code := once.Wait(t, 20*time.Second); code != 0 {
+				t.Fatalf("--once exited %d", code)
+			}
+			// However late --once started, every time since is accounted
+			// for, as the policy says.
+			var runs, missed int
+			var lastRun, lastMissed *time.Time
+			err := d.pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE outcome = 'run'), count(*) FILTER (WHERE outcome = 'missed'),
+  max(scheduled_at) FILTER (WHERE outcome = 'run'), max(scheduled_at) FILTER (WHERE outcome = 'missed')
+FROM "`+d.table+`_schedule" WHERE scheduled_at > $1`, last).Scan(&runs, &missed, &lastRun, &lastMissed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case !tc.missed && (runs < 4 || missed != 0):
+				t.Errorf("--catch-up all: %d runs and %d missed of the late times, want every one (at least 4) run", runs, missed)
+			case tc.missed && (runs != 1 || missed < 3 || lastMissed == nil || !lastRun.After(*lastMissed)):
+				t.Errorf("--catch-up latest: %d runs and %d missed of the late times, want the latest run and the others (at least 3) missed", runs, missed)
+			}
+		})
+	}
 }

@@ -7,12 +7,30 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/lease"
 )
 
 const everySpec = "@every 2s"
+
+// twoSchedulers registers two stores on a fresh table for job "job" on
+// everySpec.
+func twoSchedulers(t *testing.T) (*pgxpool.Pool, string, *lease.Store, *lease.Store, lease.Registration) {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	a, b := newStore(t, pool, table, "a"), newStore(t, pool, table, "b")
+	reg, err := a.Register(ctx(t), "job", everySpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Register(ctx(t), "job", everySpec); err != nil {
+		t.Fatal(err)
+	}
+	return pool, table, a, b, reg
+}
 
 func TestScheduledTakeClaimsEachTimeOnce(t *testing.T) {
 	t.Parallel()
@@ -84,16 +102,7 @@ func TestScheduledTakeClaimsEachTimeOnce(t *testing.T) {
 
 func TestScheduledTakeSkipsATimeWhileTheLeaseIsHeld(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.Pool(t)
-	table := pgtest.Table(t, pool)
-	a, b := newStore(t, pool, table, "a"), newStore(t, pool, table, "b")
-	reg, err := a.Register(ctx(t), "job", everySpec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Register(ctx(t), "job", everySpec); err != nil {
-		t.Fatal(err)
-	}
+	pool, table, a, b, reg := twoSchedulers(t)
 	first := reg.Now.Truncate(2 * time.Second).Add(-2 * time.Second)
 	c, err := a.TakeScheduled(ctx(t), "job", everySpec, first, true)
 	if err != nil || c.Lease == nil {
@@ -121,13 +130,7 @@ func TestScheduledTakeSkipsATimeWhileTheLeaseIsHeld(t *testing.T) {
 
 func TestMissedTimesAreRecordedOnce(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.Pool(t)
-	table := pgtest.Table(t, pool)
-	a, b := newStore(t, pool, table, "a"), newStore(t, pool, table, "b")
-	reg, err := a.Register(ctx(t), "job", everySpec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, table, a, b, reg := twoSchedulers(t)
 	base := reg.Now.Truncate(2 * time.Second)
 	times := []lease.Missed{{At: base.Add(-6 * time.Second), First: base.Add(-20 * time.Second)}, {At: base.Add(-4 * time.Second)},
 		{At: base.Add(-2 * time.Second)}, {At: base.Add(time.Hour)}}

@@ -115,40 +115,28 @@ func (f *fleet) accounts(from, to time.Time) map[time.Time]*account {
 		}
 		return out[at]
 	}
-	claims := pgx.Identifier{f.table + "_schedule"}.Sanitize()
-	history := pgx.Identifier{f.table + "_history"}.Sanitize()
-	rows, err := f.pool.Query(ctx, "SELECT scheduled_at, outcome FROM "+claims+" WHERE job_name = 'work' AND scheduled_at BETWEEN $1 AND $2", from, to)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	for rows.Next() {
+	// each calls fn with the scheduled time and outcome of every row of
+	// table in the window.
+	each := func(table string, fn func(a *account, outcome string)) {
+		rows, err := f.pool.Query(ctx, "SELECT scheduled_at, outcome FROM "+pgx.Identifier{table}.Sanitize()+
+			" WHERE job_name = 'work' AND scheduled_at BETWEEN $1 AND $2", from, to)
+		if err != nil {
+			f.t.Fatal(err)
+		}
 		var (
 			at      time.Time
 			outcome string
 		)
-		if err := rows.Scan(&at, &outcome); err != nil {
+		_, err = pgx.ForEachRow(rows, []any{&at, &outcome}, func() error {
+			fn(get(at), outcome)
+			return nil
+		})
+		if err != nil {
 			f.t.Fatal(err)
 		}
-		get(at).claim = outcome
 	}
-	rows, err = f.pool.Query(ctx, "SELECT scheduled_at, outcome FROM "+history+" WHERE job_name = 'work' AND scheduled_at BETWEEN $1 AND $2", from, to)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	for rows.Next() {
-		var (
-			at      time.Time
-			outcome string
-		)
-		if err := rows.Scan(&at, &outcome); err != nil {
-			f.t.Fatal(err)
-		}
-		a := get(at)
-		a.history = append(a.history, outcome)
-	}
-	if err := rows.Err(); err != nil {
-		f.t.Fatal(err)
-	}
+	each(f.table+"_schedule", func(a *account, outcome string) { a.claim = outcome })
+	each(f.table+"_history", func(a *account, outcome string) { a.history = append(a.history, outcome) })
 	return out
 }
 
