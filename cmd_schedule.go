@@ -269,10 +269,10 @@ func (sc *scheduler) take(ctx context.Context, at time.Time, latest bool) (wait 
 		return at.Sub(sc.clock.now()), false, nil
 	case c.Held != nil:
 		log.Debug().Str("current_holder", c.Held.Holder).Msg("a late time waits: the lease is held")
-		// Look again after the retry interval, or at the next time if it
-		// comes first (it may be skipped).
+		// Look again when the lease would expire (at least the retry
+		// interval on), or at the next time if that comes first.
 		next := max(o.sched.Next(sc.clock.now()).Sub(sc.clock.now()), time.Millisecond)
-		return min(next, o.timings.RetryInterval), false, nil
+		return min(next, max(c.Held.ExpiresIn, o.timings.RetryInterval)), false, nil
 	}
 	// Another instance took the lease after the statement's snapshot: ask
 	// again, now that its take has committed.

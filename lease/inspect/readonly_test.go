@@ -28,7 +28,7 @@ func TestReaderHasNoWayToWrite(t *testing.T) {
 	if got := methods(reflect.TypeFor[inspect.DB]()); !slices.Equal(got, []string{"Query", "QueryRow"}) {
 		t.Errorf("inspect.DB has %v, want only Query and QueryRow", got)
 	}
-	want := []string{"Freshness", "History", "Output", "Status", "Summaries", "Table"}
+	want := []string{"Freshness", "History", "Output", "Scheduled", "Status", "Summaries", "Table"}
 	if got := methods(reflect.TypeFor[*inspect.Reader]()); !slices.Equal(got, want) {
 		t.Errorf("*inspect.Reader has %v, want only the questions %v", got, want)
 	}
@@ -77,7 +77,8 @@ func TestReaderRunsReadOnly(t *testing.T) {
 		if errors.Is(oerr, inspect.ErrNoOutput) {
 			oerr = nil // the run kept none; the question was answered
 		}
-		return []error{serr, herr, ferr, uerr, oerr}
+		_, derr := r.Scheduled(ctx, "job", time.Now())
+		return []error{serr, herr, ferr, uerr, oerr, derr}
 	}
 	for i, err := range ask() {
 		if !errors.Is(err, inspect.ErrNoTable) {
@@ -98,6 +99,9 @@ func TestReaderRunsReadOnly(t *testing.T) {
 	}
 	code := 0
 	if err := l.Release(ctx, &code); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Register(ctx, "scheduled", "@every 1h"); err != nil { // creates the claims table
 		t.Fatal(err)
 	}
 	before := objects()

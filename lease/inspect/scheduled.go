@@ -47,6 +47,9 @@ func (r *Reader) Scheduled(ctx context.Context, job string, at time.Time) (Accou
 		run   nullableRun
 	)
 	err := r.db.QueryRow(ctx, r.objects.Render(accountSQL), job, at).Scan(append([]any{&a.Now, &claim}, run.dest()...)...)
+	if pgerr.SQLState(err) == pgerr.CodeUndefinedTable {
+		return a, fmt.Errorf("no claims table %s: no job with a schedule has run on %s", r.objects.Claims, r.objects.Lease)
+	}
 	if err != nil {
 		return a, fmt.Errorf("cannot read the claims %s and history %s: %w", r.objects.Claims, r.objects.History, pgerr.Classify(err))
 	}
