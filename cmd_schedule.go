@@ -25,10 +25,12 @@ const maxIdleWait = time.Minute
 // instance runs one, and each time is run by one of them (the claims
 // table decides), or recorded as missed or skipped.
 type scheduler struct {
-	w    *wrapper
-	path string
-	mon  *monitor.Monitor
-	log  zerolog.Logger
+	w   *wrapper
+	mon *monitor.Monitor
+	log zerolog.Logger
+	// runLease runs the command under a lease taken for a scheduled time
+	// and hands the lease back (wrapper.runChild; a test runs nothing).
+	runLease func(*lease.Lease) error
 	// clock estimates the database's clock between answers.
 	clock planClock
 	// last is the latest scheduled time this instance knows accounted for
@@ -106,7 +108,8 @@ func (w *wrapper) runScheduled(ctx context.Context, path string, mon *monitor.Mo
 }
 
 func newScheduler(w *wrapper, path string, mon *monitor.Monitor, clock planClock) *scheduler {
-	return &scheduler{w: w, path: path, mon: mon, clock: clock, log: w.log.With().Str("schedule", w.o.sched.Spec()).Logger()}
+	return &scheduler{w: w, mon: mon, clock: clock, log: w.log.With().Str("schedule", w.o.sched.Spec()).Logger(),
+		runLease: func(l *lease.Lease) error { return w.runChild(path, l, mon) }}
 }
 
 // start is the time a scheduler accounts from: the job's latest claim,
@@ -293,7 +296,7 @@ var claimMessages = map[string]string{
 func (sc *scheduler) run(c lease.Claim, at time.Time, log zerolog.Logger) error {
 	taken := c.Now
 	sc.mon.Leading(c.Lease)
-	err := sc.w.runChild(sc.path, c.Lease, sc.mon)
+	err := sc.runLease(c.Lease)
 	sc.mon.NotLeading()
 	sc.last = at
 	sc.runs++

@@ -475,7 +475,7 @@ func (s *Store) releaseArgs(l *Lease, holdFor time.Duration, end End) (string, [
 		if h.prune {
 			keep = s.cfg.historyKeep
 		}
-		return s.schedSQL.releaseScheduled, append(args, keep.Microseconds(), l.scheduledAt)
+		return s.schedSQL().releaseScheduled, append(args, keep.Microseconds(), l.scheduledAt)
 	}
 	if h.prune {
 		args = append(args, s.cfg.historyKeep.Microseconds())

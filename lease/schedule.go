@@ -85,7 +85,7 @@ func (s *Store) Register(ctx context.Context, job, spec string) (Registration, e
 		reg    Registration
 		latest *time.Time
 	)
-	err = s.db.QueryRow(sctx, s.schedSQL.register, job, spec, s.cfg.holder).Scan(&found, &reg.Now, &latest)
+	err = s.db.QueryRow(sctx, s.schedSQL().register, job, spec, s.cfg.holder).Scan(&found, &reg.Now, &latest)
 	if err != nil {
 		err = fmt.Errorf("cannot register the schedule of %q: %w", job, pgerr.Classify(err))
 		s.cfg.observer.Failed(err)
@@ -152,14 +152,15 @@ func (s *Store) TakeScheduled(ctx context.Context, job, spec string, at time.Tim
 	)
 	args := []any{job, s.cfg.holder, s.cfg.TTL.Microseconds(), at, spec, skipHeld}
 	dest := []any{&taken, &token, &holder, &expiresMicros, &state, &slots, &recorded, &claim, &by, &c.Now, &latest}
-	query := s.schedSQL.take
+	sql := s.schedSQL()
+	query := sql.take
 	if s.hist() != nil {
-		query = s.schedSQL.takeRecording
+		query = sql.takeRecording
 	}
 	err = db.QueryRow(ctx, query, args...).Scan(dest...)
-	if err != nil && query != s.schedSQL.take && !s.claimConflict(err) {
+	if err != nil && query != sql.take && !s.claimConflict(err) {
 		err = s.withoutHistory(ctx, err, func() error {
-			return db.QueryRow(ctx, s.schedSQL.take, args...).Scan(dest...)
+			return db.QueryRow(ctx, sql.take, args...).Scan(dest...)
 		})
 	}
 	if s.claimConflict(err) {
@@ -248,13 +249,14 @@ func (s *Store) RecordMissed(ctx context.Context, job, outcome string, times []M
 	)
 	args := []any{job, s.cfg.holder, ats, firsts, outcome}
 	dest := []any{&count, &now, &last}
-	query := s.schedSQL.missed
+	sql := s.schedSQL()
+	query := sql.missed
 	if s.hist() != nil {
-		query = s.schedSQL.missedRecording
+		query = sql.missedRecording
 	}
 	err = s.db.QueryRow(ctx, query, args...).Scan(dest...)
-	if err != nil && query != s.schedSQL.missed {
-		err = s.withoutHistory(ctx, err, func() error { return s.db.QueryRow(ctx, s.schedSQL.missed, args...).Scan(dest...) })
+	if err != nil && query != sql.missed {
+		err = s.withoutHistory(ctx, err, func() error { return s.db.QueryRow(ctx, sql.missed, args...).Scan(dest...) })
 	}
 	if err != nil {
 		err = fmt.Errorf("cannot record missed times of %q: %w", job, pgerr.Classify(err))
@@ -274,7 +276,7 @@ func (s *Store) LatestClaim(ctx context.Context, job string) (now, latest time.T
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
 	defer cancel()
 	var last *time.Time
-	if err := s.db.QueryRow(ctx, s.schedSQL.latest, job).Scan(&now, &last); err != nil {
+	if err := s.db.QueryRow(ctx, s.schedSQL().latest, job).Scan(&now, &last); err != nil {
 		return now, latest, fmt.Errorf("cannot read the claims of %q: %w", job, pgerr.Classify(err))
 	}
 	if last != nil {
@@ -298,7 +300,7 @@ func (s *Store) PruneClaims(ctx context.Context, job string, keep time.Duration)
 	}
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
-	if _, err := s.db.Exec(ctx, s.schedSQL.pruneClaims, job, keep.Microseconds()); err != nil {
+	if _, err := s.db.Exec(ctx, s.schedSQL().pruneClaims, job, keep.Microseconds()); err != nil {
 		return fmt.Errorf("cannot prune the claims of %q: %w", job, pgerr.Classify(err))
 	}
 	return nil

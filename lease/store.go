@@ -42,8 +42,9 @@ type Store struct {
 	table pgx.Identifier
 	log   zerolog.Logger
 	sql   statements
-	// schedSQL are the statements of scheduled runs (schedule.go).
-	schedSQL scheduledStatements
+	// schedSQL renders the statements of scheduled runs (schedule.go)
+	// the first time they are needed: a job without a schedule never does.
+	schedSQL func() scheduledStatements
 	// channel is where releases are announced (NOTIFY) to standbys.
 	channel string
 
@@ -121,7 +122,7 @@ func New(db DB, opts ...Option) (*Store, error) {
 		table:    table,
 		log:      cfg.log,
 		sql:      newStatements(schema.For(table)),
-		schedSQL: newScheduledStatements(schema.For(table)),
+		schedSQL: sync.OnceValue(func() scheduledStatements { return newScheduledStatements(schema.For(table)) }),
 		channel:  channelFor(table),
 		objects:  schema.For(table),
 	}, nil
