@@ -1,0 +1,280 @@
+package web
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/redbite/leasewrap/lease/inspect"
+)
+
+// The timeline's geometry, in the SVG's own units: the browser scales the
+// whole drawing to the page's width, a phone's included.
+const (
+	tlWidth    = 1000.0
+	tlLabel    = 150.0 // the holders' names
+	tlRight    = 10.0
+	tlLane     = 24.0 // height of one holder's lane
+	tlBox      = 16.0 // height of a run's box in it
+	tlAxis     = 34.0 // the time axis under the lanes, with the marks of times not run
+	tlMinWidth = 2.0  // a run shorter than this is drawn this wide, unless that would meet the next run
+)
+
+// tickSteps are the axis's candidate spacings; the first that gives at
+// most maxTicks ticks over the window is used.
+var tickSteps = []time.Duration{time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+	time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour, 48 * time.Hour,
+	7 * 24 * time.Hour, 14 * 24 * time.Hour, 28 * 24 * time.Hour}
+
+const maxTicks = 8
+
+// lane is one holder's row of the timeline.
+type lane struct {
+	holder string
+	runs   []inspect.Run // oldest first
+}
+
+// lanes groups the boxes (not the marks) by holder, in the order the
+// holders first ran.
+func lanes(runs []inspect.Run) []lane {
+	boxes := make([]inspect.Run, 0, len(runs))
+	for _, r := range runs {
+		if !isMark(kindOf(r)) {
+			boxes = append(boxes, r)
+		}
+	}
+	slices.SortStableFunc(boxes, func(a, b inspect.Run) int { return a.StartedAt.Compare(b.StartedAt) })
+	var out []lane
+	index := map[string]int{}
+	for _, r := range boxes {
+		i, ok := index[r.Holder]
+		if !ok {
+			i = len(out)
+			index[r.Holder] = i
+			out = append(out, lane{holder: r.Holder})
+		}
+		out[i].runs = append(out[i].runs, r)
+	}
+	return out
+}
+
+// drawTimeline writes the SVG: a lane per holder with a box per run from
+// its start to its finish, and the axis with the scheduled times that
+// were missed or skipped.
+func drawTimeline(b *html, page jobPage) {
+	ls := lanes(page.Runs)
+	span := page.Now.Sub(page.From)
+	if span <= 0 {
+		span = time.Second
+	}
+	plot := tlWidth - tlLabel - tlRight
+	x := func(t time.Time) float64 {
+		f := float64(t.Sub(page.From)) / float64(span)
+		return tlLabel + plot*min(max(f, 0), 1)
+	}
+	height := float64(len(ls))*tlLane + tlAxis
+	b.raw(`<figure class="timeline"><svg id="timeline" role="img" aria-label="runs by holder over time" viewBox="0 0 `)
+	b.num(tlWidth)
+	b.raw(` `)
+	b.num(height)
+	b.raw(`" preserveAspectRatio="xMinYMin meet">`)
+
+	// The next start of any run of the same slot caps a short run's
+	// widened box, so that runs that did not overlap are never drawn as
+	// if they had.
+	nextStart := nextStarts(page.Runs)
+	for i, l := range ls {
+		y := float64(i) * tlLane
+		b.raw(`<g class="lane" data-holder="`)
+		b.attr(l.holder)
+		b.raw(`"><text class="holder" x="4" y="`)
+		b.num(y + tlLane/2 + 4)
+		b.raw(`">`)
+		b.text(short(l.holder, 22))
+		b.raw(`<title>`)
+		b.text(l.holder)
+		b.raw(`</title></text><line class="lane-line" x1="`)
+		b.num(tlLabel)
+		b.raw(`" x2="`)
+		b.num(tlWidth - tlRight)
+		b.raw(`" y1="`)
+		b.num(y + tlLane - 0.5)
+		b.raw(`" y2="`)
+		b.num(y + tlLane - 0.5)
+		b.raw(`"/>`)
+		for _, r := range l.runs {
+			x0, x1 := x(r.StartedAt), x(r.FinishedAt)
+			w := x1 - x0
+			if w < tlMinWidth {
+				w = tlMinWidth
+				if next, ok := nextStart[runID(r)]; ok && !next.Before(r.FinishedAt) {
+					w = max(x1-x0, min(w, x(next)-x0))
+				}
+			}
+			runBox(b, page, r, x0, y+(tlLane-tlBox)/2, w)
+		}
+		b.raw(`</g>`)
+	}
+	axis(b, page, float64(len(ls))*tlLane, x)
+	b.raw(`</svg><figcaption>`)
+	legend(b)
+	b.raw(`</figcaption></figure>`)
+}
+
+// nextStarts maps each run to the start of the next run of the same slot.
+func nextStarts(runs []inspect.Run) map[string]time.Time {
+	sorted := slices.Clone(runs)
+	slices.SortFunc(sorted, func(a, b inspect.Run) int {
+		return cmp.Or(cmp.Compare(a.Slot, b.Slot), a.StartedAt.Compare(b.StartedAt))
+	})
+	next := make(map[string]time.Time, len(sorted))
+	for i := 0; i+1 < len(sorted); i++ {
+		if sorted[i+1].Slot == sorted[i].Slot {
+			next[runID(sorted[i])] = sorted[i+1].StartedAt
+		}
+	}
+	return next
+}
+
+// runBox writes one run: a link that selects it, around a box coloured by
+// outcome, with the run's facts as data attributes (for the script and
+// for tests) and as a title (the tooltip without script).
+func runBox(b *html, page jobPage, r inspect.Run, x, y, w float64) {
+	kind := kindOf(r)
+	b.raw(`<a class="run" href="`)
+	selectLink(b, page, r)
+	b.raw(`" data-outcome="`)
+	b.raw(kind)
+	b.raw(`" data-holder="`)
+	b.attr(r.Holder)
+	b.raw(`" data-slot="`)
+	b.int(int64(r.Slot))
+	b.raw(`" data-token="`)
+	b.int(r.FencingToken)
+	b.raw(`" data-attempt="`)
+	b.int(int64(r.Attempt))
+	b.raw(`" data-exit="`)
+	if r.ExitCode != nil {
+		b.int(int64(*r.ExitCode))
+	}
+	b.raw(`" data-start="`)
+	b.buf = r.StartedAt.UTC().AppendFormat(b.buf, time.RFC3339Nano)
+	b.raw(`" data-end="`)
+	b.buf = r.FinishedAt.UTC().AppendFormat(b.buf, time.RFC3339Nano)
+	b.raw(`"><rect class="k-`)
+	b.raw(kind)
+	b.raw(`" x="`)
+	b.num(x)
+	b.raw(`" y="`)
+	b.num(y)
+	b.raw(`" width="`)
+	b.num(w)
+	b.raw(`" height="`)
+	b.num(tlBox)
+	b.raw(`"/><title>`)
+	b.raw(kind)
+	b.raw(`, holder `)
+	b.text(r.Holder)
+	b.raw(`, token `)
+	b.int(r.FencingToken)
+	b.raw(`, attempt `)
+	b.int(int64(r.Attempt))
+	b.raw(`, exit `)
+	exitCode(b, r.ExitCode)
+	b.raw(`, `)
+	b.buf = r.StartedAt.UTC().AppendFormat(b.buf, "2006-01-02 15:04:05")
+	b.raw(` to `)
+	b.buf = r.FinishedAt.UTC().AppendFormat(b.buf, "15:04:05")
+	b.raw(` UTC</title></a>`)
+}
+
+// axis writes the time axis at y: ticks with UTC times, and a mark for
+// each scheduled time that was missed or skipped.
+func axis(b *html, page jobPage, y float64, x func(time.Time) float64) {
+	b.raw(`<g class="axis"><line x1="`)
+	b.num(tlLabel)
+	b.raw(`" x2="`)
+	b.num(tlWidth - tlRight)
+	b.raw(`" y1="`)
+	b.num(y + 8)
+	b.raw(`" y2="`)
+	b.num(y + 8)
+	b.raw(`"/>`)
+	span := page.Now.Sub(page.From)
+	step := tickSteps[len(tickSteps)-1]
+	for _, s := range tickSteps {
+		if span/s <= maxTicks {
+			step = s
+			break
+		}
+	}
+	layout := "15:04"
+	if step >= 24*time.Hour {
+		layout = "01-02"
+	}
+	for t := page.From.UTC().Truncate(step).Add(step); t.Before(page.Now); t = t.Add(step) {
+		tx := x(t)
+		b.raw(`<line class="tick" x1="`)
+		b.num(tx)
+		b.raw(`" x2="`)
+		b.num(tx)
+		b.raw(`" y1="0" y2="`)
+		b.num(y + 12)
+		b.raw(`"/><text class="tick-label" x="`)
+		b.num(tx)
+		b.raw(`" y="`)
+		b.num(y + 26)
+		b.raw(`">`)
+		b.buf = t.AppendFormat(b.buf, layout)
+		b.raw(`</text>`)
+	}
+	for _, r := range page.Runs {
+		kind := kindOf(r)
+		if !isMark(kind) {
+			continue
+		}
+		at := scheduledAt(r)
+		b.raw(`<a class="mark" href="`)
+		selectLink(b, page, r)
+		b.raw(`" data-outcome="`)
+		b.raw(kind)
+		b.raw(`" data-start="`)
+		b.buf = at.UTC().AppendFormat(b.buf, time.RFC3339Nano)
+		b.raw(`"><path class="k-`)
+		b.raw(kind)
+		b.raw(`" d="M`)
+		b.num(x(at))
+		b.raw(` `)
+		b.num(y + 8)
+		b.raw(`l-5 -8h10z"/><title>`)
+		b.raw(kind)
+		b.raw(` scheduled time `)
+		b.buf = at.UTC().AppendFormat(b.buf, "2006-01-02 15:04:05")
+		b.raw(` UTC</title></a>`)
+	}
+	b.raw(`</g>`)
+}
+
+// scheduledAt is the scheduled time a missed or skipped row stands for:
+// its start, which the schedule sets to that time.
+func scheduledAt(r inspect.Run) time.Time { return r.StartedAt }
+
+// legend names the colours.
+func legend(b *html) {
+	for _, k := range barKinds {
+		b.raw(`<span class="key"><span class="swatch k-`)
+		b.raw(k)
+		b.raw(`"></span>`)
+		b.raw(k)
+		b.raw(`</span> `)
+	}
+}
+
+// short cuts s to n characters for a label; the title has it whole.
+func short(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
