@@ -32,11 +32,19 @@ const (
 	OutcomeCouldNotStart = "could_not_start"
 	// OutcomeTimedOut: the command ran past --max-runtime and was stopped.
 	OutcomeTimedOut = "timed_out"
+	// OutcomeMissed: a scheduled time no instance ran (all were down, the
+	// database was unreachable, or catch-up left it out). The row's
+	// started_at and finished_at are the scheduled time.
+	OutcomeMissed = "missed"
+	// OutcomeSkipped: a scheduled time not run because the previous run
+	// still held the lease (runs of one job never overlap).
+	OutcomeSkipped = "skipped"
 )
 
 // Outcomes lists the outcomes the history records today, in a stable
 // order, for readers that want a series for each even before it happens.
-var Outcomes = []string{OutcomeExited, OutcomeSignalled, OutcomeLost, OutcomeStopped, OutcomeCouldNotStart, OutcomeTimedOut}
+var Outcomes = []string{OutcomeExited, OutcomeSignalled, OutcomeLost, OutcomeStopped, OutcomeCouldNotStart, OutcomeTimedOut,
+	OutcomeMissed, OutcomeSkipped}
 
 // DefaultHistoryKeep is how long runs stay in the history.
 const DefaultHistoryKeep = 30 * 24 * time.Hour

@@ -2,6 +2,8 @@ package inspect
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,6 +25,12 @@ type Run struct {
 	FinishedAt   time.Time
 	ExitCode     *int
 	Outcome      string
+	// ScheduledAt is the scheduled time the run was for, nil for a run
+	// without a schedule.
+	ScheduledAt *time.Time
+	// OutputBytes is the size of the output the run kept (Reader.Output
+	// reads it), 0 when it kept none.
+	OutputBytes int
 }
 
 // Succeeded reports whether the run exited on its own with status 0, the
@@ -42,7 +50,8 @@ type HistoryQuery struct {
 
 // historySQL reads finished runs, newest first: $1 the job (NULL: every
 // job), $2 the earliest finish (NULL: any), $3 the most runs (NULL: all).
-const historySQL = `SELECT job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome
+const historySQL = `SELECT job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome,
+  {scheduled_at}, coalesce({output_bytes}, 0)
 FROM {history} WHERE ($1::text IS NULL OR job_name = $1::text) AND ($2::timestamptz IS NULL OR finished_at >= $2::timestamptz)
 ORDER BY finished_at DESC, started_at DESC, fencing_token DESC LIMIT $3::integer`
 
@@ -50,7 +59,8 @@ ORDER BY finished_at DESC, started_at DESC, fencing_token DESC LIMIT $3::integer
 // returns an error wrapping ErrNoHistory; without the lease table, one
 // matching ErrNoTable.
 func (r *Reader) History(ctx context.Context, q HistoryQuery) ([]Run, error) {
-	if err := r.readableHistory(ctx); err != nil {
+	hs, err := r.readableHistory(ctx)
+	if err != nil {
 		return nil, err
 	}
 	var job *string
@@ -65,7 +75,7 @@ func (r *Reader) History(ctx context.Context, q HistoryQuery) ([]Run, error) {
 	if q.Limit > 0 {
 		limit = &q.Limit
 	}
-	rows, err := r.db.Query(ctx, r.sql.history, job, since, limit)
+	rows, err := r.db.Query(ctx, r.sql.pick(hs).history, job, since, limit)
 	if err != nil {
 		return nil, r.historyError(err)
 	}
@@ -74,7 +84,7 @@ func (r *Reader) History(ctx context.Context, q HistoryQuery) ([]Run, error) {
 		run Run
 	)
 	_, err = pgx.ForEachRow(rows, []any{&run.Job, &run.Slot, &run.Holder, &run.FencingToken, &run.Attempt, &run.StartedAt,
-		&run.FinishedAt, &run.ExitCode, &run.Outcome}, func() error {
+		&run.FinishedAt, &run.ExitCode, &run.Outcome, &run.ScheduledAt, &run.OutputBytes}, func() error {
 		out = append(out, run)
 		run = Run{}
 		return nil
@@ -116,7 +126,7 @@ func (r *Reader) Freshness(ctx context.Context, job string) (Freshness, error) {
 	if err := lease.CheckJob(job); err != nil {
 		return f, err
 	}
-	if err := r.readableHistory(ctx); err != nil {
+	if _, err := r.readableHistory(ctx); err != nil {
 		return f, err
 	}
 	var success, last nullableRun
@@ -146,4 +156,65 @@ func (n *nullableRun) run(job string) *Run {
 	}
 	return &Run{Job: job, Slot: *n.slot, Holder: *n.holder, FencingToken: *n.token, Attempt: *n.attempt,
 		StartedAt: *n.started, FinishedAt: *n.finished, ExitCode: n.exitCode, Outcome: *n.outcome}
+}
+
+// OutputQuery chooses the run whose kept output Reader.Output reads: Job's
+// run under FencingToken (0: its newest run that kept output), and of
+// that lease's runs the attempt Attempt (0: the last).
+type OutputQuery struct {
+	Job          string
+	FencingToken int64
+	Attempt      int
+}
+
+// outputSQL reads the kept output of one run: $1 the job, $2 the token
+// (NULL: the newest run that kept output), $3 the attempt (NULL: the last).
+const outputSQL = `SELECT fencing_token, attempt, output FROM {history}
+WHERE job_name = $1::text AND output IS NOT NULL
+  AND ($2::bigint IS NULL OR fencing_token = $2::bigint) AND ($3::integer IS NULL OR attempt = $3::integer)
+ORDER BY finished_at DESC, fencing_token DESC, attempt DESC LIMIT 1`
+
+// Output reads the output a run kept (--keep-output), and the token and
+// attempt of the run it read. A run that kept none, or a history table
+// without kept output, gives an error wrapping ErrNoOutput.
+func (r *Reader) Output(ctx context.Context, q OutputQuery) (out []byte, token int64, attempt int, err error) {
+	if err := lease.CheckJob(q.Job); err != nil {
+		return nil, 0, 0, err
+	}
+	hs, err := r.readableHistory(ctx)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if r.sql.pick(hs).output == "" {
+		return nil, 0, 0, fmt.Errorf("%w: history table %s keeps no output yet (leasewrap migrate adds it)", ErrNoOutput, r.objects.History)
+	}
+	var tok *int64
+	if q.FencingToken != 0 {
+		tok = &q.FencingToken
+	}
+	var att *int
+	if q.Attempt != 0 {
+		att = &q.Attempt
+	}
+	err = r.db.QueryRow(ctx, r.sql.output, q.Job, tok, att).Scan(&token, &attempt, &out)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, 0, 0, fmt.Errorf("%w for job %q%s", ErrNoOutput, q.Job, describeRun(q))
+	}
+	if err != nil {
+		return nil, 0, 0, r.historyError(err)
+	}
+	return out, token, attempt, nil
+}
+
+// ErrNoOutput means the run asked for kept no output.
+var ErrNoOutput = errors.New("no kept output")
+
+func describeRun(q OutputQuery) string {
+	switch {
+	case q.FencingToken != 0 && q.Attempt != 0:
+		return fmt.Sprintf(" (token %d, attempt %d)", q.FencingToken, q.Attempt)
+	case q.FencingToken != 0:
+		return fmt.Sprintf(" (token %d)", q.FencingToken)
+	}
+	return ""
 }

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -43,9 +44,39 @@ type Reader struct {
 	sql     statements
 }
 
-// statements are a Reader's statements, rendered for its tables.
+// statements are a Reader's statements, rendered for its tables. legacy
+// holds those for a history table of an older version, which lacks the
+// columns of kept output and schedules: a reader never upgrades it, and
+// reads NULL in their place (output is then empty).
 type statements struct {
-	status, history, freshness, summary string
+	status, history, freshness, summary, output string
+	legacy                                      *statements
+}
+
+// pick returns the statements for the history table hs describes.
+func (s *statements) pick(hs schema.HistoryState) *statements {
+	if len(hs.MissingColumns) > 0 {
+		return s.legacy
+	}
+	return s
+}
+
+// render renders the statements for o's tables; with legacy, the history
+// columns added since the first version are read as NULL.
+func render(o schema.Objects, legacy bool) statements {
+	cols := strings.NewReplacer("{scheduled_at}", "scheduled_at", "{output_bytes}", "octet_length(output)")
+	output := o.Render(outputSQL)
+	if legacy {
+		cols = strings.NewReplacer("{scheduled_at}", "NULL::timestamptz", "{output_bytes}", "NULL::integer")
+		output = ""
+	}
+	return statements{
+		status:    o.Render(statusSQL),
+		history:   cols.Replace(o.Render(historySQL)),
+		freshness: o.Render(freshnessSQL),
+		summary:   o.Render(summarySQL),
+		output:    output,
+	}
 }
 
 // Open returns a Reader of the lease table table, named as lease.WithTable
@@ -59,12 +90,9 @@ func Open(db DB, table string) (*Reader, error) {
 		return nil, err
 	}
 	o := schema.For(id)
-	return &Reader{db: db, table: table, objects: o, sql: statements{
-		status:    o.Render(statusSQL),
-		history:   o.Render(historySQL),
-		freshness: o.Render(freshnessSQL),
-		summary:   o.Render(summarySQL),
-	}}, nil
+	sql, legacy := render(o, false), render(o, true)
+	sql.legacy = &legacy
+	return &Reader{db: db, table: table, objects: o, sql: sql}, nil
 }
 
 // Table returns the lease table's name as given.
@@ -78,19 +106,19 @@ func (r *Reader) noTable() error {
 // readableHistory checks, without creating anything, that the lease table
 // is there (a mistyped table is not an empty history) and that the history
 // table is there and of our shape.
-func (r *Reader) readableHistory(ctx context.Context) error {
+func (r *Reader) readableHistory(ctx context.Context) (schema.HistoryState, error) {
 	st, err := r.objects.Read(ctx, r.db)
 	switch {
 	case err != nil:
-		return err
+		return st.History, err
 	case !st.TableExists:
-		return r.noTable()
+		return st.History, r.noTable()
 	case st.History.Problem != nil:
-		return fmt.Errorf("run history unavailable: %w", st.History.Problem)
+		return st.History, fmt.Errorf("run history unavailable: %w", st.History.Problem)
 	case !st.History.Exists:
-		return fmt.Errorf("no history table %s (run leasewrap migrate, or a job with this version): %w", r.objects.History, ErrNoHistory)
+		return st.History, fmt.Errorf("no history table %s (run leasewrap migrate, or a job with this version): %w", r.objects.History, ErrNoHistory)
 	}
-	return nil
+	return st.History, nil
 }
 
 // historyError is a failed read of the history table.

@@ -135,7 +135,7 @@ func (st State) TableComplete() bool {
 
 // complete reports whether nothing needs creating or upgrading.
 func (st State) complete() bool {
-	return st.TableComplete() && st.HasCheck && st.History.Exists
+	return st.TableComplete() && st.HasCheck && st.History.Exists && len(st.History.MissingColumns) == 0
 }
 
 // HistoryState is what the catalog says of the history table.
@@ -144,6 +144,9 @@ type HistoryState struct {
 	Complete bool
 	CanWrite bool // INSERT and SELECT
 	CanPrune bool // DELETE
+	// MissingColumns are the columns a history table of an older version
+	// lacks: Migrate adds them; until then the table is not Complete.
+	MissingColumns []string
 	// Problem is why a history table that exists is not one leasewrap can
 	// write to (nil when it is): runs are then not recorded, and readers
 	// say the history is unavailable.
@@ -192,12 +195,14 @@ func (o Objects) ReadHistory(ctx context.Context, q Queryer) (HistoryState, erro
 	if !hs.Exists {
 		return hs, nil
 	}
-	if _, _, mismatch := Runs.check(cat); mismatch != nil {
+	missing, _, mismatch := Runs.check(cat)
+	if mismatch != nil {
 		mismatch.Table, mismatch.History = o.History, true
 		hs.Problem = mismatch
 		return hs, nil
 	}
-	hs.Complete = true
+	hs.MissingColumns = missing
+	hs.Complete = len(missing) == 0
 	return hs, nil
 }
 

@@ -42,7 +42,7 @@ func (o Objects) Migrate(ctx context.Context, db DB) ([]string, HistoryState, er
 	// Skip the write transaction and its advisory lock when the only thing
 	// to do is bound to fail: a least-privileged role has no CREATE.
 	if st.TableComplete() && !st.CanCreate {
-		return nil, st.History, o.optionalMissing(st)
+		return nil, o.unupgraded(st.History), o.optionalMissing(st)
 	}
 	changes, err := o.migrateLocked(ctx, db)
 	var mismatch *Error
@@ -55,7 +55,20 @@ func (o Objects) Migrate(ctx context.Context, db DB) ([]string, HistoryState, er
 	// The history table is there now, and this role created it or could
 	// already use it.
 	hs, err := o.ReadHistory(ctx, db)
-	return changes, hs, err
+	return changes, o.unupgraded(hs), err
+}
+
+// unupgraded gives a history table that still lacks columns after Migrate
+// (this role may not ALTER it) a Problem, so that runs are not recorded
+// and the operator is told once why, rather than every release failing.
+func (o Objects) unupgraded(hs HistoryState) HistoryState {
+	if hs.Problem != nil || len(hs.MissingColumns) == 0 {
+		return hs
+	}
+	c := Runs.column(hs.MissingColumns[0])
+	hs.Problem = &Error{Table: o.History, History: true, Column: c.Name, Found: "missing",
+		Want: c.Type + " (run leasewrap migrate as a role that may ALTER it)"}
+	return hs
 }
 
 // optionalMissing is the error for a complete lease table whose function
@@ -112,8 +125,35 @@ func (o Objects) migrateLocked(ctx context.Context, db DB) ([]string, error) {
 			return nil, err
 		}
 		changes = append(changes, "created history table "+o.History)
+	} else if len(st.History.MissingColumns) > 0 && st.History.Problem == nil {
+		change, err := o.upgradeHistory(ctx, tx, st.History.MissingColumns)
+		if err != nil {
+			return nil, err
+		}
+		changes = append(changes, change...)
 	}
 	return changes, tx.Commit(ctx)
+}
+
+// upgradeHistory adds the columns an older history table lacks. A role
+// that may not ALTER it (only the owner may) leaves it as it is, and
+// Migrate reports the table as not recording: the history must never stop
+// the lease table's migration, so the ALTER runs under a savepoint.
+func (o Objects) upgradeHistory(ctx context.Context, tx pgx.Tx, missing []string) ([]string, error) {
+	if _, err := tx.Exec(ctx, "SAVEPOINT history_upgrade"); err != nil {
+		return nil, err
+	}
+	alters := make([]string, len(missing))
+	for i, name := range missing {
+		alters[i] = "ADD COLUMN IF NOT EXISTS " + pgx.Identifier{name}.Sanitize() + " " + Runs.column(name).Def
+	}
+	if _, err := tx.Exec(ctx, "ALTER TABLE "+o.History+" "+strings.Join(alters, ", ")); err != nil {
+		if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT history_upgrade"); rerr != nil {
+			return nil, rerr
+		}
+		return nil, nil
+	}
+	return []string{fmt.Sprintf("upgraded history table %s: added %s", o.History, strings.Join(missing, ", "))}, nil
 }
 
 // migrateTable creates the lease table or upgrades it to the columns and

@@ -97,7 +97,8 @@ var Leases = Table{
 	Key:   "job_name",
 }
 
-// Runs is the history table: one row per run, written when the run ends.
+// Runs is the history table: one row per run, written when the run ends,
+// and one per scheduled time that was missed or skipped.
 // attempt numbers the runs of one lease (--retries). It is not a
 // partitioned table: pruning deletes by row address (ctid), which is only
 // unique within one table. Its indexes serve pruning and a fleet-wide view
@@ -114,6 +115,11 @@ var Runs = Table{
 		{"finished_at", "timestamp with time zone", "timestamptz NOT NULL", NullsAny, true},
 		{"exit_code", "integer", "integer", NullsAny, true},
 		{"outcome", "text", "text NOT NULL", NullsAny, true},
+		// scheduled_at is the scheduled time a run was for (NULL: a run
+		// without a schedule); output is the tail of what the command
+		// printed, when the run kept it. Added to older history tables.
+		{"scheduled_at", "timestamp with time zone", "timestamptz", Nullable, false},
+		{"output", "bytea", "bytea", Nullable, false},
 	},
 	Kinds:   []string{"r"},
 	Kind:    "a plain table",
