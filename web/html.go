@@ -2,6 +2,7 @@ package web
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redbite/leasewrap/internal/escape"
@@ -46,6 +47,22 @@ func (b *html) text(s string) {
 	b.buf = append(b.buf, s[start:]...)
 }
 
+// lines writes a run's output as text: as text does, but its line breaks
+// and tabs kept.
+func (b *html) lines(s string) {
+	for i, line := range strings.Split(s, "\n") {
+		if i > 0 {
+			b.raw("\n")
+		}
+		for j, cell := range strings.Split(line, "\t") {
+			if j > 0 {
+				b.raw("\t")
+			}
+			b.text(cell)
+		}
+	}
+}
+
 // attr writes an attribute's value; it escapes as text does.
 func (b *html) attr(s string) { b.text(s) }
 
@@ -57,12 +74,32 @@ func (b *html) num(f float64) { b.buf = strconv.AppendFloat(b.buf, f, 'f', 1, 64
 // time writes t as a <time> element in UTC; the script adds the viewer's
 // local time as its title.
 func (b *html) time(t time.Time) {
-	t = t.UTC()
 	b.raw(`<time datetime="`)
-	b.buf = t.AppendFormat(b.buf, time.RFC3339)
+	b.stamp(t)
 	b.raw(`">`)
-	b.buf = t.AppendFormat(b.buf, "2006-01-02 15:04:05")
+	b.clock(t, ' ')
 	b.raw(`</time>`)
+}
+
+// stamp writes t in UTC as RFC 3339 with milliseconds, which a browser's
+// Date parses: 2026-03-01T08:00:00.250Z.
+func (b *html) stamp(t time.Time) {
+	b.clock(t, 'T')
+	ms := t.Nanosecond() / int(time.Millisecond)
+	b.buf = append(b.buf, '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z')
+}
+
+// clock writes t in UTC as date, sep, time of day: 2026-03-01 08:00:00.
+// It is time.Format's layout, written directly: a page of many runs
+// writes several times per run.
+func (b *html) clock(t time.Time, sep byte) {
+	t = t.UTC()
+	year, month, day := t.Date()
+	hour, minute, second := t.Clock()
+	b.buf = strconv.AppendInt(b.buf, int64(year), 10)
+	b.buf = append(b.buf, '-', byte('0'+month/10), byte('0'+month%10), '-', byte('0'+day/10), byte('0'+day%10), sep,
+		byte('0'+hour/10), byte('0'+hour%10), ':', byte('0'+minute/10), byte('0'+minute%10), ':',
+		byte('0'+second/10), byte('0'+second%10))
 }
 
 // head opens a page; root is the relative path back to / ("" or "../"),

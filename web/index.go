@@ -245,7 +245,7 @@ func recentBar(b *html, runs []inspect.Run) {
 		b.raw(`" y="1" width="8" height="8"><title>`)
 		b.raw(kind)
 		b.raw(` `)
-		b.buf = r.StartedAt.UTC().AppendFormat(b.buf, "2006-01-02 15:04:05")
+		b.clock(r.StartedAt, ' ')
 		b.raw(` UTC</title></rect>`)
 	}
 	b.raw(`</svg>`)

@@ -92,6 +92,15 @@ func (p *Pages) readJob(ctx context.Context, job string, q url.Values) (jobPage,
 			}
 		}
 	}
+	if r := page.Selected; r != nil && r.OutputBytes > 0 {
+		out, _, _, err := p.src.Output(ctx, inspect.OutputQuery{Job: job, FencingToken: r.FencingToken, Attempt: max(r.Attempt, 1)})
+		switch {
+		case err == nil:
+			page.Output = out
+		case !errors.Is(err, inspect.ErrNoOutput): // pruned since: shown as none
+			return page, err
+		}
+	}
 	return page, nil
 }
 
@@ -219,7 +228,7 @@ func selected(b *html, page jobPage) {
 	b.raw(`</dd></dl>`)
 	if page.Output != nil {
 		b.raw(`<h3>Output</h3><pre class="output">`)
-		b.text(string(page.Output))
+		b.lines(string(page.Output))
 		b.raw(`</pre>`)
 	} else {
 		b.raw(`<p class="none">This run kept no output.</p>`)
@@ -230,7 +239,7 @@ func selected(b *html, page jobPage) {
 // runTable writes the runs as a table, newest first.
 func runTable(b *html, page jobPage) {
 	b.raw(`<h2>Runs</h2><div class="scroll"><table class="runs"><thead><tr><th>Started (UTC)</th><th>Duration</th>` +
-		`<th>Holder</th><th>Slot</th><th>Token</th><th>Attempt</th><th>Exit</th><th>Outcome</th></tr></thead><tbody>`)
+		`<th>Holder</th><th>Slot</th><th>Token</th><th>Attempt</th><th>Exit</th><th>Outcome</th><th>Output</th></tr></thead><tbody>`)
 	for _, r := range page.Runs {
 		kind := kindOf(r)
 		b.raw(`<tr data-outcome="`)
@@ -255,7 +264,15 @@ func runTable(b *html, page jobPage) {
 		b.raw(kind)
 		b.raw(`">`)
 		b.raw(kind)
-		b.raw(`</span></td></tr>`)
+		b.raw(`</span></td><td>`)
+		if r.OutputBytes > 0 {
+			b.raw(`<a href="`)
+			selectLink(b, page, r)
+			b.raw(`">`)
+			b.int(int64(r.OutputBytes))
+			b.raw(` bytes</a>`)
+		}
+		b.raw(`</td></tr>`)
 	}
 	b.raw(`</tbody></table></div>`)
 }

@@ -21,13 +21,6 @@ const (
 	kindOther         = "other"           // an outcome this version does not know
 )
 
-// Outcomes of the history that the schedule writes for times not run.
-// They are markers on the axis, not boxes.
-const (
-	outcomeMissed  = "missed"
-	outcomeSkipped = "skipped"
-)
-
 // kindOf says how a run is shown.
 func kindOf(r inspect.Run) string {
 	switch r.Outcome {
@@ -46,9 +39,9 @@ func kindOf(r inspect.Run) string {
 		return kindStopped
 	case lease.OutcomeCouldNotStart:
 		return kindCouldNotStart
-	case outcomeMissed:
+	case lease.OutcomeMissed:
 		return kindMissed
-	case outcomeSkipped:
+	case lease.OutcomeSkipped:
 		return kindSkipped
 	case kindRunning:
 		return kindRunning
@@ -56,8 +49,8 @@ func kindOf(r inspect.Run) string {
 	return kindOther
 }
 
-// isMark reports whether a run is a scheduled time that did not run: a
-// mark on the axis rather than a box in a lane.
+// isMark reports whether a run is a scheduled time that did not run
+// (missed or skipped): a mark on the axis rather than a box in a lane.
 func isMark(kind string) bool { return kind == kindMissed || kind == kindSkipped }
 
 // barKinds orders the outcomes of /'s bar of recent runs, good to bad.

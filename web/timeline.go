@@ -31,29 +31,30 @@ const maxTicks = 8
 // lane is one holder's row of the timeline.
 type lane struct {
 	holder string
-	runs   []inspect.Run // oldest first
+	runs   []int // indexes in the page's runs, oldest start first
 }
 
 // lanes groups the boxes (not the marks) by holder, in the order the
-// holders first ran.
+// holders first ran. It sorts indexes, not runs: a window may hold tens of
+// thousands.
 func lanes(runs []inspect.Run) []lane {
-	boxes := make([]inspect.Run, 0, len(runs))
-	for _, r := range runs {
-		if !isMark(kindOf(r)) {
-			boxes = append(boxes, r)
+	boxes := make([]int, 0, len(runs))
+	for i := range runs {
+		if !isMark(kindOf(runs[i])) {
+			boxes = append(boxes, i)
 		}
 	}
-	slices.SortStableFunc(boxes, func(a, b inspect.Run) int { return a.StartedAt.Compare(b.StartedAt) })
+	slices.SortFunc(boxes, func(a, b int) int { return cmp.Or(runs[a].StartedAt.Compare(runs[b].StartedAt), cmp.Compare(a, b)) })
 	var out []lane
 	index := map[string]int{}
-	for _, r := range boxes {
-		i, ok := index[r.Holder]
+	for _, i := range boxes {
+		l, ok := index[runs[i].Holder]
 		if !ok {
-			i = len(out)
-			index[r.Holder] = i
-			out = append(out, lane{holder: r.Holder})
+			l = len(out)
+			index[runs[i].Holder] = l
+			out = append(out, lane{holder: runs[i].Holder})
 		}
-		out[i].runs = append(out[i].runs, r)
+		out[l].runs = append(out[l].runs, i)
 	}
 	return out
 }
@@ -102,12 +103,13 @@ func drawTimeline(b *html, page jobPage) {
 		b.raw(`" y2="`)
 		b.num(y + tlLane - 0.5)
 		b.raw(`"/>`)
-		for _, r := range l.runs {
+		for _, i := range l.runs {
+			r := page.Runs[i]
 			x0, x1 := x(r.StartedAt), x(r.FinishedAt)
 			w := x1 - x0
 			if w < tlMinWidth {
 				w = tlMinWidth
-				if next, ok := nextStart[runID(r)]; ok && !next.Before(r.FinishedAt) {
+				if next := nextStart[i]; !next.IsZero() && !next.Before(r.FinishedAt) {
 					w = max(x1-x0, min(w, x(next)-x0))
 				}
 			}
@@ -121,16 +123,20 @@ func drawTimeline(b *html, page jobPage) {
 	b.raw(`</figcaption></figure>`)
 }
 
-// nextStarts maps each run to the start of the next run of the same slot.
-func nextStarts(runs []inspect.Run) map[string]time.Time {
-	sorted := slices.Clone(runs)
-	slices.SortFunc(sorted, func(a, b inspect.Run) int {
-		return cmp.Or(cmp.Compare(a.Slot, b.Slot), a.StartedAt.Compare(b.StartedAt))
+// nextStarts gives, for each run, the start of the next run of the same
+// slot (zero for the last).
+func nextStarts(runs []inspect.Run) []time.Time {
+	order := make([]int, len(runs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		return cmp.Or(cmp.Compare(runs[a].Slot, runs[b].Slot), runs[a].StartedAt.Compare(runs[b].StartedAt), cmp.Compare(a, b))
 	})
-	next := make(map[string]time.Time, len(sorted))
-	for i := 0; i+1 < len(sorted); i++ {
-		if sorted[i+1].Slot == sorted[i].Slot {
-			next[runID(sorted[i])] = sorted[i+1].StartedAt
+	next := make([]time.Time, len(runs))
+	for k := 0; k+1 < len(order); k++ {
+		if a, b := order[k], order[k+1]; runs[a].Slot == runs[b].Slot {
+			next[a] = runs[b].StartedAt
 		}
 	}
 	return next
@@ -158,9 +164,9 @@ func runBox(b *html, page jobPage, r inspect.Run, x, y, w float64) {
 		b.int(int64(*r.ExitCode))
 	}
 	b.raw(`" data-start="`)
-	b.buf = r.StartedAt.UTC().AppendFormat(b.buf, time.RFC3339Nano)
+	b.stamp(r.StartedAt)
 	b.raw(`" data-end="`)
-	b.buf = r.FinishedAt.UTC().AppendFormat(b.buf, time.RFC3339Nano)
+	b.stamp(r.FinishedAt)
 	b.raw(`"><rect class="k-`)
 	b.raw(kind)
 	b.raw(`" x="`)
@@ -182,9 +188,9 @@ func runBox(b *html, page jobPage, r inspect.Run, x, y, w float64) {
 	b.raw(`, exit `)
 	exitCode(b, r.ExitCode)
 	b.raw(`, `)
-	b.buf = r.StartedAt.UTC().AppendFormat(b.buf, "2006-01-02 15:04:05")
+	b.clock(r.StartedAt, ' ')
 	b.raw(` to `)
-	b.buf = r.FinishedAt.UTC().AppendFormat(b.buf, "15:04:05")
+	b.clock(r.FinishedAt, ' ')
 	b.raw(` UTC</title></a>`)
 }
 
@@ -239,7 +245,7 @@ func axis(b *html, page jobPage, y float64, x func(time.Time) float64) {
 		b.raw(`" data-outcome="`)
 		b.raw(kind)
 		b.raw(`" data-start="`)
-		b.buf = at.UTC().AppendFormat(b.buf, time.RFC3339Nano)
+		b.stamp(at)
 		b.raw(`"><path class="k-`)
 		b.raw(kind)
 		b.raw(`" d="M`)
@@ -249,15 +255,20 @@ func axis(b *html, page jobPage, y float64, x func(time.Time) float64) {
 		b.raw(`l-5 -8h10z"/><title>`)
 		b.raw(kind)
 		b.raw(` scheduled time `)
-		b.buf = at.UTC().AppendFormat(b.buf, "2006-01-02 15:04:05")
+		b.clock(at, ' ')
 		b.raw(` UTC</title></a>`)
 	}
 	b.raw(`</g>`)
 }
 
-// scheduledAt is the scheduled time a missed or skipped row stands for:
-// its start, which the schedule sets to that time.
-func scheduledAt(r inspect.Run) time.Time { return r.StartedAt }
+// scheduledAt is the scheduled time a missed or skipped row stands for;
+// a row that does not record it was started at that time.
+func scheduledAt(r inspect.Run) time.Time {
+	if r.ScheduledAt != nil {
+		return *r.ScheduledAt
+	}
+	return r.StartedAt
+}
 
 // legend names the colours.
 func legend(b *html) {
