@@ -77,15 +77,18 @@ func (f *fleet) run(s *lease.Store, job string, end lease.End, hold func()) leas
 	return end
 }
 
-// lose makes s's run of job lost: its holder stops renewing (as a crashed
-// instance does), the lease is expired, and next takes it, which closes
-// the run as lost.
-func (f *fleet) lose(s, next *lease.Store, job string) {
+// lose makes s's run of job lost: after hold (when set) its holder stops
+// renewing, as a crashed instance does, the lease expires, and next takes
+// it, which closes the run as lost at its expiry.
+func (f *fleet) lose(s, next *lease.Store, job string, hold func()) {
 	f.t.Helper()
 	ctx := context.Background()
 	l := f.take(s, job)
+	if hold != nil {
+		hold()
+	}
 	if _, err := f.pool.Exec(ctx, `UPDATE `+pgx.Identifier{f.table}.Sanitize()+
-		` SET expires_at = now() - interval '1 second' WHERE job_name = $1`, job); err != nil {
+		` SET expires_at = now() WHERE job_name = $1`, job); err != nil {
 		f.t.Fatal(err)
 	}
 	taken := f.take(next, job)
@@ -154,11 +157,13 @@ func (f *fleet) standardHistory() {
 	f.run(b, jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
 	f.run(a, jobReport, lease.End{ExitCode: code(1), Outcome: lease.OutcomeExited}, nil)
 	f.run(b, jobReport, lease.End{ExitCode: code(143), Outcome: lease.OutcomeTimedOut}, nil)
-	f.lose(b, a, jobReport) // a takes over, and succeeds
+	f.lose(b, a, jobReport, nil) // a takes over, and succeeds
 	f.keepOutput(jobReport, reportOutput)
 
+	// Both slots held at once, for a while: the work of two instances.
 	c, d := f.store("host-c", lease.WithSlots(2)), f.store("host-d", lease.WithSlots(2))
 	lc, ld := f.take(c, jobPool), f.take(d, jobPool)
+	time.Sleep(100 * time.Millisecond)
 	for _, l := range []*lease.Lease{lc, ld} {
 		if err := l.Finish(context.Background(), lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}); err != nil {
 			f.t.Fatal(err)

@@ -2,6 +2,7 @@ package web
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 
@@ -22,7 +23,7 @@ const (
 
 // tickSteps are the axis's candidate spacings; the first that gives at
 // most maxTicks ticks over the window is used.
-var tickSteps = []time.Duration{time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+var tickSteps = []time.Duration{time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
 	time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour, 48 * time.Hour,
 	7 * 24 * time.Hour, 14 * 24 * time.Hour, 28 * 24 * time.Hour}
 
@@ -69,9 +70,12 @@ func drawTimeline(b *html, page jobPage) {
 		span = time.Second
 	}
 	plot := tlWidth - tlLabel - tlRight
+	// Coordinates are rounded as they are written (one decimal), before
+	// widths are worked out from them: a box then ends exactly where its
+	// numbers say.
 	x := func(t time.Time) float64 {
 		f := float64(t.Sub(page.From)) / float64(span)
-		return tlLabel + plot*min(max(f, 0), 1)
+		return math.Round((tlLabel+plot*min(max(f, 0), 1))*10) / 10
 	}
 	height := float64(len(ls))*tlLane + tlAxis
 	b.raw(`<figure class="timeline"><svg id="timeline" role="img" aria-label="runs by holder over time" viewBox="0 0 `)
@@ -215,8 +219,11 @@ func axis(b *html, page jobPage, y float64, x func(time.Time) float64) {
 		}
 	}
 	layout := "15:04"
-	if step >= 24*time.Hour {
+	switch {
+	case step >= 24*time.Hour:
 		layout = "01-02"
+	case step < time.Minute:
+		layout = "15:04:05"
 	}
 	for t := page.From.UTC().Truncate(step).Add(step); t.Before(page.Now); t = t.Add(step) {
 		tx := x(t)
