@@ -113,7 +113,7 @@ func historyAction(c *cli.Context) error {
 	case o.timeline:
 		// Leases held now are runs that have not finished: draw them up to now.
 		if jobs, err := a.read.Status(c.Context, o.query.Job); err == nil {
-			runs = append(runs, runningRuns(jobs, now)...)
+			runs = append(runs, inspect.Running(jobs, now)...)
 		}
 		from := o.query.Since
 		if from.IsZero() {
@@ -127,21 +127,6 @@ func historyAction(c *cli.Context) error {
 		return &exitError{code: exitIOErr, err: fmt.Errorf("cannot write history: %w", err)}
 	}
 	return nil
-}
-
-// outcomeRunning marks, in a timeline, a run whose lease is held now.
-const outcomeRunning = "running"
-
-// runningRuns are the live leases among jobs, as runs that end now.
-func runningRuns(jobs []inspect.JobStatus, now time.Time) []inspect.Run {
-	var out []inspect.Run
-	for _, j := range jobs {
-		if (j.State == lease.StateHeld || j.State == lease.StateReleasing) && j.LastStarted != nil {
-			out = append(out, inspect.Run{Job: j.Job, Slot: max(j.Slot, 1), Holder: j.Holder, FencingToken: j.FencingToken,
-				Attempt: 1, StartedAt: *j.LastStarted, FinishedAt: now, Outcome: outcomeRunning})
-		}
-	}
-	return out
 }
 
 func earliestStart(runs []inspect.Run) time.Time {
@@ -219,7 +204,7 @@ var timelineMarks = []struct {
 	{lease.OutcomeStopped, "X", "stopped"},
 	{lease.OutcomeCouldNotStart, "!", "could not start"},
 	{lease.OutcomeTimedOut, "T", "timed out"},
-	{outcomeRunning, ">", "running"},
+	{inspect.OutcomeRunning, ">", "running"},
 }
 
 func timelineMark(r inspect.Run) byte {

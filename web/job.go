@@ -83,7 +83,7 @@ func (p *Pages) readJob(ctx context.Context, job string, q url.Values) (jobPage,
 	if len(runs) > MaxRuns {
 		runs, page.Truncated = runs[:MaxRuns], true
 	}
-	page.Runs = append(runningRuns(statuses, now), runs...)
+	page.Runs = append(inspect.Running(statuses, now), runs...)
 	if id := q.Get("run"); id != "" {
 		for i := range page.Runs {
 			if runID(page.Runs[i]) == id {
@@ -104,18 +104,6 @@ func (p *Pages) readJob(ctx context.Context, job string, q url.Values) (jobPage,
 	return page, nil
 }
 
-// runningRuns are the job's live leases, as runs that finish now.
-func runningRuns(jobs []inspect.JobStatus, now time.Time) []inspect.Run {
-	var out []inspect.Run
-	for _, j := range jobs {
-		if (j.State == lease.StateHeld || j.State == lease.StateReleasing) && j.LastStarted != nil {
-			out = append(out, inspect.Run{Job: j.Job, Slot: max(j.Slot, 1), Holder: j.Holder, FencingToken: j.FencingToken,
-				Attempt: 1, StartedAt: *j.LastStarted, FinishedAt: now, Outcome: kindRunning})
-		}
-	}
-	return out
-}
-
 // badRequest is a page view asked for wrongly (?since=, a job name that
 // cannot be one).
 type badRequest struct{ err error }
@@ -124,9 +112,10 @@ func (e *badRequest) Error() string { return e.err.Error() }
 
 func (p *Pages) serveJob(w http.ResponseWriter, r *http.Request) {
 	job := r.PathValue("name")
-	// The page is at jobs/NAME: back to / is one "../" per segment the
-	// browser sees, and a reverse proxy's prefix stays in front of it.
-	root := strings.Repeat("../", 1+strings.Count(r.URL.EscapedPath()[len("/jobs/"):], "/"))
+	// The page is at jobs/NAME, NAME one segment as the pages link it (a
+	// "/" in it escaped): "../" is /, with a reverse proxy's prefix kept
+	// in front of it.
+	const root = "../"
 	ctx, cancel := context.WithTimeout(r.Context(), p.timeout)
 	defer cancel()
 	page, err := p.readJob(ctx, job, r.URL.Query())

@@ -43,7 +43,7 @@ func kindOf(r inspect.Run) string {
 		return kindMissed
 	case lease.OutcomeSkipped:
 		return kindSkipped
-	case kindRunning:
+	case inspect.OutcomeRunning:
 		return kindRunning
 	}
 	return kindOther

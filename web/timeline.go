@@ -151,10 +151,7 @@ func nextStarts(runs []inspect.Run) []time.Time {
 // for tests) and as a title (the tooltip without script).
 func runBox(b *html, page jobPage, r inspect.Run, x, y, w float64) {
 	kind := kindOf(r)
-	b.raw(`<a class="run" href="`)
-	selectLink(b, page, r)
-	b.raw(`" data-outcome="`)
-	b.raw(kind)
+	runLink(b, page, r, "run", kind)
 	b.raw(`" data-holder="`)
 	b.attr(r.Holder)
 	b.raw(`" data-slot="`)
@@ -196,6 +193,17 @@ func runBox(b *html, page jobPage, r inspect.Run, x, y, w float64) {
 	b.raw(` to `)
 	b.clock(r.FinishedAt, ' ')
 	b.raw(` UTC</title></a>`)
+}
+
+// runLink opens the link that selects r, up to its data-outcome
+// attribute's value, whose quote the caller closes.
+func runLink(b *html, page jobPage, r inspect.Run, class, kind string) {
+	b.raw(`<a class="`)
+	b.raw(class)
+	b.raw(`" href="`)
+	selectLink(b, page, r)
+	b.raw(`" data-outcome="`)
+	b.raw(kind)
 }
 
 // axis writes the time axis at y: ticks with UTC times, and a mark for
@@ -247,10 +255,7 @@ func axis(b *html, page jobPage, y float64, x func(time.Time) float64) {
 			continue
 		}
 		at := scheduledAt(r)
-		b.raw(`<a class="mark" href="`)
-		selectLink(b, page, r)
-		b.raw(`" data-outcome="`)
-		b.raw(kind)
+		runLink(b, page, r, "mark", kind)
 		b.raw(`" data-start="`)
 		b.stamp(at)
 		b.raw(`"><path class="k-`)
