@@ -277,6 +277,20 @@ func TestBrowserShowsTheFleet(t *testing.T) {
 		t.Errorf("%d JavaScript dialogs opened", n)
 	}
 
+	// On a phone's width nothing but the tables' own scrolling boxes is
+	// wider than the screen.
+	b.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	for _, path := range []string{"/", "/jobs/" + jobReport + since} {
+		b.do(chromedp.Navigate(srv.URL + path))
+		if w := eval[[]int](b, `[document.documentElement.scrollWidth, document.documentElement.clientWidth]`); w[0] > w[1] {
+			t.Errorf("%s is %d px wide on a %d px screen", path, w[0], w[1])
+		}
+		if h := eval[float64](b, `document.querySelector('#timeline, table.jobs').getBoundingClientRect().height`); h <= 0 {
+			t.Errorf("%s draws nothing on a phone", path)
+		}
+	}
+	b.screenshot("phone.png")
+
 	// Without JavaScript the timeline and the table are all there.
 	b.do(chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
 		_, err := chromedp.Call(ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})

@@ -3,6 +3,7 @@ package web
 import (
 	"cmp"
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"time"
@@ -62,12 +63,14 @@ func (p *Pages) readJobs(ctx context.Context) ([]jobRow, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Without a history table (yet) the jobs are listed from their
+	// lease rows alone.
 	summaries, err := p.src.Summaries(ctx, DefaultWindow)
-	if err != nil {
+	if err != nil && !errors.Is(err, inspect.ErrNoHistory) {
 		return nil, err
 	}
 	recent, err := p.src.History(ctx, inspect.HistoryQuery{Since: p.now().Add(-DefaultWindow), Limit: recentRuns})
-	if err != nil {
+	if err != nil && !errors.Is(err, inspect.ErrNoHistory) {
 		return nil, err
 	}
 	rows := make(map[string]*jobRow, len(summaries))

@@ -174,3 +174,21 @@ func TestPageViewsCostABoundedNumberOfStatements(t *testing.T) {
 		}
 	}
 }
+
+// Without a history table the jobs are still listed, from their lease
+// rows, and a job's page shows no runs rather than an error.
+func TestPagesWithoutHistory(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.run(f.store("host-a"), jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
+	if _, err := f.pool.Exec(context.Background(), `DROP TABLE `+f.history); err != nil {
+		t.Fatal(err)
+	}
+	srv := f.serve(f.pool)
+	if status, body, _ := get(t, srv.URL, "/"); status != 200 || !strings.Contains(body, ">"+jobReport+"</a>") {
+		t.Errorf("/ without history answered %d: %s", status, body)
+	}
+	if status, body, _ := get(t, srv.URL, "/jobs/"+jobReport); status != 200 || strings.Contains(body, `class="run"`) {
+		t.Errorf("/jobs/%s without history answered %d: %s", jobReport, status, body)
+	}
+}
