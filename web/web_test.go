@@ -192,3 +192,29 @@ func TestPagesWithoutHistory(t *testing.T) {
 		t.Errorf("/jobs/%s without history answered %d: %s", jobReport, status, body)
 	}
 }
+
+// Scheduled times nobody ran (missed) or passed over (skipped) are marks
+// on the time axis, not boxes in a lane.
+func TestMissedAndSkippedTimesAreMarks(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.run(f.store("host-a"), jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
+	// As the schedule records them: started and finished at the time.
+	if _, err := f.pool.Exec(context.Background(), `INSERT INTO `+f.history+`
+  (job_name, holder, fencing_token, started_at, finished_at, outcome, scheduled_at)
+VALUES ($1, '', 0, now() - interval '2 hour', now() - interval '2 hour', $2, now() - interval '2 hour'),
+  ($1, '', 0, now() - interval '1 hour', now() - interval '1 hour', $3, now() - interval '1 hour')`,
+		jobReport, lease.OutcomeMissed, lease.OutcomeSkipped); err != nil {
+		t.Fatal(err)
+	}
+	srv := f.serve(f.pool)
+	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport)
+	for _, want := range []string{`<a class="mark" href="`, `data-outcome="missed" data-start="`, `data-outcome="skipped" data-start="`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the timeline has no %s", want)
+		}
+	}
+	if n, lanes := strings.Count(body, `<a class="run"`), strings.Count(body, `<g class="lane"`); n != 1 || lanes != 1 {
+		t.Errorf("the timeline draws %d boxes in %d lanes, want the one run in host-a's lane", n, lanes)
+	}
+}
