@@ -83,7 +83,7 @@ func exporterAction(c *cli.Context) error {
 	}
 	defer stop()
 	a.log.Info().Str("http_addr", bound.String()).Str("table", a.opts.table).Bool("web_config", webConfig != "").
-		Msg("serving /metrics and /healthz")
+		Msg("serving the web page, /metrics and /healthz")
 	// The database need not answer now: the exporter starts anyway and
 	// says leasewrap_exporter_up 0 until it does, so that an outage shows
 	// as such rather than as a missing target.

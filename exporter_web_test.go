@@ -33,7 +33,7 @@ func TestExporterServesTheWebPageBehindBasicAuth(t *testing.T) {
 	}
 	p := lw(t, nil, "exporter", "--database-url", pgtest.URL(), "--table", d.table, "--log-format", "json",
 		"--http-addr", "127.0.0.1:0", "--web.config.file", config)
-	addr := p.WaitLog(t, "serving /metrics and /healthz")["http_addr"].(string)
+	addr := p.WaitLog(t, "serving the web page, /metrics and /healthz")["http_addr"].(string)
 
 	fetch := func(path, user, password string) (int, string) {
 		t.Helper()
