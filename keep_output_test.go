@@ -410,3 +410,38 @@ func TestBadKeepOutputExits64(t *testing.T) {
 		}
 	}
 }
+
+// A process the command left running in the background, holding its
+// stdout, does not keep the run from ending: leasewrap stops what the run
+// left behind, and the run keeps what was printed.
+func TestABackgroundProcessHoldingTheOutputDoesNotHoldTheRun(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	r := runLeasewrap(t, 60*time.Second, d.args("--job", "daemon", "--keep-output", "1KiB", "--",
+		"sh", "-c", `sleep 600 & echo started`)...)
+	if r.code != 0 || string(r.stdout) != "started\n" {
+		t.Fatalf("exit %d, stdout %q; want 0 and the command's line; logs:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if got := string(d.keptOutput(t, "daemon")); got != "started\n" {
+		t.Errorf("kept %q, want %q", got, "started\n")
+	}
+}
+
+// With --keep-output, --ping-output sends the end of the same tail: stdout
+// and stderr.
+func TestPingOutputSendsTheKeptTail(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	m := newMonitor(t, false)
+	r := runLeasewrap(t, 30*time.Second, d.args("--job", "pinged", "--keep-output", "1KiB", "--ping-url", m.URL+"/check",
+		"--ping-output", "--", "sh", "-c", `echo to-stdout; echo to-stderr >&2; exit 4`)...)
+	if r.code != 4 {
+		t.Fatalf("exit %d, want 4: %s", r.code, r.stderr)
+	}
+	var got []string
+	pgtest.Eventually(t, 5*time.Second, "the final ping", func() bool { got = m.received(); return len(got) >= 2 })
+	final := got[len(got)-1]
+	if !strings.HasPrefix(final, "POST /check/4 ") || !strings.Contains(final, "to-stdout") || !strings.Contains(final, "to-stderr") {
+		t.Errorf("final ping %q, want status 4 and both streams", final)
+	}
+}
