@@ -156,8 +156,8 @@ func (w *wrapper) attempt(path string, l *lease.Lease, mon *monitor.Monitor, log
 		MaxRuntime: w.o.maxRuntime,
 	}
 	res := w.children.Run(cmd, l, cfg)
-	// Every process of the run is gone (see runner.Run): the copies end
-	// once they have read what is left in the pipes.
+	// runner.Run stopped whatever the run left behind, so the pipes are
+	// closed and the copies end once they have read what is left in them.
 	w.kept = endOutput()
 	if !res.Started {
 		w.kept = nil // a command that never ran printed nothing to keep

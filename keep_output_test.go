@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/internal/testchild"
 )
@@ -107,20 +108,7 @@ done; printf 'last words'`
 	outLines, errLines := lines(io.TeeReader(outPipe, &stdout)), lines(io.TeeReader(errPipe, &logs))
 	await := func(ch <-chan string, want string) {
 		t.Helper()
-		deadline := time.After(30 * time.Second)
-		for {
-			select {
-			case line, ok := <-ch:
-				if !ok {
-					t.Fatalf("leasewrap's output ended before %q", want)
-				}
-				if line == want {
-					return
-				}
-			case <-deadline:
-				t.Fatalf("no %q from leasewrap in 30s", want)
-			}
-		}
+		lwtest.ExpectLine(t, ch, want, 30*time.Second)
 	}
 	var written strings.Builder
 	for i := 1; i <= rounds; i++ {

@@ -276,8 +276,9 @@ SELECT holder, fencing_token, CASE WHEN $3::boolean THEN pg_notify($4::text, ` +
 
 // recordAttemptSQL records an attempt that ended while a retry follows:
 // $1 row, $2 holder, $3 token, $4 job, $5 slot, $6 attempt, $7 exit code,
-// $8 outcome, $9 the output it kept (NULL: none). The lease row forgets the attempt's start, so that a crash
-// during the wait for the next one closes no run twice.
+// $8 outcome, $9 the output it kept (NULL: none). The lease row forgets
+// the attempt's start, so that a crash during the wait for the next one
+// closes no run twice.
 const recordAttemptSQL = `WITH ended AS (
   UPDATE {lease} AS l SET last_started_at = NULL, last_exit_code = $7::integer
   FROM (SELECT last_started_at FROM {lease} WHERE job_name = $1::text) AS o
@@ -291,8 +292,8 @@ FROM ended`
 
 // recordLostSQL records a run whose lease ended while no command ran: $1
 // job, $2 slot, $3 holder, $4 token, $5 attempt, $6 exit code, $7 outcome,
-// $8 the output it kept (NULL: none); not when the history already has this attempt (or a later one) of this
-// lease.
+// $8 the output it kept (NULL: none); not when the history already has
+// this attempt (or a later one) of this lease.
 const recordLostSQL = `INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome,
   output)
 SELECT $1::text, $2::integer, $3::text, $4::bigint, $5::integer, now(), now(), $6::integer, $7::text,

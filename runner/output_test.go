@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"os"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -12,26 +11,9 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/runner"
 )
-
-// tailBuffer is a tail that keeps everything.
-type tailBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // pipeSink is a Sink whose file is a pipe's write end, and that pipe's
 // read end.
@@ -66,7 +48,7 @@ func TestCaptureCopiesEachStreamToItsSinkAndTheTail(t *testing.T) {
 	t.Parallel()
 	out, outR := pipeSink(t, "stdout")
 	errSink, errR := pipeSink(t, "stderr")
-	tail := &tailBuffer{}
+	tail := &lwtest.SyncBuffer{}
 	c, err := runner.StartCapture(tail, out, errSink)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +83,7 @@ func TestCaptureKeepsDrainingPastAFailedSink(t *testing.T) {
 	t.Parallel()
 	s, r := pipeSink(t, "stdout")
 	r.Close()
-	tail := &tailBuffer{}
+	tail := &lwtest.SyncBuffer{}
 	c, err := runner.StartCapture(tail, s)
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +120,7 @@ func TestCaptureKeepsDrainingPastAFailedSink(t *testing.T) {
 func TestCaptureCloseIsBoundedByAHolderOfThePipe(t *testing.T) {
 	t.Parallel()
 	s, _ := pipeSink(t, "stdout")
-	c, err := runner.StartCapture(&tailBuffer{}, s)
+	c, err := runner.StartCapture(&lwtest.SyncBuffer{}, s)
 	if err != nil {
 		t.Fatal(err)
 	}
