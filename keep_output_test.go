@@ -433,3 +433,39 @@ func TestPingOutputSendsTheKeptTail(t *testing.T) {
 		t.Errorf("final ping %q, want status 4 and both streams", final)
 	}
 }
+
+// The command's stdout is leasewrap's own file, passed through, unless
+// --keep-output asks for its output: then it is a pipe. A run that printed
+// nothing keeps an empty output, which history --output prints as such.
+func TestStdoutIsAPipeOnlyWithKeepOutput(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	answer := filepath.Join(t.TempDir(), "answer")
+	script := `if [ -p /dev/stdout ]; then echo pipe > "$0"; else echo file > "$0"; fi`
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "file\n"},
+		{[]string{"--keep-output", "1KiB"}, "pipe\n"},
+	} {
+		stdout, err := os.CreateTemp(t.TempDir(), "stdout")
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := append(d.args("--job", "fd"), tc.args...)
+		cmd := exec.Command(binary, append(args, "--", "sh", "-c", script, answer)...)
+		cmd.Env = append(os.Environ(), testchild.NoRaceExitDelay)
+		var logs bytes.Buffer
+		cmd.Stdout, cmd.Stderr = stdout, &logs
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v: %v; logs:\n%s", tc.args, err, logs.Bytes())
+		}
+		if got, err := os.ReadFile(answer); err != nil || string(got) != tc.want {
+			t.Errorf("%v: the command found its stdout a %q (%v), want %q", tc.args, got, err, tc.want)
+		}
+	}
+	if got := d.keptOutput(t, "fd"); len(got) != 0 {
+		t.Errorf("history --output of a run that printed nothing: %q", got)
+	}
+}
