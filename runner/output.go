@@ -78,9 +78,10 @@ func (s *Sink) refuse(err error) {
 // so the two streams reach leasewrap's stdout and stderr apart, as they
 // would without a pipe, and the tail has them in the order leasewrap read
 // them: each stream's bytes in order, the two interleaved as each copy
-// read its stream. A copy reads on whatever its Sink does, so the
-// command's writes never wait on the tail, only (as without the pipe) on
-// a reader of leasewrap's output that is slow to read.
+// read its stream. A copy keeps reading whatever becomes of its Sink, and
+// the tail only takes a memory copy, so the command's writes wait on
+// nothing but (as without the pipe) a reader of leasewrap's output that is
+// slow to read.
 type Capture struct {
 	files   map[*Sink]*os.File // the write end the command gets, by stream
 	readers []*os.File
