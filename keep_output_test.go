@@ -469,3 +469,44 @@ func TestStdoutIsAPipeOnlyWithKeepOutput(t *testing.T) {
 		t.Errorf("history --output of a run that printed nothing: %q", got)
 	}
 }
+
+// When leasewrap's stdout and stderr are one file (`>>log 2>&1`), the
+// command gets one pipe for both: its lines reach that file, and the kept
+// output, in exactly the order it wrote them, however close together.
+func TestOneFileForBothStreamsKeepsTheExactOrder(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	log := filepath.Join(t.TempDir(), "job.log")
+	f, err := os.Create(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	script := `i=0; while [ $i -lt 200 ]; do i=$((i+1)); echo "out $i"; echo "err $i" >&2; done`
+	cmd := exec.Command(binary, d.args("--job", "merged", "--keep-output", "1MiB", "--", "sh", "-c", script)...)
+	cmd.Env = append(os.Environ(), testchild.NoRaceExitDelay)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("leasewrap: %v", err)
+	}
+	var want strings.Builder
+	for i := 1; i <= 200; i++ {
+		fmt.Fprintf(&want, "out %d\nerr %d\n", i, i)
+	}
+	if got := string(d.keptOutput(t, "merged")); got != want.String() {
+		t.Errorf("kept output is not the command's lines in the order written:\n%s", got)
+	}
+	written, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, line := range strings.Split(string(written), "\n") {
+		if !strings.HasPrefix(line, "{") && line != "" { // leasewrap's own JSON log lines
+			lines = append(lines, line)
+		}
+	}
+	if got := strings.Join(lines, "\n") + "\n"; got != want.String() {
+		t.Errorf("the log file has the command's lines out of order:\n%s", got)
+	}
+}

@@ -16,11 +16,17 @@ import (
 // go with the final ping. Both read the same tail, which spans the run's
 // attempts. Streams not captured stay leasewrap's own files, passed
 // through untouched. A nil *runOutput captures nothing.
+//
+// When leasewrap's stdout and stderr are one file (`>>log 2>&1`, a
+// terminal), the command gets one pipe for both, as it got that one file
+// twice before: its two streams then stay in the exact order it wrote
+// them, in that file and in the tail. Two pipes are read apart, and
+// writes close together on both could swap.
 type runOutput struct {
 	tail *ping.Tail
 	keep int // bytes of each attempt kept in the history; 0: none
-	// stdout (nil when not captured) and stderr are where the captured
-	// streams go.
+	// stdout (nil when not captured; stderr itself when they are one
+	// file) and stderr are where the captured streams go.
 	stdout, stderr *runner.Sink
 	log            zerolog.Logger
 }
@@ -35,17 +41,27 @@ func newRunOutput(o runOptions, log zerolog.Logger) *runOutput {
 	if pingOutput {
 		size = max(size, ping.DefaultTailSize)
 	}
-	ro := &runOutput{tail: ping.NewTail(size), keep: o.keepOutput, log: log,
-		stderr: runner.NewSink("stderr", os.Stderr, log)}
-	if o.keepOutput > 0 {
+	ro := &runOutput{tail: ping.NewTail(size), keep: o.keepOutput, log: log}
+	ro.stderr = runner.NewSink("stderr", os.Stderr, log)
+	if o.keepOutput > 0 && sameFile(os.Stdout, os.Stderr) {
+		ro.stderr = runner.NewSink("stdout and stderr", os.Stdout, log)
+		ro.stdout = ro.stderr
+	} else if o.keepOutput > 0 {
 		ro.stdout = runner.NewSink("stdout", os.Stdout, log)
 	}
 	return ro
 }
 
-// sinks are the streams captured.
+// sameFile reports whether a and b are the same file.
+func sameFile(a, b *os.File) bool {
+	ai, aerr := a.Stat()
+	bi, berr := b.Stat()
+	return aerr == nil && berr == nil && os.SameFile(ai, bi)
+}
+
+// sinks are the streams captured, each once.
 func (ro *runOutput) sinks() []*runner.Sink {
-	if ro.stdout == nil {
+	if ro.stdout == nil || ro.stdout == ro.stderr {
 		return []*runner.Sink{ro.stderr}
 	}
 	return []*runner.Sink{ro.stdout, ro.stderr}

@@ -33,8 +33,8 @@ type Sink struct {
 	err error
 }
 
-// NewSink returns the Sink for file, called name ("stdout", "stderr") in
-// the warning its failure logs.
+// NewSink returns the Sink for file, called name ("stdout", "stderr",
+// "stdout and stderr") in the warning its failure logs.
 func NewSink(name string, file *os.File, log zerolog.Logger) *Sink {
 	return &Sink{name: name, file: file, log: log}
 }
@@ -68,7 +68,7 @@ func (s *Sink) refuse(err error) {
 	s.mu.Unlock()
 	if first {
 		s.log.Warn().Err(err).Str("stream", s.name).
-			Msgf("cannot copy the command's %s to leasewrap's: the rest of it is only kept, not shown", s.name)
+			Msgf("cannot copy the command's %s to leasewrap's: the rest is only kept, not shown", s.name)
 	}
 }
 
