@@ -26,8 +26,8 @@ const defaultTimelineWidth = 72
 func historyCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "history",
-		Usage:     "show finished runs, newest first, or with --timeline who ran each job when",
-		UsageText: "leasewrap history [--job NAME] [--since D] [--limit N] [--json | --timeline [--width N]]",
+		Usage:     "show finished runs, newest first, or with --timeline who ran each job when, or with --output what a run printed",
+		UsageText: "leasewrap history [--job NAME] [--since D] [--limit N] [--json | --timeline [--width N]]\nleasewrap history --job NAME --output [--token N [--attempt N]]",
 		Flags: append([]cli.Flag{
 			jobFlag("show only this job"),
 			&cli.StringFlag{Name: "since", Usage: "only runs that finished in the last D (24h), or since a time (2026-03-01 or RFC 3339)"},
@@ -35,6 +35,9 @@ func historyCommand() *cli.Command {
 			jsonFlag("print a JSON array for scripts"),
 			&cli.BoolFlag{Name: "timeline", Usage: "draw one lane per holder over the period, so that double runs and gaps show"},
 			&cli.StringFlag{Name: "width", Value: strconv.Itoa(defaultTimelineWidth), Usage: "with --timeline: columns of the time axis"},
+			&cli.BoolFlag{Name: "output", Usage: "print the output the job's latest run kept (--keep-output), raw, to stdout; exit 1 when no run kept any"},
+			&cli.StringFlag{Name: "token", Usage: "with --output: the run with this fencing token"},
+			&cli.StringFlag{Name: "attempt", Usage: "with --output: this attempt of the run (default: its last that kept output)"},
 		}, storeFlags()...),
 		OnUsageError: usageError,
 		Action:       historyAction,
@@ -47,6 +50,8 @@ type historyOptions struct {
 	json     bool
 	timeline bool
 	width    int
+	// output, when set, asks for what one run kept of its output.
+	output *inspect.OutputQuery
 }
 
 func parseHistoryOptions(c *cli.Context, now time.Time) (historyOptions, error) {
@@ -70,7 +75,44 @@ func parseHistoryOptions(c *cli.Context, now time.Time) (historyOptions, error) 
 			return o, usagef("invalid %s %q: %v", s.source("since"), since, err)
 		}
 	}
-	return o, nil
+	o.output, err = parseOutputQuery(s, o)
+	return o, err
+}
+
+// parseOutputQuery reads --output and the run it picks (--token,
+// --attempt): nil without --output.
+func parseOutputQuery(s settings, o historyOptions) (*inspect.OutputQuery, error) {
+	c := s.c
+	if !c.Bool("output") {
+		for _, name := range []string{"token", "attempt"} {
+			if c.IsSet(name) {
+				return nil, usagef("--%s picks the run whose output --output prints: add --output", name)
+			}
+		}
+		return nil, nil
+	}
+	switch {
+	case o.query.Job == "":
+		return nil, usagef("--output needs --job: name the job whose run's output to print, as in --job nightly_report --output")
+	case o.json || o.timeline:
+		return nil, usagef("--output prints one run's output as it was: it does not go with --json or --timeline")
+	}
+	q := &inspect.OutputQuery{Job: o.query.Job}
+	if c.IsSet("token") {
+		token, err := strconv.ParseInt(c.String("token"), 10, 64)
+		if err != nil || token <= 0 {
+			return nil, usagef("invalid --token %q: must be a run's fencing token, a positive number (see leasewrap history)", c.String("token"))
+		}
+		q.FencingToken = token
+	}
+	if c.IsSet("attempt") {
+		attempt, err := strconv.Atoi(c.String("attempt"))
+		if err != nil || attempt <= 0 {
+			return nil, usagef("invalid --attempt %q: must be a number from 1", c.String("attempt"))
+		}
+		q.Attempt = attempt
+	}
+	return q, nil
 }
 
 // parseSince reads a duration back from now, or a date or time.
@@ -97,6 +139,9 @@ func historyAction(c *cli.Context) error {
 		return err
 	}
 	defer a.db.close()
+	if o.output != nil {
+		return printOutput(c, a, *o.output)
+	}
 	runs, err := a.read.History(c.Context, o.query)
 	switch {
 	// No lease table (a mistyped --table), or a history that cannot be
@@ -113,7 +158,7 @@ func historyAction(c *cli.Context) error {
 	case o.timeline:
 		// Leases held now are runs that have not finished: draw them up to now.
 		if jobs, err := a.read.Status(c.Context, o.query.Job); err == nil {
-			runs = append(runs, runningRuns(jobs, now)...)
+			runs = append(runs, inspect.Running(jobs, now)...)
 		}
 		from := o.query.Since
 		if from.IsZero() {
@@ -129,19 +174,21 @@ func historyAction(c *cli.Context) error {
 	return nil
 }
 
-// outcomeRunning marks, in a timeline, a run whose lease is held now.
-const outcomeRunning = "running"
-
-// runningRuns are the live leases among jobs, as runs that end now.
-func runningRuns(jobs []inspect.JobStatus, now time.Time) []inspect.Run {
-	var out []inspect.Run
-	for _, j := range jobs {
-		if (j.State == lease.StateHeld || j.State == lease.StateReleasing) && j.LastStarted != nil {
-			out = append(out, inspect.Run{Job: j.Job, Slot: max(j.Slot, 1), Holder: j.Holder, FencingToken: j.FencingToken,
-				Attempt: 1, StartedAt: *j.LastStarted, FinishedAt: now, Outcome: outcomeRunning})
-		}
+// printOutput writes the output a run kept to stdout, byte for byte.
+func printOutput(c *cli.Context, a *admin, q inspect.OutputQuery) error {
+	out, _, _, err := a.read.Output(c.Context, q)
+	switch {
+	case errors.Is(err, inspect.ErrNoOutput):
+		return &exitError{code: exitNotFound, err: fmt.Errorf("%w (runs keep their output with --keep-output SIZE)", err)}
+	case errors.Is(err, inspect.ErrNoTable), errors.Is(err, inspect.ErrNoHistory), errors.Is(err, lease.ErrHistoryUnavailable):
+		return &exitError{code: exitUnavailable, err: a.db.redact.wrap(err)}
+	case err != nil:
+		return a.db.unavailable(err, a.log)
 	}
-	return out
+	if _, err := c.App.Writer.Write(out); err != nil {
+		return &exitError{code: exitIOErr, err: fmt.Errorf("cannot write the output: %w", err)}
+	}
+	return nil
 }
 
 func earliestStart(runs []inspect.Run) time.Time {
@@ -166,6 +213,11 @@ type historyJSON struct {
 	DurationSeconds float64   `json:"duration_seconds"`
 	ExitCode        *int      `json:"exit_code"`
 	Outcome         string    `json:"outcome"`
+	// ScheduledAt is null for a run without a schedule.
+	ScheduledAt *time.Time `json:"scheduled_at"`
+	// OutputBytes is the size of the output the run kept (history
+	// --output prints it), 0 when it kept none.
+	OutputBytes int `json:"output_bytes"`
 }
 
 func printHistoryJSON(w io.Writer, runs []inspect.Run) error {
@@ -173,7 +225,8 @@ func printHistoryJSON(w io.Writer, runs []inspect.Run) error {
 	for _, r := range runs {
 		out = append(out, historyJSON{Job: r.Job, Slot: r.Slot, Holder: r.Holder, FencingToken: r.FencingToken,
 			Attempt: r.Attempt, StartedAt: r.StartedAt.UTC(), FinishedAt: r.FinishedAt.UTC(),
-			DurationSeconds: runDuration(r).Seconds(), ExitCode: r.ExitCode, Outcome: r.Outcome})
+			DurationSeconds: runDuration(r).Seconds(), ExitCode: r.ExitCode, Outcome: r.Outcome,
+			ScheduledAt: utc(r.ScheduledAt), OutputBytes: r.OutputBytes})
 	}
 	return escape.JSON(w, out)
 }
@@ -219,7 +272,7 @@ var timelineMarks = []struct {
 	{lease.OutcomeStopped, "X", "stopped"},
 	{lease.OutcomeCouldNotStart, "!", "could not start"},
 	{lease.OutcomeTimedOut, "T", "timed out"},
-	{outcomeRunning, ">", "running"},
+	{inspect.OutcomeRunning, ">", "running"},
 }
 
 func timelineMark(r inspect.Run) byte {

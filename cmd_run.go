@@ -92,6 +92,10 @@ type wrapper struct {
 	// endSignal is the signal to end leasewrap that stopped the last run
 	// (or came before it started), if one did.
 	endSignal os.Signal
+	// output captures the command's output (--keep-output, --ping-output);
+	// kept is what the last attempt kept of it, for its history row.
+	output *runOutput
+	kept   []byte
 }
 
 // runChild runs the command while l holds, hands the lease back, and
@@ -112,7 +116,8 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 		}
 	default:
 	}
-	pings := newRunPings(w.o, log)
+	w.output = newRunOutput(w.o, log)
+	pings := newRunPings(w.o, w.output, log)
 	defer pings.close() // after the release below
 	var (
 		res     runner.Result
@@ -120,7 +125,7 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 		next    nextStep
 	)
 	for ; ; attempt++ {
-		res = w.attempt(path, l, mon, pings, log)
+		res = w.attempt(path, l, mon, log)
 		if next = w.retryAfter(res, attempt, l, log); next.kind != stepRetry {
 			break
 		}
@@ -142,18 +147,17 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 		logRelease(l.AbandonWith(context.Background(), end), log)
 		return exitStatus(res)
 	}
-	end := lease.End{ExitCode: &res.Status, Outcome: runOutcome(res), Attempt: attempt}
+	end := lease.End{ExitCode: &res.Status, Outcome: runOutcome(res), Attempt: attempt, Output: w.kept}
 	logRelease(l.Finish(context.Background(), end), log)
 	return exitStatus(res)
 }
 
 // attempt runs the command once while l holds.
-func (w *wrapper) attempt(path string, l *lease.Lease, mon *monitor.Monitor, pings *runPings, log zerolog.Logger) runner.Result {
-	stderr, done := pings.stderr()
-	defer done()
+func (w *wrapper) attempt(path string, l *lease.Lease, mon *monitor.Monitor, log zerolog.Logger) runner.Result {
+	stdout, stderr, endOutput := w.output.attempt()
 	cmd := exec.Command(path, w.o.command[1:]...)
 	cmd.Args[0] = w.o.command[0]
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
 	cmd.Env = childEnv(os.Environ(), leaseVars{job: w.o.job, holder: w.o.holder, table: w.store.Table(),
 		row: l.Row(), token: l.Token(), slot: l.Slot(), scheduledAt: l.ScheduledAt()})
 	cfg := runner.Config{
@@ -163,6 +167,12 @@ func (w *wrapper) attempt(path string, l *lease.Lease, mon *monitor.Monitor, pin
 		MaxRuntime: w.o.maxRuntime,
 	}
 	res := w.children.Run(cmd, l, cfg)
+	// runner.Run stopped whatever the run left behind, so the pipes are
+	// closed and the copies end once they have read what is left in them.
+	w.kept = endOutput()
+	if !res.Started {
+		w.kept = nil // a command that never ran printed nothing to keep
+	}
 	if res.Started {
 		mon.ChildExited(res.Status)
 	}

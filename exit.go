@@ -12,7 +12,8 @@ import (
 // Exit statuses of leasewrap besides the child's own, after the shell's and
 // sysexits.h's conventions. README.md's "Exit status" lists the same.
 const (
-	// exitNotFound: status and release found no such job or no live lease.
+	// exitNotFound: status and release found no such job or no live lease;
+	// history --output found no run that kept output.
 	exitNotFound = 1
 	// exitUsage (EX_USAGE): bad command line or configuration.
 	exitUsage = 64

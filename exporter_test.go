@@ -24,7 +24,7 @@ import (
 func (d db) exporter(t *testing.T, dsn string) (*lwtest.Proc, string) {
 	t.Helper()
 	p := lw(t, nil, "exporter", "--database-url", dsn, "--table", d.table, "--log-format", "json", "--http-addr", "127.0.0.1:0")
-	return p, p.WaitLog(t, "serving /metrics and /healthz")["http_addr"].(string)
+	return p, p.WaitLog(t, "serving the web page, /metrics and /healthz")["http_addr"].(string)
 }
 
 // scrape reads /metrics into series (name with labels, as exposed) and

@@ -42,6 +42,7 @@ type runOptions struct {
 	retryDelay   time.Duration
 	slots        int
 	historyKeep  time.Duration
+	keepOutput   int // bytes of each attempt's output kept in the history; 0: none
 	// requireReplicated: see lease.WithRequireReplicated.
 	requireReplicated bool
 	// sched is the job's schedule (nil: run once, now); once runs the
@@ -143,6 +144,46 @@ func (s settings) duration(name string) (time.Duration, error) {
 	return 0, usagef("invalid %s %q: want a duration such as 30s, 2m or 500ms, at most %s", s.source(name), text, limit.text)
 }
 
+// maxKeepOutput bounds --keep-output: the output is written into the
+// history row of every run, in the statement that releases the lease.
+const maxKeepOutput = 1 << 20
+
+// sizeUnits are the suffixes a size setting may have, by their multiple:
+// binary units only, so that no one wonders whether a KB is 1000 or 1024.
+var sizeUnits = []struct {
+	suffix string
+	bytes  int64
+}{{"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}, {"", 1}}
+
+// size parses a size setting in bytes (a whole number, with KiB, MiB or B
+// or no unit) of at most limit bytes.
+func (s settings) size(name string, limit int64) (int, error) {
+	text := s.c.String(name)
+	for _, u := range sizeUnits {
+		digits, ok := strings.CutSuffix(text, u.suffix)
+		if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" {
+			continue
+		}
+		n, err := strconv.ParseInt(digits, 10, 64)
+		if err != nil || n > limit/u.bytes {
+			break
+		}
+		return int(n * u.bytes), nil
+	}
+	return 0, usagef("invalid %s %q: want a size in bytes, KiB or MiB such as 65536, 64KiB or 1MiB, at most %s (0: off)",
+		s.source(name), text, formatSize(limit))
+}
+
+// formatSize writes n bytes as size settings are written.
+func formatSize(n int64) string {
+	for _, u := range sizeUnits {
+		if n >= u.bytes && n%u.bytes == 0 {
+			return strconv.FormatInt(n/u.bytes, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
 // parseRunOptions reads and checks every setting of the main command. It
 // touches neither the database nor the child.
 func parseRunOptions(c *cli.Context, child []string, hasChild bool) (runOptions, error) {
@@ -194,6 +235,9 @@ func parseRunOptions(c *cli.Context, child []string, hasChild bool) (runOptions,
 		return o, usagef("invalid %s %q: must be a number 1-%d", s.source("slots"), c.String("slots"), lease.MaxSlots)
 	}
 	if o.historyKeep, err = s.duration("history-keep"); err != nil {
+		return o, err
+	}
+	if o.keepOutput, err = s.size("keep-output", maxKeepOutput); err != nil {
 		return o, err
 	}
 	if err := parseAttempts(s, &o); err != nil {

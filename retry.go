@@ -81,7 +81,7 @@ func (w *wrapper) retryAfter(res runner.Result, attempt int, l *lease.Lease, log
 	if !failed || !res.Started || res.Lost != nil || res.Signal != nil || attempt > w.o.retries {
 		return nextStep{kind: stepEnd}
 	}
-	end := lease.End{ExitCode: &res.Status, Outcome: runOutcome(res), Attempt: attempt}
+	end := lease.End{ExitCode: &res.Status, Outcome: runOutcome(res), Attempt: attempt, Output: w.kept}
 	if err := l.RecordAttempt(context.Background(), end); errors.Is(err, lease.ErrLost) {
 		return notRetrying(nextStep{kind: stepLostUnrecorded, lost: err}, log)
 	} else if err != nil {
@@ -153,7 +153,7 @@ func (w *wrapper) endBetweenAttempts(l *lease.Lease, res runner.Result, attempt 
 	}
 	run := lease.End{Outcome: runOutcome(runner.Result{Lost: next.lost}), Attempt: attempt + 1}
 	if !next.recorded() {
-		run.Attempt, run.ExitCode = attempt, &res.Status
+		run.Attempt, run.ExitCode, run.Output = attempt, &res.Status, w.kept
 	}
 	// A release that failed for another reason leaves the row as it was:
 	// a run it marks started is closed by the next holder, not here.

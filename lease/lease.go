@@ -306,6 +306,9 @@ type End struct {
 	// Attempt numbers the run's attempts under one lease (--retries),
 	// from 1 (0 counts as 1).
 	Attempt int
+	// Output is what the run kept of its command's output (--keep-output),
+	// recorded with it; nil keeps none (an empty slice is an empty output).
+	Output []byte
 }
 
 // Finish is Release that records the run in the history with end's
@@ -329,7 +332,7 @@ func (l *Lease) RecordAttempt(ctx context.Context, end End) error {
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
 	tag, err := s.db.Exec(ctx, s.sql.recordAttempt, l.row, s.cfg.holder, l.token, l.job, l.slot, max(end.Attempt, 1), end.ExitCode, end.Outcome,
-		l.scheduledArg())
+		end.Output, l.scheduledArg())
 	if err != nil {
 		// Without the history, an attempt is not recorded at all; the next
 		// attempt's start still proves the lease.
@@ -392,7 +395,8 @@ func (l *Lease) RecordLost(ctx context.Context, end End) error {
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
 	_, err := s.db.Exec(ctx, s.sql.recordLost,
-		l.job, l.slot, s.cfg.holder, l.token, max(end.Attempt, 1), end.ExitCode, end.Outcome, l.scheduledArg())
+		l.job, l.slot, s.cfg.holder, l.token, max(end.Attempt, 1), end.ExitCode, end.Outcome,
+		end.Output, l.scheduledArg())
 	if err != nil {
 		return fmt.Errorf("cannot record attempt %d of lease %q: %w", end.Attempt, l.job, pgerr.Classify(err))
 	}
@@ -469,7 +473,8 @@ func (s *Store) releaseArgs(l *Lease, holdFor time.Duration, end End) (string, [
 	if end.Outcome != "" {
 		out = &end.Outcome
 	}
-	args = append(args, l.slot, out, max(end.Attempt, 1))
+	args = append(args, l.slot, out, max(end.Attempt, 1),
+		end.Output)
 	if !l.scheduledAt.IsZero() {
 		keep := time.Duration(0)
 		if h.prune {

@@ -41,7 +41,7 @@ SELECT 'quiet', 'h', g, now() - g * interval '40 days', now() - g * interval '40
 		}
 	}
 	rows, err := pool.Query(ctx, `EXPLAIN (COSTS OFF) `+s.sql.releasePruning,
-		"quiet", "h", int64(1), int64(0), 0, "chan", "quiet", 1, OutcomeExited, 1, (30 * 24 * time.Hour).Microseconds())
+		"quiet", "h", int64(1), int64(0), 0, "chan", "quiet", 1, OutcomeExited, 1, []byte(nil), (30 * 24 * time.Hour).Microseconds())
 	if err != nil {
 		t.Fatal(err)
 	}

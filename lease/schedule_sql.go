@@ -177,17 +177,18 @@ const missedAnswer = `
 SELECT (SELECT count(*) FROM m), now(), greatest((SELECT max(scheduled_at) FROM m), ` + latestClaim + `)`
 
 // releaseScheduledSQL is the release of a scheduled run that records it
-// with its scheduled time: releasePruningSQL's parameters ($11 0: keep
-// every run) and $12 the scheduled time.
+// with its scheduled time: releasePruningSQL's parameters ($12 0: keep
+// every run) and $13 the scheduled time.
 const releaseScheduledSQL = releaseCTE + `,
 run AS (
-  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome, scheduled_at)
+  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome,
+    output, scheduled_at)
   SELECT $7::text, $8::integer, $2::text, $3::bigint, $10::integer, coalesce(last_started_at, last_finished_at), last_finished_at,
-    $5::integer, $9::text, $12::timestamptz
+    $5::integer, $9::text, $11::bytea, $13::timestamptz
   FROM released WHERE $9::text IS NOT NULL),
 pruned AS (
   DELETE FROM {history} WHERE ctid = ANY (ARRAY(SELECT ctid FROM {history}
-    WHERE $11::bigint > 0 AND job_name = $7::text AND finished_at < now() - $11::bigint * interval '1 microsecond'
+    WHERE $12::bigint > 0 AND job_name = $7::text AND finished_at < now() - $12::bigint * interval '1 microsecond'
     ORDER BY job_name, finished_at LIMIT 100)))` + releaseAnswer
 
 // pruneClaimsSQL deletes at most 1000 of a job's claims older than $2

@@ -222,11 +222,11 @@ const releaseSQL = releaseCTE + releaseAnswer
 
 // releaseRecordingSQL is releaseSQL that also records the run, only if the
 // release happened: $8 slot, $9 outcome (NULL: no run to record), $10 the
-// attempt.
+// attempt, $11 the output it kept (NULL: none).
 const releaseRecordingSQL = releaseCTE + releaseRun + releaseAnswer
 
 // releasePruningSQL is releaseRecordingSQL that also deletes at most 100 of
-// this job's own runs older than $11, the history to keep: each job keeps
+// this job's own runs older than $12, the history to keep: each job keeps
 // its runs as long as its own --history-keep says (0, for ever, holds
 // whatever other jobs ask). The runs are this job's by $7, the name the
 // history records (a slot's runs carry the job's, not the row's), and are
@@ -235,7 +235,7 @@ const releaseRecordingSQL = releaseCTE + releaseRun + releaseAnswer
 const releasePruningSQL = releaseCTE + releaseRun + `,
 pruned AS (
   DELETE FROM {history} WHERE ctid = ANY (ARRAY(SELECT ctid FROM {history}
-    WHERE job_name = $7::text AND finished_at < now() - $11::bigint * interval '1 microsecond'
+    WHERE job_name = $7::text AND finished_at < now() - $12::bigint * interval '1 microsecond'
     ORDER BY job_name, finished_at LIMIT 100)))` + releaseAnswer
 
 const releaseCTE = `WITH released AS (
@@ -250,9 +250,11 @@ const releaseCTE = `WITH released AS (
 
 const releaseRun = `,
 run AS (
-  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome)
+  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome,
+    output)
   SELECT $7::text, $8::integer, $2::text, $3::bigint, $10::integer, coalesce(last_started_at, last_finished_at), last_finished_at,
-    $5::integer, $9::text
+    $5::integer, $9::text,
+    $11::bytea
   FROM released WHERE $9::text IS NOT NULL)`
 
 const releaseAnswer = `
@@ -274,7 +276,8 @@ SELECT holder, fencing_token, CASE WHEN $3::boolean THEN pg_notify($4::text, ` +
 
 // recordAttemptSQL records an attempt that ended while a retry follows:
 // $1 row, $2 holder, $3 token, $4 job, $5 slot, $6 attempt, $7 exit code,
-// $8 outcome, $9 the scheduled time (NULL: none). The lease row forgets
+// $8 outcome, $9 the output it kept (NULL: none), $10 the scheduled time
+// (NULL: none). The lease row forgets
 // the attempt's start, so that a crash during the wait for the next one
 // closes no run twice.
 const recordAttemptSQL = `WITH ended AS (
@@ -282,15 +285,19 @@ const recordAttemptSQL = `WITH ended AS (
   FROM (SELECT last_started_at FROM {lease} WHERE job_name = $1::text) AS o
   WHERE l.job_name = $1::text AND l.holder = $2::text AND l.fencing_token = $3::bigint
   RETURNING l.holder, l.fencing_token, o.last_started_at AS started)
-INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome, scheduled_at)
+INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome,
+  output, scheduled_at)
 SELECT $4::text, $5::integer, holder, fencing_token, $6::integer, coalesce(started, now()), now(), $7::integer, $8::text,
-  $9::timestamptz
+  $9::bytea, $10::timestamptz
 FROM ended`
 
 // recordLostSQL records a run whose lease ended while no command ran: $1
 // job, $2 slot, $3 holder, $4 token, $5 attempt, $6 exit code, $7 outcome,
-// $8 the scheduled time (NULL: none); not when the history already has
-// this attempt (or a later one) of this lease.
-const recordLostSQL = `INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome, scheduled_at)
-SELECT $1::text, $2::integer, $3::text, $4::bigint, $5::integer, now(), now(), $6::integer, $7::text, $8::timestamptz
+// $8 the output it kept (NULL: none), $9 the scheduled time (NULL: none);
+// not when the history already has this attempt (or a later one) of this
+// lease.
+const recordLostSQL = `INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome,
+  output, scheduled_at)
+SELECT $1::text, $2::integer, $3::text, $4::bigint, $5::integer, now(), now(), $6::integer, $7::text,
+  $8::bytea, $9::timestamptz
 WHERE NOT EXISTS (SELECT FROM {history} WHERE job_name = $1::text AND fencing_token = $4::bigint AND attempt >= $5::integer)`

@@ -274,6 +274,12 @@ type leaderJSON struct {
 // Serve listens on addr and serves h until the returned stop is called,
 // which closes the listener and waits (briefly) for requests in flight.
 func Serve(addr string, h http.Handler) (stop func(), bound net.Addr, err error) {
+	return ServeWith(addr, h, (*http.Server).Serve)
+}
+
+// ServeWith is Serve with serve in place of http.Server's Serve: the
+// exporter's serves with TLS and basic auth when configured.
+func ServeWith(addr string, h http.Handler, serve func(*http.Server, net.Listener) error) (stop func(), bound net.Addr, err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, err
@@ -282,7 +288,7 @@ func Serve(addr string, h http.Handler) (stop func(), bound net.Addr, err error)
 		WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second}
 	done := make(chan struct{})
 	go func() {
-		_ = srv.Serve(ln)
+		_ = serve(srv, ln)
 		close(done)
 	}()
 	return func() {

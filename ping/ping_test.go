@@ -580,6 +580,41 @@ func TestTailKeepsTheLastBytes(t *testing.T) {
 	}
 }
 
+// Since gives the last bytes written after a mark, as they were written
+// (cut anywhere), and no more than the tail kept; Last cuts Bytes shorter.
+func TestTailSinceAMark(t *testing.T) {
+	tail := ping.NewTail(8)
+	_, _ = tail.Write([]byte("first run;"))
+	mark := tail.Written()
+	if got := tail.Since(mark, 100); len(got) != 0 {
+		t.Errorf("Since(mark) before any write = %q, want nothing", got)
+	}
+	_, _ = tail.Write([]byte("ab"))
+	_, _ = tail.Write([]byte("cd"))
+	for _, tc := range []struct {
+		mark int64
+		n    int
+		want string
+	}{
+		{mark, 100, "abcd"}, {mark, 3, "bcd"}, {mark, 0, ""}, {0, 100, "run;abcd"}, {0, 5, ";abcd"},
+	} {
+		if got := string(tail.Since(tc.mark, tc.n)); got != tc.want {
+			t.Errorf("Since(%d, %d) = %q, want %q", tc.mark, tc.n, got, tc.want)
+		}
+	}
+	_, _ = tail.Write([]byte("\xff\x00é"))
+	if got := string(tail.Since(mark, 6)); got != "cd\xff\x00é" {
+		t.Errorf("Since across the wrap = %q, want the raw bytes %q", got, "cd\xff\x00é")
+	}
+	if got := string(tail.Last(3)); got != "\x00é" {
+		t.Errorf("Last(3) = %q, want %q", got, "\x00é")
+	}
+	_, _ = tail.Write([]byte("€"))
+	if got := string(tail.Last(4)); got != "€" {
+		t.Errorf("Last(4) = %q, want %q: the first byte kept is inside é", got, "€")
+	}
+}
+
 func TestTailStartsOnAWholeCharacter(t *testing.T) {
 	tail := ping.NewTail(5)
 	_, _ = tail.Write([]byte("aé€z")) // a, é (2 bytes), € (3 bytes), z: 7 bytes

@@ -56,22 +56,47 @@ func (t *Tail) Write(p []byte) (int, error) {
 // Bytes returns a copy of the bytes kept, oldest first. When older output
 // was dropped, the copy starts at the first whole UTF-8 character, so that
 // a monitor that stores only valid UTF-8 text keeps it.
-func (t *Tail) Bytes() []byte {
-	t.mu.Lock()
-	var out []byte
-	if !t.full {
-		out = append([]byte(nil), t.buf[:t.w]...)
-	} else {
-		out = make([]byte, 0, len(t.buf))
-		out = append(out, t.buf[t.w:]...)
-		out = append(out, t.buf[:t.w]...)
-	}
-	dropped := t.total > int64(len(out))
-	t.mu.Unlock()
+func (t *Tail) Bytes() []byte { return t.Last(len(t.buf)) }
+
+// Last is Bytes cut to the last n bytes at most (again starting at a whole
+// UTF-8 character when it had to cut): the part of a larger tail that
+// goes in a ping.
+func (t *Tail) Last(n int) []byte {
+	out, dropped := t.since(0, n)
 	if dropped {
 		out = alignStart(out)
 	}
 	return out
+}
+
+// Since returns a copy of the last n bytes at most of those written since
+// Written returned mark, as they were written, cut anywhere: the output of
+// one part of a longer run. Bytes older than the tail's size are gone.
+func (t *Tail) Since(mark int64, n int) []byte {
+	out, _ := t.since(mark, n)
+	return out
+}
+
+// since returns the last n bytes at most written after mark and kept, and
+// whether older bytes written after mark were left out.
+func (t *Tail) since(mark int64, n int) (out []byte, dropped bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	kept := t.w
+	if t.full {
+		kept = len(t.buf)
+	}
+	written := max(t.total-mark, 0)
+	k := int(min(int64(max(n, 0)), int64(kept), written))
+	out = make([]byte, k)
+	// The last k bytes end at t.w and may wrap to the end of buf.
+	if head := min(k, t.w); head > 0 {
+		copy(out[k-head:], t.buf[t.w-head:t.w])
+	}
+	if rest := k - min(k, t.w); rest > 0 {
+		copy(out, t.buf[len(t.buf)-rest:])
+	}
+	return out, written > int64(k)
 }
 
 // Written returns how many bytes were written in all, kept or not.

@@ -2,7 +2,8 @@
 // starts the child in its own process group, forwards signals to it, stops
 // it (and, on Linux, every process it started, in its group or not) before
 // the lease could expire or be released, and turns its end into the shell's
-// status for it.
+// status for it. Capture, when asked, stands pipes in for the child's
+// stdout and stderr, to keep the end of what it printed.
 package runner
 
 import (

@@ -87,3 +87,21 @@ func (r *Reader) Status(ctx context.Context, job string) ([]JobStatus, error) {
 	}
 	return out, nil
 }
+
+// OutcomeRunning is the outcome of a run that Running makes from a live
+// lease: one that has not finished. The history never records it.
+const OutcomeRunning = "running"
+
+// Running returns the runs that the live leases among jobs (held or
+// releasing, with a start) stand for, as runs with OutcomeRunning that
+// finish at now: what a timeline draws next to the finished runs.
+func Running(jobs []JobStatus, now time.Time) []Run {
+	var out []Run
+	for _, j := range jobs {
+		if (j.State == lease.StateHeld || j.State == lease.StateReleasing) && j.LastStarted != nil {
+			out = append(out, Run{Job: j.Job, Slot: max(j.Slot, 1), Holder: j.Holder, FencingToken: j.FencingToken,
+				Attempt: 1, StartedAt: *j.LastStarted, FinishedAt: now, Outcome: OutcomeRunning})
+		}
+	}
+	return out
+}

@@ -1,0 +1,359 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image/png"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/redbite/leasewrap/lease"
+)
+
+// tab is a page of Debian's chromium, driven over the DevTools protocol.
+type tab struct {
+	t       *testing.T
+	ctx     context.Context
+	dialogs atomic.Int64 // JavaScript dialogs that opened: a script ran that is not ours
+}
+
+// browser starts chromium headless with a fresh profile, and fails the
+// test in CI when it is not installed (.ci/run installs it).
+func browser(t *testing.T) *tab {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("chromium is not installed (apt-get install chromium): %v", err)
+		}
+		t.Skipf("chromium is not installed: %v", err)
+	}
+	// As root, chromium runs only without its sandbox. The flags keep it
+	// from reaching out to anything but the page under test.
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck, chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.Flag("force-color-profile", "srgb"),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1200, 900))
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+	})
+	b := &tab{t: t, ctx: ctx}
+	// A headless page never has the window's focus, and without it
+	// focusing an element fires no focus event: emulate it.
+	if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, emulation.SetFocusEmulationEnabled, emulation.SetFocusEmulationEnabledParams{Enabled: true})
+		return err
+	})); err != nil {
+		t.Fatalf("cannot start chromium: %v", err)
+	}
+	// Any dialog is counted and dismissed: the page itself opens none.
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			b.dialogs.Add(1)
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
+		}
+	}()
+	return b
+}
+
+// do runs steps with a deadline.
+func (b *tab) do(steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// eval evaluates a JavaScript expression in the page into out.
+func eval[T any](b *tab, js string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
+	if err != nil {
+		b.t.Fatalf("%s: %v", js, err)
+	}
+	return v
+}
+
+// waitFor polls a JavaScript condition until it holds, for what follows
+// a click: the navigation it starts.
+func (b *tab) waitFor(js string) {
+	b.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !eval[bool](b, js) {
+		if time.Now().After(deadline) {
+			b.t.Fatalf("%s never held", js)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// screenshot saves the page as name in the test's directory and checks
+// that it is not blank: a page that drew nothing has one or two colours.
+func (b *tab) screenshot(name string) []byte {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(b.t.TempDir(), name), shot, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(shot))
+	if err != nil {
+		b.t.Fatalf("screenshot %s is not a PNG: %v", name, err)
+	}
+	colours := map[[4]uint32]bool{}
+	r := img.Bounds()
+	for y := r.Min.Y; y < r.Max.Y; y += 2 {
+		for x := r.Min.X; x < r.Max.X; x += 2 {
+			cr, cg, cb, ca := img.At(x, y).RGBA()
+			colours[[4]uint32{cr, cg, cb, ca}] = true
+		}
+	}
+	if len(colours) < 8 {
+		b.t.Errorf("screenshot %s (%dx%d) looks blank: %d colours", name, r.Dx(), r.Dy(), len(colours))
+	}
+	return shot
+}
+
+// drawnRun is a run box as the browser laid it out.
+type drawnRun struct {
+	Outcome, Holder, Fill string
+	Slot                  int
+	X, W                  float64
+}
+
+const drawnRunsJS = `[...document.querySelectorAll('#timeline g.lane')].map(g => ({
+  holder: g.dataset.holder,
+  runs: [...g.querySelectorAll('a.run')].map(a => { const r = a.querySelector('rect'); return {
+    Outcome: a.dataset.outcome, Holder: a.dataset.holder, Slot: +a.dataset.slot, Fill: getComputedStyle(r).fill,
+    X: +r.getAttribute('x'), W: +r.getAttribute('width')}; })}))`
+
+type drawnLane struct {
+	Holder string
+	Runs   []drawnRun
+}
+
+// The colours of the outcomes, as the stylesheet sets them.
+var outcomeFill = map[string]string{
+	"succeeded": "rgb(46, 139, 87)", "failed": "rgb(208, 58, 47)", "timed_out": "rgb(184, 134, 11)", "lost": "rgb(123, 63, 181)",
+}
+
+// What a person sees in a real browser, over a history of real runs: a
+// lane per holder with a box per run in the outcome's colour, no overlap
+// drawn for runs of one lease and the overlap of two slots drawn, a run's
+// facts on focus, its output once selected, and hostile names shown as
+// text without running anything.
+func TestBrowserShowsTheFleet(t *testing.T) {
+	t.Parallel()
+	b := browser(t)
+	f := newFleet(t)
+	f.standardHistory()
+	srv := f.serve(f.pool)
+	since := "?since=" + url.QueryEscape(f.start.UTC().Format(time.RFC3339Nano))
+
+	// /: every job, by name, as text.
+	b.do(chromedp.Navigate(srv.URL + "/"))
+	names := eval[[]string](b, `[...document.querySelectorAll('tr.job td.name a')].map(a => a.textContent)`)
+	want := map[string]bool{jobReport: true, jobPool: true, jobHostile: true, `evil\x1b[2J\u202etxt.exe`: true}
+	if len(names) != len(want) {
+		t.Errorf("/ lists %q, want the 4 jobs", names)
+	}
+	for _, n := range names {
+		if !want[n] {
+			t.Errorf("/ lists %q, not one of the jobs as text", n)
+		}
+	}
+	if n := eval[int](b, `document.querySelectorAll('tr.job svg.bar rect').length`); n != 6+2+1+1 {
+		t.Errorf("/ draws %d squares of recent runs, want 10", n)
+	}
+	b.screenshot("index.png")
+
+	// The report's timeline: a's runs and b's, each in its colour.
+	b.do(chromedp.Navigate(srv.URL + "/jobs/" + jobReport + since))
+	lanes := eval[[]drawnLane](b, drawnRunsJS)
+	wantLanes := map[string][]string{"host-a": {"succeeded", "failed", "succeeded"}, "host-b": {"succeeded", "timed_out", "lost"}}
+	if len(lanes) != 2 {
+		t.Fatalf("the report has %d lanes, want 2 (host-a, host-b): %+v", len(lanes), lanes)
+	}
+	var all []drawnRun
+	for _, l := range lanes {
+		var got []string
+		for _, r := range l.Runs {
+			got = append(got, r.Outcome)
+			if r.Fill != outcomeFill[r.Outcome] || r.Holder != l.Holder {
+				t.Errorf("%s's %s run is drawn %s in lane %s, want %s", r.Holder, r.Outcome, r.Fill, l.Holder, outcomeFill[r.Outcome])
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(wantLanes[l.Holder]) {
+			t.Errorf("lane %s has runs %v, want %v", l.Holder, got, wantLanes[l.Holder])
+		}
+		all = append(all, l.Runs...)
+	}
+	if overlap := overlapping(all); overlap != "" {
+		t.Errorf("runs of one lease are drawn overlapping: %s", overlap)
+	}
+	// Focus shows a run's facts; times are given local on hover.
+	b.do(chromedp.Focus(`g.lane[data-holder="host-b"] a.run[data-outcome="timed_out"]`))
+	if detail := eval[string](b, `document.getElementById('detail').textContent`); !strings.Contains(detail, "timed_out, holder host-b, token ") ||
+		!strings.Contains(detail, "exit 143") || !strings.Contains(detail, "your time") {
+		t.Errorf("focus on the timed-out run shows %q", detail)
+	}
+	if title := eval[string](b, `document.querySelector('time').title`); !strings.Contains(title, "your time") {
+		t.Errorf("a time's title is %q, want the local time", title)
+	}
+	b.screenshot("report.png")
+
+	// Selecting the run that kept output shows it, as text.
+	b.do(chromedp.Click(`table.runs td:last-child a`))
+	b.waitFor(`document.querySelector('pre.output') !== null`)
+	if out := eval[string](b, `document.querySelector('pre.output').textContent`); out != "line one\n<b>not bold</b>\\x1b[31m\n" {
+		t.Errorf("the selected run shows output %q", out)
+	}
+	if n := eval[int](b, `document.querySelectorAll('pre.output *').length`); n != 0 {
+		t.Errorf("the output made %d elements", n)
+	}
+	b.screenshot("selected.png")
+
+	// The pool's two slots ran at once, by two holders: drawn overlapping.
+	b.do(chromedp.Navigate(srv.URL + "/jobs/" + jobPool + since))
+	lanes = eval[[]drawnLane](b, drawnRunsJS)
+	if len(lanes) != 2 || len(lanes[0].Runs) != 1 || len(lanes[1].Runs) != 1 {
+		t.Fatalf("the pool has lanes %+v, want host-c and host-d with a run each", lanes)
+	}
+	if overlapping(append(lanes[0].Runs, lanes[1].Runs...)) == "" {
+		t.Errorf("the two slots' runs, held at once, are not drawn overlapping: %+v", lanes)
+	}
+
+	// Hostile names: shown as the text they are, nothing injected, no
+	// dialog.
+	for _, job := range []string{jobHostile, jobEscapes} {
+		b.do(chromedp.Navigate(srv.URL + "/jobs/" + url.PathEscape(job) + since))
+		if h1 := eval[string](b, `document.querySelector('h1').textContent`); h1 != strings.ReplaceAll(strings.ReplaceAll(job, "\x1b", `\x1b`), "\u202e", `\u202e`) {
+			t.Errorf("job %q is titled %q", job, h1)
+		}
+		if n := eval[int](b, `document.querySelectorAll('img, iframe, object, embed, script:not([src$="assets/app.js"])').length`); n != 0 {
+			t.Errorf("the page of %q holds %d injected elements", job, n)
+		}
+	}
+	if lane := eval[string](b, `document.querySelector('g.lane') ? document.querySelector('g.lane').dataset.holder : ''`); lane != `\u202ehost` {
+		t.Errorf("the hand-written holder's lane is %q", lane)
+	}
+	b.do(chromedp.Navigate(srv.URL + "/jobs/" + url.PathEscape(jobHostile) + since))
+	if lane := eval[string](b, `document.querySelector('g.lane').dataset.holder`); lane != holderHostile {
+		t.Errorf("the hostile holder's lane is %q", lane)
+	}
+	b.do(chromedp.Focus(`a.run`))
+	if detail := eval[string](b, `document.getElementById('detail').textContent`); !strings.Contains(detail, holderHostile) {
+		t.Errorf("focus on the hostile holder's run shows %q", detail)
+	}
+	b.screenshot("hostile.png")
+	if n := b.dialogs.Load(); n != 0 {
+		t.Errorf("%d JavaScript dialogs opened", n)
+	}
+
+	// On a phone's width nothing but the tables' own scrolling boxes is
+	// wider than the screen.
+	b.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	for _, path := range []string{"/", "/jobs/" + jobReport + since} {
+		b.do(chromedp.Navigate(srv.URL + path))
+		if w := eval[[]int](b, `[document.documentElement.scrollWidth, document.documentElement.clientWidth]`); w[0] > w[1] {
+			t.Errorf("%s is %d px wide on a %d px screen", path, w[0], w[1])
+		}
+		if h := eval[float64](b, `document.querySelector('#timeline, table.jobs').getBoundingClientRect().height`); h <= 0 {
+			t.Errorf("%s draws nothing on a phone", path)
+		}
+	}
+	b.screenshot("phone.png")
+
+	// Without JavaScript the timeline and the table are all there.
+	b.do(chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
+		return err
+	}), chromedp.Navigate(srv.URL+"/jobs/"+jobReport+since))
+	if n := eval[int](b, `document.querySelectorAll('#timeline a.run').length + document.querySelectorAll('table.runs tbody tr').length`); n != 12 {
+		t.Errorf("without JavaScript the report shows %d boxes and rows, want 6 of each", n)
+	}
+}
+
+// overlapping names two boxes whose drawn spans overlap, "" if none do.
+func overlapping(runs []drawnRun) string {
+	for i, a := range runs {
+		for _, b := range runs[i+1:] {
+			if a.X < b.X+b.W-0.01 && b.X < a.X+a.W-0.01 {
+				return fmt.Sprintf("%+v and %+v", a, b)
+			}
+		}
+	}
+	return ""
+}
+
+// screenshotEnv names the file TestTimelineScreenshot writes the picture
+// of a real timeline to (docs/web-timeline.png); the test is skipped
+// without it.
+const screenshotEnv = "LEASEWRAP_WEB_SCREENSHOT"
+
+// TestTimelineScreenshot draws the timeline of a job run by three
+// instances, from real leases whose runs take a moment each, and saves
+// it where LEASEWRAP_WEB_SCREENSHOT says.
+func TestTimelineScreenshot(t *testing.T) {
+	out := os.Getenv(screenshotEnv)
+	if out == "" {
+		t.Skip(screenshotEnv + " is not set")
+	}
+	b := browser(t)
+	f := newFleet(t)
+	hosts := []*lease.Store{f.store("web-1"), f.store("web-2"), f.store("worker-7f3a")}
+	work := func(d time.Duration) func() { return func() { time.Sleep(d) } }
+	ends := []lease.End{
+		{ExitCode: code(0), Outcome: lease.OutcomeExited}, {ExitCode: code(0), Outcome: lease.OutcomeExited},
+		{ExitCode: code(1), Outcome: lease.OutcomeExited}, {ExitCode: code(0), Outcome: lease.OutcomeExited},
+		{ExitCode: code(143), Outcome: lease.OutcomeTimedOut}, {ExitCode: code(0), Outcome: lease.OutcomeExited},
+	}
+	first := time.Now()
+	for i := range 14 {
+		f.run(hosts[i*7%3], jobReport, ends[i%len(ends)], work(time.Duration(120+i*37%200)*time.Millisecond))
+		if i == 9 {
+			f.lose(hosts[1], hosts[2], jobReport, work(300*time.Millisecond))
+		}
+	}
+	f.keepOutput(jobReport, "report written: 1,204 rows\n")
+	srv := f.serve(f.pool)
+	since := first.Add(-300 * time.Millisecond).UTC().Format(time.RFC3339Nano)
+	b.do(chromedp.EmulateViewport(1000, 430), chromedp.Navigate(srv.URL+"/jobs/"+jobReport+"?since="+url.QueryEscape(since)))
+	b.do(chromedp.Focus(`a.run[data-outcome="timed_out"]`))
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	shot, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,263 @@
+package web
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/inspect"
+)
+
+// barRuns is how many of a job's newest runs /'s bar shows.
+const barRuns = 30
+
+// recentRuns bounds the runs / reads for the bars, over every job: a fleet
+// busier than that in DefaultWindow shows its newest runs only.
+const recentRuns = 5000
+
+// jobRow is one line of /.
+type jobRow struct {
+	Job     string
+	State   string   // held, releasing, kept or free
+	Holders []string // of the live rows
+	Slots   int
+	LastRun *inspect.Run
+	// NextScheduled is the job's next scheduled time, nil when it has no
+	// schedule (or the lease table does not record one).
+	NextScheduled *time.Time
+	// Recent are the job's newest runs in the window, oldest first.
+	Recent []inspect.Run
+	// RunsInWindow counts the runs that finished in DefaultWindow.
+	RunsInWindow int
+}
+
+// Failing reports whether the job's newest run did not succeed.
+func (j jobRow) Failing() bool {
+	return j.LastRun != nil && kindOf(*j.LastRun) != kindSucceeded
+}
+
+// Stale reports whether nothing of the job finished in the window and it
+// is not running now.
+func (j jobRow) Stale() bool { return j.RunsInWindow == 0 && j.State != lease.StateHeld }
+
+// rank orders /: failing jobs first, then stale ones, then the others.
+func (j jobRow) rank() int {
+	switch {
+	case j.Failing():
+		return 0
+	case j.Stale():
+		return 1
+	}
+	return 2
+}
+
+// readJobs reads /'s rows in three statements and their catalog checks,
+// however many jobs there are: the lease rows, the summaries and the
+// fleet's newest runs.
+func (p *Pages) readJobs(ctx context.Context) ([]jobRow, error) {
+	statuses, err := p.src.Status(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	// Without a history table (yet) the jobs are listed from their
+	// lease rows alone.
+	summaries, err := p.src.Summaries(ctx, DefaultWindow)
+	if err != nil && !errors.Is(err, inspect.ErrNoHistory) {
+		return nil, err
+	}
+	recent, err := p.src.History(ctx, inspect.HistoryQuery{Since: p.now().Add(-DefaultWindow), Limit: recentRuns})
+	if err != nil && !errors.Is(err, inspect.ErrNoHistory) {
+		return nil, err
+	}
+	rows := make(map[string]*jobRow, len(summaries))
+	var order []*jobRow
+	row := func(job string) *jobRow {
+		if r, ok := rows[job]; ok {
+			return r
+		}
+		r := &jobRow{Job: job, State: "free", Slots: 1}
+		rows[job] = r
+		order = append(order, r)
+		return r
+	}
+	for _, s := range statuses {
+		r := row(s.Job)
+		r.Slots = max(r.Slots, s.Slots)
+		if s.Live() && !slices.Contains(r.Holders, s.Holder) {
+			r.Holders = append(r.Holders, s.Holder)
+		}
+		r.State = strongerState(r.State, s.State)
+	}
+	for _, s := range summaries {
+		r := row(s.Job)
+		r.LastRun = s.LastRun
+		for _, n := range s.Runs {
+			r.RunsInWindow += n
+		}
+	}
+	// History is newest first: keep each job's first barRuns, then turn
+	// them oldest first for the bar.
+	for _, run := range recent {
+		if r, ok := rows[run.Job]; ok && len(r.Recent) < barRuns {
+			r.Recent = append(r.Recent, run)
+		}
+	}
+	out := make([]jobRow, len(order))
+	for i, r := range order {
+		slices.Reverse(r.Recent)
+		out[i] = *r
+	}
+	slices.SortStableFunc(out, func(a, b jobRow) int {
+		return cmp.Or(cmp.Compare(a.rank(), b.rank()), cmp.Compare(a.Job, b.Job))
+	})
+	return out, nil
+}
+
+// liveStates are the states that keep a job from being free, strongest
+// first: a job is held while any of its slots is.
+var liveStates = []string{lease.StateHeld, lease.StateReleasing, lease.StateKept}
+
+// strongerState is the state a job with rows in states a and b shows;
+// released and expired rows show as free.
+func strongerState(a, b string) string {
+	rank := func(s string) int {
+		if i := slices.Index(liveStates, s); i >= 0 {
+			return i
+		}
+		return len(liveStates)
+	}
+	if rank(b) < rank(a) {
+		return b
+	}
+	return a
+}
+
+func (p *Pages) serveIndex(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), p.timeout)
+	defer cancel()
+	jobs, err := p.readJobs(ctx)
+	if err != nil {
+		p.fail(w, r, "", err)
+		return
+	}
+	writePage(w, http.StatusOK, renderIndex(jobs, p.now()))
+}
+
+// renderIndex writes /.
+func renderIndex(jobs []jobRow, now time.Time) []byte {
+	var b html
+	b.head("leasewrap: jobs", "")
+	b.raw(`<header><h1>Jobs</h1><p class="sub">`)
+	b.int(int64(len(jobs)))
+	b.raw(` jobs, read at `)
+	b.time(now)
+	b.raw(` UTC. Failing and stale jobs first.</p></header><main><div class="scroll"><table class="jobs"><thead><tr>` +
+		`<th>Job</th><th>State</th><th>Holder</th><th>Last run</th><th>Duration</th><th>Outcome</th><th>Exit</th>` +
+		`<th>Next</th><th>Recent runs</th></tr></thead><tbody>`)
+	for _, j := range jobs {
+		b.raw(`<tr class="job`)
+		switch j.rank() {
+		case 0:
+			b.raw(` failing`)
+		case 1:
+			b.raw(` stale`)
+		}
+		b.raw(`" data-job="`)
+		b.attr(j.Job)
+		b.raw(`"><td class="name"><a href="jobs/`)
+		b.attr(jobPath(j.Job))
+		b.raw(`">`)
+		b.text(j.Job)
+		b.raw(`</a>`)
+		if j.Slots > 1 {
+			b.raw(` <span class="slots">`)
+			b.int(int64(j.Slots))
+			b.raw(` slots</span>`)
+		}
+		b.raw(`</td><td><span class="state s-`)
+		b.attr(j.State)
+		b.raw(`">`)
+		b.text(j.State)
+		b.raw(`</span></td><td class="holder">`)
+		for i, h := range j.Holders {
+			if i > 0 {
+				b.raw(`<br>`)
+			}
+			b.text(h)
+		}
+		b.raw(`</td>`)
+		if run := j.LastRun; run != nil {
+			kind := kindOf(*run)
+			b.raw(`<td>`)
+			b.time(run.StartedAt)
+			b.raw(`</td><td>`)
+			b.duration(run.FinishedAt.Sub(run.StartedAt))
+			b.raw(`</td><td><span class="outcome k-`)
+			b.raw(kind)
+			b.raw(`">`)
+			b.raw(kind)
+			b.raw(`</span></td><td>`)
+			exitCode(&b, run.ExitCode)
+			b.raw(`</td>`)
+		} else {
+			b.raw(`<td colspan="4" class="none">no run in the history</td>`)
+		}
+		b.raw(`<td>`)
+		if j.NextScheduled != nil {
+			b.time(*j.NextScheduled)
+		} else {
+			b.raw(`—`)
+		}
+		b.raw(`</td><td>`)
+		recentBar(&b, j.Recent)
+		b.raw(`</td></tr>`)
+	}
+	b.raw(`</tbody></table></div>`)
+	if len(jobs) == 0 {
+		b.raw(`<p class="none">No job in the lease table yet.</p>`)
+	}
+	b.raw(`</main>`)
+	b.foot()
+	return b.buf
+}
+
+// recentBar draws a job's recent runs as a row of small squares, oldest
+// first, coloured by outcome.
+func recentBar(b *html, runs []inspect.Run) {
+	if len(runs) == 0 {
+		return
+	}
+	const size, gap = 8, 2
+	b.raw(`<svg class="bar" role="img" viewBox="0 0 `)
+	b.int(int64(barRuns * (size + gap)))
+	b.raw(` 10" width="`)
+	b.int(int64(barRuns * (size + gap)))
+	b.raw(`" height="10"><title>newest runs of the last 24 h, oldest first</title>`)
+	for i, r := range runs {
+		kind := kindOf(r)
+		b.raw(`<rect class="k-`)
+		b.raw(kind)
+		b.raw(`" data-outcome="`)
+		b.raw(kind)
+		b.raw(`" x="`)
+		b.int(int64(i * (size + gap)))
+		b.raw(`" y="1" width="8" height="8"><title>`)
+		b.raw(kind)
+		b.raw(` `)
+		b.clock(r.StartedAt, ' ')
+		b.raw(` UTC</title></rect>`)
+	}
+	b.raw(`</svg>`)
+}
+
+func exitCode(b *html, code *int) {
+	if code == nil {
+		b.raw(`—`)
+		return
+	}
+	b.int(int64(*code))
+}

@@ -1,0 +1,267 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/inspect"
+)
+
+// jobPage is what /jobs/NAME shows.
+type jobPage struct {
+	Job        string
+	From, Now  time.Time
+	SinceParam string // as the viewer gave it, kept in the page's links
+	// Runs are the runs in the window, newest first, those running now
+	// (Outcome kindRunning, finishing now) included.
+	Runs      []inspect.Run
+	Truncated bool // more than MaxRuns finished in the window
+	Selected  *inspect.Run
+	// Output is the selected run's kept output, nil when it kept none.
+	Output []byte
+}
+
+// runID names a run in a page's links: slot, fencing token and attempt,
+// which together no other run of the job has.
+func runID(r inspect.Run) string {
+	return strconv.Itoa(max(r.Slot, 1)) + "-" + strconv.FormatInt(r.FencingToken, 10) + "-" + strconv.Itoa(max(r.Attempt, 1))
+}
+
+// jobPath is the path segment of a job's page: the name escaped so that
+// a "/" or "?" in it stays part of the name.
+func jobPath(job string) string { return url.PathEscape(job) }
+
+// parseSince reads ?since=: a duration back from now (90m, 24h, 7d) or a
+// date or time (UTC unless it says).
+func parseSince(text string, now time.Time) (time.Time, error) {
+	if text == "" {
+		return now.Add(-DefaultWindow), nil
+	}
+	if days, ok := strings.CutSuffix(text, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n > 0 && n <= 3660 {
+			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
+		}
+	}
+	if d, err := time.ParseDuration(text); err == nil && d > 0 {
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, text, time.UTC); err == nil && t.Before(now) {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("invalid since %q: want a duration such as 24h, 90m or 7d, or a past date or time such as 2026-03-01 or 2026-03-01T08:00:00Z", text)
+}
+
+// readJob reads /jobs/NAME's page in a bounded number of statements: the
+// job's lease rows, its runs in the window, and the selected run's output.
+func (p *Pages) readJob(ctx context.Context, job string, q url.Values) (jobPage, error) {
+	now := p.now()
+	page := jobPage{Job: job, Now: now, SinceParam: q.Get("since")}
+	var err error
+	if page.From, err = parseSince(page.SinceParam, now); err != nil {
+		return page, &badRequest{err}
+	}
+	if err := lease.CheckJob(job); err != nil {
+		return page, &badRequest{err}
+	}
+	statuses, err := p.src.Status(ctx, job)
+	if err != nil {
+		return page, err
+	}
+	runs, err := p.src.History(ctx, inspect.HistoryQuery{Job: job, Since: page.From, Limit: MaxRuns + 1})
+	if err != nil && !errors.Is(err, inspect.ErrNoHistory) {
+		return page, err
+	}
+	if len(runs) > MaxRuns {
+		runs, page.Truncated = runs[:MaxRuns], true
+	}
+	page.Runs = append(inspect.Running(statuses, now), runs...)
+	if id := q.Get("run"); id != "" {
+		for i := range page.Runs {
+			if runID(page.Runs[i]) == id {
+				page.Selected = &page.Runs[i]
+				break
+			}
+		}
+	}
+	if r := page.Selected; r != nil && r.OutputBytes > 0 {
+		out, _, _, err := p.src.Output(ctx, inspect.OutputQuery{Job: job, FencingToken: r.FencingToken, Attempt: max(r.Attempt, 1)})
+		switch {
+		case err == nil:
+			page.Output = out
+		case !errors.Is(err, inspect.ErrNoOutput): // pruned since: shown as none
+			return page, err
+		}
+	}
+	return page, nil
+}
+
+// badRequest is a page view asked for wrongly (?since=, a job name that
+// cannot be one).
+type badRequest struct{ err error }
+
+func (e *badRequest) Error() string { return e.err.Error() }
+
+func (p *Pages) serveJob(w http.ResponseWriter, r *http.Request) {
+	job := r.PathValue("name")
+	// The page is at jobs/NAME, NAME one segment as the pages link it (a
+	// "/" in it escaped): "../" is /, with a reverse proxy's prefix kept
+	// in front of it.
+	const root = "../"
+	ctx, cancel := context.WithTimeout(r.Context(), p.timeout)
+	defer cancel()
+	page, err := p.readJob(ctx, job, r.URL.Query())
+	var bad *badRequest
+	switch {
+	case errors.As(err, &bad):
+		var b html
+		b.head("leasewrap: bad request", root)
+		b.raw(`<main><h1>Bad request</h1><p class="error">`)
+		b.text(err.Error())
+		b.raw(`</p></main>`)
+		b.foot()
+		writePage(w, http.StatusBadRequest, b.buf)
+		return
+	case err != nil:
+		p.fail(w, r, root, err)
+		return
+	}
+	writePage(w, http.StatusOK, renderJob(page, root))
+}
+
+// renderJob writes /jobs/NAME: the timeline, the selected run, the table.
+func renderJob(page jobPage, root string) []byte {
+	var b html
+	b.buf = make([]byte, 0, 4096+len(page.Runs)*900)
+	b.head("leasewrap: "+page.Job, root)
+	b.raw(`<header><p class="crumb"><a href="`)
+	b.attr(root)
+	b.raw(`">All jobs</a></p><h1 class="job-name">`)
+	b.text(page.Job)
+	b.raw(`</h1><p class="sub">`)
+	b.int(int64(len(page.Runs)))
+	b.raw(` runs from `)
+	b.time(page.From)
+	b.raw(` to `)
+	b.time(page.Now)
+	b.raw(` UTC`)
+	if page.Truncated {
+		b.raw(` (the newest `)
+		b.int(MaxRuns)
+		b.raw(` only)`)
+	}
+	b.raw(`</p><nav class="windows">`)
+	for _, w := range []string{"1h", "6h", "24h", "7d", "30d"} {
+		b.raw(`<a href="?since=`)
+		b.raw(w)
+		b.raw(`">`)
+		b.raw(w)
+		b.raw(`</a> `)
+	}
+	b.raw(`</nav></header><main>`)
+	drawTimeline(&b, page)
+	b.raw(`<div id="detail" class="detail" aria-live="polite"></div>`)
+	selected(&b, page)
+	runTable(&b, page)
+	b.raw(`</main>`)
+	b.foot()
+	return b.buf
+}
+
+// selectLink writes the href that selects run r on this page.
+func selectLink(b *html, page jobPage, r inspect.Run) {
+	b.raw(`?`)
+	if page.SinceParam != "" {
+		b.raw(`since=`)
+		b.attr(url.QueryEscape(page.SinceParam))
+		b.raw(`&amp;`)
+	}
+	b.raw(`run=`)
+	b.raw(runID(r))
+	b.raw(`#selected`)
+}
+
+// selected writes the selected run's details and the output it kept.
+func selected(b *html, page jobPage) {
+	r := page.Selected
+	if r == nil {
+		return
+	}
+	kind := kindOf(*r)
+	b.raw(`<section id="selected" class="selected"><h2>Run `)
+	b.raw(runID(*r))
+	b.raw(` <span class="outcome k-`)
+	b.raw(kind)
+	b.raw(`">`)
+	b.raw(kind)
+	b.raw(`</span></h2><dl><dt>Holder</dt><dd>`)
+	b.text(r.Holder)
+	b.raw(`</dd><dt>Token</dt><dd>`)
+	b.int(r.FencingToken)
+	b.raw(`</dd><dt>Attempt</dt><dd>`)
+	b.int(int64(r.Attempt))
+	b.raw(`</dd><dt>Exit status</dt><dd>`)
+	exitCode(b, r.ExitCode)
+	b.raw(`</dd><dt>Started</dt><dd>`)
+	b.time(r.StartedAt)
+	b.raw(`</dd><dt>Finished</dt><dd>`)
+	b.time(r.FinishedAt)
+	b.raw(`</dd></dl>`)
+	if page.Output != nil {
+		b.raw(`<h3>Output</h3><pre class="output">`)
+		b.lines(string(page.Output))
+		b.raw(`</pre>`)
+	} else {
+		b.raw(`<p class="none">This run kept no output.</p>`)
+	}
+	b.raw(`</section>`)
+}
+
+// runTable writes the runs as a table, newest first.
+func runTable(b *html, page jobPage) {
+	b.raw(`<h2>Runs</h2><div class="scroll"><table class="runs"><thead><tr><th>Started (UTC)</th><th>Duration</th>` +
+		`<th>Holder</th><th>Slot</th><th>Token</th><th>Attempt</th><th>Exit</th><th>Outcome</th><th>Output</th></tr></thead><tbody>`)
+	for _, r := range page.Runs {
+		kind := kindOf(r)
+		b.raw(`<tr data-outcome="`)
+		b.raw(kind)
+		b.raw(`"><td><a href="`)
+		selectLink(b, page, r)
+		b.raw(`">`)
+		b.time(r.StartedAt)
+		b.raw(`</a></td><td>`)
+		b.duration(r.FinishedAt.Sub(r.StartedAt))
+		b.raw(`</td><td class="holder">`)
+		b.text(r.Holder)
+		b.raw(`</td><td>`)
+		b.int(int64(r.Slot))
+		b.raw(`</td><td>`)
+		b.int(r.FencingToken)
+		b.raw(`</td><td>`)
+		b.int(int64(r.Attempt))
+		b.raw(`</td><td>`)
+		exitCode(b, r.ExitCode)
+		b.raw(`</td><td><span class="outcome k-`)
+		b.raw(kind)
+		b.raw(`">`)
+		b.raw(kind)
+		b.raw(`</span></td><td>`)
+		if r.OutputBytes > 0 {
+			b.raw(`<a href="`)
+			selectLink(b, page, r)
+			b.raw(`">`)
+			b.int(int64(r.OutputBytes))
+			b.raw(` bytes</a>`)
+		}
+		b.raw(`</td></tr>`)
+	}
+	b.raw(`</tbody></table></div>`)
+}

@@ -1,0 +1,303 @@
+package web
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/redbite/leasewrap/lease/inspect"
+)
+
+// The timeline's geometry, in the SVG's own units: the browser scales the
+// whole drawing to the page's width, a phone's included.
+const (
+	tlWidth    = 1000.0
+	tlLabel    = 150.0 // the holders' names
+	tlRight    = 10.0
+	tlLane     = 24.0 // height of one holder's lane
+	tlBox      = 16.0 // height of a run's box in it
+	tlAxis     = 34.0 // the time axis under the lanes, with the marks of times not run
+	tlMinWidth = 2.0  // a run shorter than this is drawn this wide, unless that would meet the next run
+)
+
+// tickSteps are the axis's candidate spacings; the first that gives at
+// most maxTicks ticks over the window is used.
+var tickSteps = []time.Duration{time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+	time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour, 48 * time.Hour,
+	7 * 24 * time.Hour, 14 * 24 * time.Hour, 28 * 24 * time.Hour}
+
+const maxTicks = 8
+
+// lane is one holder's row of the timeline.
+type lane struct {
+	holder string
+	runs   []int // indexes in the page's runs, oldest start first
+}
+
+// lanes groups the boxes (not the marks) by holder, in the order the
+// holders first ran. It sorts indexes, not runs: a window may hold tens of
+// thousands.
+func lanes(runs []inspect.Run) []lane {
+	boxes := make([]int, 0, len(runs))
+	for i := range runs {
+		if !isMark(kindOf(runs[i])) {
+			boxes = append(boxes, i)
+		}
+	}
+	slices.SortFunc(boxes, func(a, b int) int { return cmp.Or(runs[a].StartedAt.Compare(runs[b].StartedAt), cmp.Compare(a, b)) })
+	var out []lane
+	index := map[string]int{}
+	for _, i := range boxes {
+		l, ok := index[runs[i].Holder]
+		if !ok {
+			l = len(out)
+			index[runs[i].Holder] = l
+			out = append(out, lane{holder: runs[i].Holder})
+		}
+		out[l].runs = append(out[l].runs, i)
+	}
+	return out
+}
+
+// drawTimeline writes the SVG: a lane per holder with a box per run from
+// its start to its finish, and the axis with the scheduled times that
+// were missed or skipped.
+func drawTimeline(b *html, page jobPage) {
+	ls := lanes(page.Runs)
+	span := page.Now.Sub(page.From)
+	if span <= 0 {
+		span = time.Second
+	}
+	plot := tlWidth - tlLabel - tlRight
+	// Coordinates are rounded as they are written (one decimal), before
+	// widths are worked out from them: a box then ends exactly where its
+	// numbers say.
+	x := func(t time.Time) float64 {
+		f := float64(t.Sub(page.From)) / float64(span)
+		return math.Round((tlLabel+plot*min(max(f, 0), 1))*10) / 10
+	}
+	height := float64(len(ls))*tlLane + tlAxis
+	b.raw(`<figure class="timeline"><svg id="timeline" role="img" aria-label="runs by holder over time" viewBox="0 0 `)
+	b.num(tlWidth)
+	b.raw(` `)
+	b.num(height)
+	b.raw(`" preserveAspectRatio="xMinYMin meet">`)
+
+	// The next start of any run of the same slot caps a short run's
+	// widened box, so that runs that did not overlap are never drawn as
+	// if they had.
+	nextStart := nextStarts(page.Runs)
+	for i, l := range ls {
+		y := float64(i) * tlLane
+		b.raw(`<g class="lane" data-holder="`)
+		b.attr(l.holder)
+		b.raw(`"><text class="holder" x="4" y="`)
+		b.num(y + tlLane/2 + 4)
+		b.raw(`">`)
+		b.text(short(l.holder, 22))
+		b.raw(`<title>`)
+		b.text(l.holder)
+		b.raw(`</title></text><line class="lane-line" x1="`)
+		b.num(tlLabel)
+		b.raw(`" x2="`)
+		b.num(tlWidth - tlRight)
+		b.raw(`" y1="`)
+		b.num(y + tlLane - 0.5)
+		b.raw(`" y2="`)
+		b.num(y + tlLane - 0.5)
+		b.raw(`"/>`)
+		for _, i := range l.runs {
+			r := page.Runs[i]
+			x0, x1 := x(r.StartedAt), x(r.FinishedAt)
+			w := x1 - x0
+			if w < tlMinWidth {
+				w = tlMinWidth
+				if next := nextStart[i]; !next.IsZero() && !next.Before(r.FinishedAt) {
+					w = max(x1-x0, min(w, x(next)-x0))
+				}
+			}
+			runBox(b, page, r, x0, y+(tlLane-tlBox)/2, w)
+		}
+		b.raw(`</g>`)
+	}
+	axis(b, page, float64(len(ls))*tlLane, x)
+	b.raw(`</svg><figcaption>`)
+	legend(b)
+	b.raw(`</figcaption></figure>`)
+}
+
+// nextStarts gives, for each run, the start of the next run of the same
+// slot (zero for the last).
+func nextStarts(runs []inspect.Run) []time.Time {
+	order := make([]int, len(runs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		return cmp.Or(cmp.Compare(runs[a].Slot, runs[b].Slot), runs[a].StartedAt.Compare(runs[b].StartedAt), cmp.Compare(a, b))
+	})
+	next := make([]time.Time, len(runs))
+	for k := 0; k+1 < len(order); k++ {
+		if a, b := order[k], order[k+1]; runs[a].Slot == runs[b].Slot {
+			next[a] = runs[b].StartedAt
+		}
+	}
+	return next
+}
+
+// runBox writes one run: a link that selects it, around a box coloured by
+// outcome, with the run's facts as data attributes (for the script and
+// for tests) and as a title (the tooltip without script).
+func runBox(b *html, page jobPage, r inspect.Run, x, y, w float64) {
+	kind := kindOf(r)
+	runLink(b, page, r, "run", kind)
+	b.raw(`" data-holder="`)
+	b.attr(r.Holder)
+	b.raw(`" data-slot="`)
+	b.int(int64(r.Slot))
+	b.raw(`" data-token="`)
+	b.int(r.FencingToken)
+	b.raw(`" data-attempt="`)
+	b.int(int64(r.Attempt))
+	b.raw(`" data-exit="`)
+	if r.ExitCode != nil {
+		b.int(int64(*r.ExitCode))
+	}
+	b.raw(`" data-start="`)
+	b.stamp(r.StartedAt)
+	b.raw(`" data-end="`)
+	b.stamp(r.FinishedAt)
+	b.raw(`"><rect class="k-`)
+	b.raw(kind)
+	b.raw(`" x="`)
+	b.num(x)
+	b.raw(`" y="`)
+	b.num(y)
+	b.raw(`" width="`)
+	b.num(w)
+	b.raw(`" height="`)
+	b.num(tlBox)
+	b.raw(`"/><title>`)
+	b.raw(kind)
+	b.raw(`, holder `)
+	b.text(r.Holder)
+	b.raw(`, token `)
+	b.int(r.FencingToken)
+	b.raw(`, attempt `)
+	b.int(int64(r.Attempt))
+	b.raw(`, exit `)
+	exitCode(b, r.ExitCode)
+	b.raw(`, `)
+	b.clock(r.StartedAt, ' ')
+	b.raw(` to `)
+	b.clock(r.FinishedAt, ' ')
+	b.raw(` UTC</title></a>`)
+}
+
+// runLink opens the link that selects r, up to its data-outcome
+// attribute's value, whose quote the caller closes.
+func runLink(b *html, page jobPage, r inspect.Run, class, kind string) {
+	b.raw(`<a class="`)
+	b.raw(class)
+	b.raw(`" href="`)
+	selectLink(b, page, r)
+	b.raw(`" data-outcome="`)
+	b.raw(kind)
+}
+
+// axis writes the time axis at y: ticks with UTC times, and a mark for
+// each scheduled time that was missed or skipped.
+func axis(b *html, page jobPage, y float64, x func(time.Time) float64) {
+	b.raw(`<g class="axis"><line x1="`)
+	b.num(tlLabel)
+	b.raw(`" x2="`)
+	b.num(tlWidth - tlRight)
+	b.raw(`" y1="`)
+	b.num(y + 8)
+	b.raw(`" y2="`)
+	b.num(y + 8)
+	b.raw(`"/>`)
+	span := page.Now.Sub(page.From)
+	step := tickSteps[len(tickSteps)-1]
+	for _, s := range tickSteps {
+		if span/s <= maxTicks {
+			step = s
+			break
+		}
+	}
+	layout := "15:04"
+	switch {
+	case step >= 24*time.Hour:
+		layout = "01-02"
+	case step < time.Minute:
+		layout = "15:04:05"
+	}
+	for t := page.From.UTC().Truncate(step).Add(step); t.Before(page.Now); t = t.Add(step) {
+		tx := x(t)
+		b.raw(`<line class="tick" x1="`)
+		b.num(tx)
+		b.raw(`" x2="`)
+		b.num(tx)
+		b.raw(`" y1="0" y2="`)
+		b.num(y + 12)
+		b.raw(`"/><text class="tick-label" x="`)
+		b.num(tx)
+		b.raw(`" y="`)
+		b.num(y + 26)
+		b.raw(`">`)
+		b.buf = t.AppendFormat(b.buf, layout)
+		b.raw(`</text>`)
+	}
+	for _, r := range page.Runs {
+		kind := kindOf(r)
+		if !isMark(kind) {
+			continue
+		}
+		at := scheduledAt(r)
+		runLink(b, page, r, "mark", kind)
+		b.raw(`" data-start="`)
+		b.stamp(at)
+		b.raw(`"><path class="k-`)
+		b.raw(kind)
+		b.raw(`" d="M`)
+		b.num(x(at))
+		b.raw(` `)
+		b.num(y + 8)
+		b.raw(`l-5 -8h10z"/><title>`)
+		b.raw(kind)
+		b.raw(` scheduled time `)
+		b.clock(at, ' ')
+		b.raw(` UTC</title></a>`)
+	}
+	b.raw(`</g>`)
+}
+
+// scheduledAt is the scheduled time a missed or skipped row stands for;
+// a row that does not record it was started at that time.
+func scheduledAt(r inspect.Run) time.Time {
+	if r.ScheduledAt != nil {
+		return *r.ScheduledAt
+	}
+	return r.StartedAt
+}
+
+// legend names the colours.
+func legend(b *html) {
+	for _, k := range barKinds {
+		b.raw(`<span class="key"><span class="swatch k-`)
+		b.raw(k)
+		b.raw(`"></span>`)
+		b.raw(k)
+		b.raw(`</span> `)
+	}
+}
+
+// short cuts s to n characters for a label; the title has it whole.
+func short(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

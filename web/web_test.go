@@ -1,0 +1,220 @@
+package web_test
+
+import (
+	"context"
+	"html"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/redbite/leasewrap/internal/escape"
+	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/inspect"
+)
+
+// get fetches path from srv and returns the status, the body and the
+// headers.
+func get(t testing.TB, base, path string) (int, string, http.Header) {
+	t.Helper()
+	resp, err := http.Get(base + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body), resp.Header
+}
+
+// shown is name as a page shows it: its controls spelled out, then
+// HTML-escaped.
+func shown(name string) string { return html.EscapeString(escape.Printable(name)) }
+
+// / and /jobs/NAME name every job, escaped, under a policy that runs no
+// script but the page's own; a job that does not exist is a 404 and a bad
+// window a 400.
+func TestPagesNameEveryJobAsText(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.standardHistory()
+	srv := f.serve(f.pool)
+
+	status, body, h := get(t, srv.URL, "/")
+	if status != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/html") ||
+		!strings.Contains(h.Get("Content-Security-Policy"), "script-src 'self'") {
+		t.Fatalf("/ answered %d, %v", status, h)
+	}
+	for _, job := range []string{jobReport, jobPool, jobHostile, jobEscapes} {
+		if !strings.Contains(body, ">"+shown(job)+"</a>") {
+			t.Errorf("/ does not name %q as text", job)
+		}
+	}
+	for _, raw := range []string{jobHostile, jobEscapes, "\x1b", "\u202e", "<img", "alert(3)</script>"} {
+		if strings.Contains(body, raw) {
+			t.Errorf("/ holds %q raw", raw)
+		}
+	}
+	if n := strings.Count(body, "<script"); n != 1 {
+		t.Errorf("/ has %d script elements, want the page's own only", n)
+	}
+	// Failing first: the report's newest run succeeded, the hand-written
+	// job's failed.
+	if strings.Index(body, shown(jobEscapes)) > strings.Index(body, shown(jobReport)) {
+		t.Error("the failing job is not listed before the others")
+	}
+
+	for _, job := range []string{jobReport, jobPool, jobHostile, jobEscapes} {
+		status, body, _ := get(t, srv.URL, "/jobs/"+url.PathEscape(job))
+		if status != 200 || !strings.Contains(body, `<h1 class="job-name">`+shown(job)+"</h1>") {
+			t.Errorf("/jobs/%s answered %d without its name as text", job, status)
+		}
+		if strings.Count(body, "<script") != 1 || strings.Contains(body, "\x1b") || strings.Contains(body, "\u202e") {
+			t.Errorf("/jobs/%s holds a script or a control character", job)
+		}
+	}
+	if status, _, _ := get(t, srv.URL, "/jobs/no_such_job"); status != 404 {
+		t.Errorf("an unknown job answered %d, want 404", status)
+	}
+	if status, body, _ := get(t, srv.URL, "/jobs/"+jobReport+"?since=yesterday"); status != 400 || !strings.Contains(body, "24h") {
+		t.Errorf("a bad ?since= answered %d: %s", status, body)
+	}
+	resp, err := http.Post(srv.URL+"/", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST / answered %d, want 405", resp.StatusCode)
+	}
+	if status, body, h := get(t, srv.URL, "/assets/app.js"); status != 200 || !strings.Contains(body, "textContent") ||
+		h.Get("Content-Security-Policy") == "" {
+		t.Errorf("/assets/app.js answered %d", status)
+	}
+}
+
+// The run a link selects is shown with the output it kept, its line
+// breaks kept and its markup and escape sequences as text.
+func TestSelectedRunShowsItsOutput(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.standardHistory()
+	srv := f.serve(f.pool)
+	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport)
+	i := strings.Index(body, `bytes</a>`)
+	if i < 0 {
+		t.Fatal("no run of the report links to its output")
+	}
+	href := body[strings.LastIndex(body[:i], `href="`)+len(`href="`):]
+	href = html.UnescapeString(href[:strings.IndexByte(href, '"')])
+	status, body, _ := get(t, srv.URL, "/jobs/"+jobReport+href[:strings.IndexByte(href, '#')])
+	want := `<pre class="output">line one` + "\n" + `&lt;b&gt;not bold&lt;/b&gt;\x1b[31m` + "\n</pre>"
+	if status != 200 || !strings.Contains(body, want) {
+		t.Errorf("the selected run (%s) does not show its output as %q", href, want)
+	}
+}
+
+// countingDB counts the statements a Reader sends.
+type countingDB struct {
+	inspect.DB
+	n atomic.Int64
+}
+
+func (c *countingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	c.n.Add(1)
+	return c.DB.Query(ctx, sql, args...)
+}
+
+func (c *countingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	c.n.Add(1)
+	return c.DB.QueryRow(ctx, sql, args...)
+}
+
+// A page view costs the same few statements however many jobs and runs
+// there are.
+func TestPageViewsCostABoundedNumberOfStatements(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.standardHistory()
+	db := &countingDB{DB: f.pool}
+	srv := f.serve(db)
+	cost := func(path string) int64 {
+		before := db.n.Load()
+		if status, _, _ := get(t, srv.URL, path); status != 200 {
+			t.Fatalf("%s answered %d", path, status)
+		}
+		return db.n.Load() - before
+	}
+	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport)
+	i := strings.Index(body, `bytes</a>`)
+	href := body[strings.LastIndex(body[:i], `href="`)+len(`href="`):]
+	selected := "/jobs/" + jobReport + html.UnescapeString(href[:strings.IndexByte(href, '#')])
+	paths := []string{"/", "/jobs/" + jobReport, selected}
+	var small []int64
+	for _, p := range paths {
+		small = append(small, cost(p))
+	}
+	s := f.store("host-e")
+	for i := range 20 {
+		job := "more_" + string(rune('a'+i))
+		for range 3 {
+			f.run(s, job, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
+			f.run(s, jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
+		}
+	}
+	for i, p := range paths {
+		if n := cost(p); n != small[i] || n > 10 {
+			t.Errorf("%s cost %d statements with 4 jobs, %d with 24 and more runs; want the same few", p, small[i], n)
+		}
+	}
+}
+
+// Without a history table the jobs are still listed, from their lease
+// rows, and a job's page shows no runs rather than an error.
+func TestPagesWithoutHistory(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.run(f.store("host-a"), jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
+	if _, err := f.pool.Exec(context.Background(), `DROP TABLE `+f.history); err != nil {
+		t.Fatal(err)
+	}
+	srv := f.serve(f.pool)
+	if status, body, _ := get(t, srv.URL, "/"); status != 200 || !strings.Contains(body, ">"+jobReport+"</a>") {
+		t.Errorf("/ without history answered %d: %s", status, body)
+	}
+	if status, body, _ := get(t, srv.URL, "/jobs/"+jobReport); status != 200 || strings.Contains(body, `class="run"`) {
+		t.Errorf("/jobs/%s without history answered %d: %s", jobReport, status, body)
+	}
+}
+
+// Scheduled times nobody ran (missed) or passed over (skipped) are marks
+// on the time axis, not boxes in a lane.
+func TestMissedAndSkippedTimesAreMarks(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.run(f.store("host-a"), jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
+	// As the schedule records them: started and finished at the time.
+	if _, err := f.pool.Exec(context.Background(), `INSERT INTO `+f.history+`
+  (job_name, holder, fencing_token, started_at, finished_at, outcome, scheduled_at)
+VALUES ($1, '', 0, now() - interval '2 hour', now() - interval '2 hour', $2, now() - interval '2 hour'),
+  ($1, '', 0, now() - interval '1 hour', now() - interval '1 hour', $3, now() - interval '1 hour')`,
+		jobReport, lease.OutcomeMissed, lease.OutcomeSkipped); err != nil {
+		t.Fatal(err)
+	}
+	srv := f.serve(f.pool)
+	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport)
+	for _, want := range []string{`<a class="mark" href="`, `data-outcome="missed" data-start="`, `data-outcome="skipped" data-start="`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the timeline has no %s", want)
+		}
+	}
+	if n, lanes := strings.Count(body, `<a class="run"`), strings.Count(body, `<g class="lane"`); n != 1 || lanes != 1 {
+		t.Errorf("the timeline draws %d boxes in %d lanes, want the one run in host-a's lane", n, lanes)
+	}
+}
