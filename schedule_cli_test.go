@@ -187,3 +187,37 @@ FROM "`+d.table+`_schedule" WHERE scheduled_at > $1`, last).Scan(&runs, &missed,
 		})
 	}
 }
+
+// Between scheduled times a scheduler sends the database nothing: its
+// sessions' last statements stay where they were for many renew and retry
+// intervals (the next time, 29 February at midnight, is years away).
+func TestIdleSchedulerSendsNothing(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	app := "lw-idle-" + d.table
+	url := pgtest.URL() + "&application_name=" + app
+	args := d.args("--job", "j", "--schedule", "0 0 29 2 *", "--", "true")
+	args[1] = url // --database-url
+	sched := lw(t, nil, args...)
+	sched.WaitLog(t, "scheduler started")
+	// lastStatements lists the scheduler's sessions with when each last
+	// began a statement.
+	lastStatements := func() string {
+		var s string
+		err := d.pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(pid || '@' || coalesce(query_start::text, '-'), ',' ORDER BY pid), '')
+FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := lastStatements()
+	if before == "" {
+		t.Fatal("the scheduler has no session")
+	}
+	// Ten renew intervals (300ms) and thirty retry intervals (100ms).
+	time.Sleep(3 * time.Second)
+	if after := lastStatements(); after != before {
+		t.Errorf("an idle scheduler sent statements: sessions went from %s to %s", before, after)
+	}
+}
