@@ -158,6 +158,14 @@ func (s *Store) TakeScheduled(ctx context.Context, job, spec string, at time.Tim
 		query = sql.takeRecording
 	}
 	err = db.QueryRow(ctx, query, args...).Scan(dest...)
+	if connectionLost(err) && ctx.Err() == nil {
+		// A scheduler's pooled connection idled since the last time, and
+		// the pool does not ping idle connections (see Connect): one that
+		// broke meanwhile fails here once, and the pool dials a fresh one.
+		// Had the first statement committed, the second finds the time
+		// claimed by this holder, and takes nothing.
+		err = db.QueryRow(ctx, query, args...).Scan(dest...)
+	}
 	if err != nil && query != sql.take && !s.claimConflict(err) {
 		err = s.withoutHistory(ctx, err, func() error {
 			return db.QueryRow(ctx, sql.take, args...).Scan(dest...)
@@ -255,6 +263,11 @@ func (s *Store) RecordMissed(ctx context.Context, job, outcome string, times []M
 		query = sql.missedRecording
 	}
 	err = s.db.QueryRow(ctx, query, args...).Scan(dest...)
+	if connectionLost(err) && ctx.Err() == nil {
+		// As in TakeScheduled: a connection that broke while idle. The
+		// claims make a second recording harmless.
+		err = s.db.QueryRow(ctx, query, args...).Scan(dest...)
+	}
 	if err != nil && query != sql.missed {
 		err = s.withoutHistory(ctx, err, func() error { return s.db.QueryRow(ctx, sql.missed, args...).Scan(dest...) })
 	}

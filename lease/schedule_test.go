@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -164,4 +165,32 @@ func TestInstancesWithAnotherScheduleAreRefused(t *testing.T) {
 	if !errors.As(err, &se) || se.Found != everySpec {
 		t.Fatalf("got %v, want a *ScheduleError naming %q", err, everySpec)
 	}
+}
+
+// A scheduler's connection that broke while it slept until the next time
+// costs the take no failure: it is sent again on a fresh one.
+func TestScheduledTakeSurvivesAConnectionThatBrokeWhileIdle(t *testing.T) {
+	t.Parallel()
+	admin := pgtest.Pool(t)
+	table := pgtest.Table(t, admin)
+	app := "lw_idle_" + strings.TrimPrefix(table, "lw_")
+	if len(app) > 63 {
+		app = app[:63]
+	}
+	pool, err := lease.Connect(ctx(t), pgtest.URL()+"&application_name="+app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := newStore(t, pool, table, "a")
+	reg, err := s.Register(ctx(t), "job", everySpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, admin, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '`+app+`'`)
+	c, err := s.TakeScheduled(ctx(t), "job", everySpec, reg.Now.Truncate(2*time.Second), true)
+	if err != nil || c.Lease == nil {
+		t.Fatalf("take after the idle connection was cut: %v %+v", err, c)
+	}
+	c.Lease.Release(ctx(t), nil)
 }
