@@ -73,8 +73,12 @@ const clockToken = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 // transaction in which leasewrap_check holds the row FOR KEY SHARE;
 // renewals do not, and do not wait. A row of a job run with --slots N > 1
 // (slots is set) is not taken: the caller refuses the mismatch. The take
-// is conditional on the token it read, so that a run takeRecordingSQL
-// closes is the one it replaced.
+// is conditional on the token and the last finish it read, so that a run
+// takeRecordingSQL closes is the one it replaced: a release that commits
+// between the statement's snapshot and its row lock expires the row at
+// its own now(), which may be before the take's, and without the second
+// condition the take would close as lost a run its holder had just
+// recorded.
 //
 // One round trip either way: when the take does not happen, the same
 // statement reads the holder it found, from the statement's snapshot (a
@@ -103,6 +107,7 @@ ON CONFLICT (job_name) DO UPDATE SET
   ` + takeSet + `
 WHERE l.expires_at <= now() AND coalesce(l.slots, 1) = 1
   AND l.fencing_token = (SELECT fencing_token FROM old)
+  AND l.last_finished_at IS NOT DISTINCT FROM (SELECT last_finished_at FROM old)
 RETURNING fencing_token)`
 
 const takeAnswer = `
@@ -162,6 +167,7 @@ ON CONFLICT (job_name) DO UPDATE SET
   slot = excluded.slot,
   slots = excluded.slots
 WHERE l.expires_at <= now() AND l.fencing_token = (SELECT fencing_token FROM pick)
+  AND l.last_finished_at IS NOT DISTINCT FROM (SELECT last_finished_at FROM pick)
 RETURNING fencing_token, slot)`
 
 const takeSlotsAnswer = `
