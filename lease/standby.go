@@ -87,6 +87,9 @@ func (sb *standby) db() DB {
 // wait returns after d, or earlier when the job's lease is released
 // (notified is then true), when the listening connection breaks (the caller
 // looks at once, through the pool, and listens again), or when ctx ends.
+// While it listens it pings the connection every renew interval, so that a
+// connection that died without a word (a cut cable, a crashed host) is
+// noticed then rather than at the expiry the caller waits for.
 func (sb *standby) wait(ctx context.Context, d time.Duration) (notified bool, err error) {
 	if !sb.listening {
 		t := time.NewTimer(d)
@@ -98,26 +101,73 @@ func (sb *standby) wait(ctx context.Context, d time.Duration) (notified bool, er
 			return false, nil
 		}
 	}
+	until := time.Now().Add(d)
+	for {
+		notified, alive, err := sb.notification(ctx, min(time.Until(until), jitter(sb.store.cfg.RenewInterval)))
+		switch {
+		case err != nil || notified || !alive:
+			return notified, err
+		case time.Until(until) <= 0:
+			return false, nil
+		}
+		if err := sb.ping(ctx); err != nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			sb.lost(ctx, err)
+			return false, nil
+		}
+	}
+}
+
+// notification waits up to d for the job's release to be announced. alive
+// is false when the connection broke meanwhile (and was closed).
+func (sb *standby) notification(ctx context.Context, d time.Duration) (notified, alive bool, err error) {
 	wctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	for {
 		n, err := sb.conn.WaitForNotification(wctx)
 		switch {
 		case ctx.Err() != nil:
-			return false, ctx.Err()
+			return false, true, ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded) || wctx.Err() != nil:
-			return false, nil
+			return false, true, nil
 		case err != nil:
-			// A release may have gone unannounced while the connection was
-			// down: the caller looks now, and listens again on its next wait.
-			sb.store.log.Debug().Err(err).Str("job", sb.job).Msg("listening connection lost; polling for now")
-			sb.listening = false
-			sb.close(ctx)
-			return false, nil
+			sb.lost(ctx, err)
+			return false, false, nil
 		case n.Payload == sb.job:
-			return true, nil
+			return true, true, nil
 		}
 	}
+}
+
+// lost gives up the listening connection after err: a release may have
+// gone unannounced while it was down, so the caller looks now, and listens
+// again on its next wait.
+func (sb *standby) lost(ctx context.Context, err error) {
+	sb.store.log.Debug().Err(err).Str("job", sb.job).Msg("listening connection lost; polling for now")
+	sb.listening = false
+	sb.close(ctx)
+}
+
+// ping proves the listening connection alive, within the retry interval,
+// with a bare Sync message. PostgreSQL answers it with ReadyForQuery and
+// starts no transaction, where any statement (an empty one, pgx's Ping,
+// included) is a transaction that xact_commit counts: a standby's
+// keepalive costs the database a wakeup, not a commit. A notification that
+// arrives meanwhile is kept by pgx for the next WaitForNotification.
+func (sb *standby) ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, sb.store.cfg.RetryInterval)
+	defer cancel()
+	p := sb.conn.PgConn().StartPipeline(ctx)
+	err := p.Sync()
+	if err == nil {
+		_, err = p.GetResults()
+	}
+	if cerr := p.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // close closes the standby's own connection (a connection that listened
