@@ -250,6 +250,12 @@ orphans_etcd=$(paste -sd+ "$W/orphans-etcd" | bc)
 log "4/6 database cost of one leader and one standby (defaults, 60 s)"
 COST_SECONDS=$([ -n "$QUICK" ] && echo 20 || echo 60)
 as_role() { echo "postgres://$1@127.0.0.1:$PGPORT/cost?sslmode=disable"; }
+# Autovacuum would add transactions (and, analysing the tables of the runs
+# before, transaction ids) of its own: off while this is measured, and a
+# worker already at work in the database is waited for, before the counts
+# below start to settle.
+"${PSQL[@]}" -c "ALTER SYSTEM SET autovacuum = off" -c "SELECT pg_reload_conf()" >/dev/null
+until [ "$("${PSQL[@]}" -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'")" = 0 ]; do sleep 0.2; done
 "$LW" --database-url "$(as_role bench_leader)" --job cost --log-level warn -- sleep 100000 &
 cost_leader=$!
 until "${PSQL[@]}" -d cost -c "SELECT 1 FROM leader_lease WHERE job_name = 'cost' AND expires_at > now()" | grep -q 1; do sleep 0.05; done
@@ -267,9 +273,6 @@ cost_sample() {
   "${PSQL[@]}" -F ' ' -c "SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = 'cost'),
     txid_snapshot_xmax(txid_current_snapshot()), pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint"
 }
-# Autovacuum would add transactions (and, analysing the tables of the runs
-# before, transaction ids) of its own: off while this is measured.
-"${PSQL[@]}" -c "ALTER SYSTEM SET autovacuum = off" -c "SELECT pg_reload_conf()" >/dev/null
 read -r commits0 xid0 wal0 < <(cost_sample)
 sleep "$COST_SECONDS"
 # And the window's own statements before it closes (up to 10 s late).
