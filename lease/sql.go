@@ -238,7 +238,19 @@ pruned AS (
     WHERE job_name = $7::text AND finished_at < now() - $11::bigint * interval '1 microsecond'
     ORDER BY job_name, finished_at LIMIT 100)))` + releaseAnswer
 
-const releaseCTE = `WITH released AS (
+// releaseCTE commits the release without waiting for its WAL to reach the
+// disk (synchronous_commit off, for this transaction only), unless it
+// holds the lease on ($4 hold-for). A release that a crash of the database
+// loses leaves the row as the last renewal wrote it: held by this holder,
+// who stopped, until its expiry, as if the wrapper had crashed; nothing
+// can take the lease sooner than that, so the release needs no fsync of
+// its own. The take that follows it does (synchronous_commit as the
+// server says), and its flush carries the release, which precedes it in
+// the WAL, to the disk too. A release that keeps the lease for hold-for
+// stays durable: losing it would free the lease before hold-for ends.
+const releaseCTE = `WITH async AS (
+  SELECT set_config('synchronous_commit', 'off', true) WHERE $4::bigint = 0),
+released AS (
   UPDATE {lease} SET
     expires_at = CASE WHEN expires_at <= now() THEN expires_at
       ELSE greatest(now(), acquired_at + $4::bigint * interval '1 microsecond') END,
@@ -256,7 +268,8 @@ run AS (
   FROM released WHERE $9::text IS NOT NULL)`
 
 const releaseAnswer = `
-SELECT CASE WHEN free THEN pg_notify($6::text, $7::text)::text END FROM released`
+SELECT CASE WHEN free THEN pg_notify($6::text, $7::text)::text END
+FROM released LEFT JOIN async ON true`
 
 // releaseAnySQL is an operator's release of a live lease: $1 row, $2
 // holder (NULL: whoever's), $3 force, $4 channel, $5 token (NULL: any).

@@ -396,7 +396,9 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 		return l, err
 	}
 	sb := s.newStandby(ctx, job)
-	defer sb.close(ctx)
+	// Closing the listening connection waits for nothing the caller needs:
+	// a new leader starts its work meanwhile.
+	defer func() { go sb.close(context.WithoutCancel(ctx)) }()
 	// Once listening, look again at once: a release that came before the
 	// LISTEN would not be announced to this standby.
 	recheck := sb.listening
