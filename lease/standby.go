@@ -2,6 +2,8 @@ package lease
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -23,6 +25,18 @@ func channelFor(table pgx.Identifier) string {
 	h := fnv.New64a()
 	h.Write([]byte(table.Sanitize()))
 	return fmt.Sprintf("leasewrap:%016x", h.Sum64())
+}
+
+// jobChannel names the NOTIFY channel of job's releases in the lease table
+// whose channel is tableChannel: "leasewrap:" and the first 32 hex digits
+// of the SHA-256 of the two, a newline between them, which fits
+// PostgreSQL's 63-byte limit for any job name (jobChannelSQL computes the
+// same name in SQL). PostgreSQL delivers a notification only to the connections
+// that listen on its channel: a release wakes the job's standbys, not
+// every standby of the table.
+func jobChannel(tableChannel, job string) string {
+	sum := sha256.Sum256([]byte(tableChannel + "\n" + job))
+	return "leasewrap:" + hex.EncodeToString(sum[:])[:32]
 }
 
 // jitter shortens d by up to a tenth, at random, so that a fleet of
@@ -67,7 +81,7 @@ func (sb *standby) listen(ctx context.Context) bool {
 	}
 	// A connection that listens must not go back to the pool.
 	sb.conn = conn.Hijack()
-	if _, err := sb.conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+	if _, err := sb.conn.Exec(ctx, "LISTEN "+pgx.Identifier{jobChannel(s.channel, sb.job)}.Sanitize()); err != nil {
 		s.log.Debug().Err(err).Str("job", sb.job).Msg("cannot listen for releases; polling for now")
 		sb.close(ctx)
 		return false

@@ -2,10 +2,12 @@ package lease
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/redbite/leasewrap/internal/pgtest"
@@ -111,5 +113,63 @@ func TestListeningStandbyNoticesASilentConnection(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("a standby waiting an hour did not notice its connection went silent (pings every 200ms, each given 500ms)")
+	}
+}
+
+// A release is announced on its job's own channel, where the job's
+// standbys listen, and on the table's, where those of earlier versions do:
+// the name PostgreSQL computes is the one a standby listens on, and a
+// listener on job a's channel hears a's releases (the holder's own and an
+// operator's --force) and never b's.
+func TestReleaseIsAnnouncedOnItsJobsChannel(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := pgtest.Pool(t)
+	s, err := New(pool, append(standbyTimings, WithTable(pgtest.Table(t, pool)), WithHolder("h"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, ch := range []string{jobChannel(s.channel, "a"), s.channel} {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	take := func(job string) *Lease {
+		l, err := s.TryAcquire(ctx, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	for _, job := range []string{"b", "a"} {
+		if err := take(job).Release(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := take("a")
+	if _, _, err := s.ReleaseHeld(ctx, "a", "", 0, true); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Release(ctx, nil) // released by the operator already: nothing to do
+	heard := map[string][]string{}
+	for range 5 { // b and a on the table's channel and a on a's, twice for a
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			t.Fatalf("heard %v, then: %v", heard, err)
+		}
+		heard[n.Channel] = append(heard[n.Channel], n.Payload)
+	}
+	want := map[string][]string{jobChannel(s.channel, "a"): {"a", "a"}, s.channel: {"b", "a", "a"}}
+	if fmt.Sprint(heard) != fmt.Sprint(want) {
+		t.Errorf("heard %v, want %v", heard, want)
 	}
 }
