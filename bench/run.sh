@@ -73,9 +73,10 @@ stats() {
     printf "%.1f %.1f\n", m / 1e6, p / 1e6 }'
 }
 
-log "building leasewrap and the empty, floor and fleet programs"
+log "building leasewrap and the empty, prom, floor and fleet programs"
 CGO_ENABLED=0 go build -tags urfave_cli_no_docs -trimpath -o "$W/leasewrap" .
 CGO_ENABLED=0 go build -tags urfave_cli_no_docs -trimpath -o "$W/empty" ./bench/empty
+CGO_ENABLED=0 go build -tags urfave_cli_no_docs -trimpath -o "$W/prom" ./bench/prom
 CGO_ENABLED=0 go build -tags urfave_cli_no_docs -trimpath -o "$W/floor" ./bench/floor
 CGO_ENABLED=0 go build -tags urfave_cli_no_docs -trimpath -o "$W/fleet" ./bench/fleet
 LW=$W/leasewrap
@@ -141,6 +142,7 @@ hyperfine -N --warmup 10 --runs "$RUNS" --export-json "$W/overhead.json" --style
   -n 'true' 'true' \
   -n 'flock -n FILE true' "flock -n $W/flock true" \
   -n 'empty Go program' "$W/empty" \
+  -n 'Go program linking client_golang only' "$W/prom" \
   -n 'leasewrap version' "$LW version" \
   -n 'floor: pgx, one take, true, one release' "$W/floor $DB floor true" \
   -n 'leasewrap --job x -- true' "$LW --database-url $DB --job overhead --log-level warn -- true" \
@@ -157,10 +159,13 @@ PY
 ratio() { python3 -c "import json, sys; r={x['command']:x for x in json.load(open('$W/overhead.json'))['results']}; print(round(r[sys.argv[1]]['mean']/r[sys.argv[2]]['mean'], 2))" "$1" "$2"; }
 lw_ratio=$(ratio 'leasewrap --job x -- true' 'flock -n FILE true')
 version_ratio=$(ratio 'leasewrap version' 'empty Go program')
+prom_ratio=$(ratio 'Go program linking client_golang only' 'empty Go program')
 floor_ratio=$(ratio 'leasewrap --job x -- true' 'floor: pgx, one take, true, one release')
 
 log "    where the time goes (go test -bench)"
 micro=$(cd "$ROOT" && LEASEWRAP_TEST_DATABASE_URL="$DB" go test -tags urfave_cli_no_docs -run '^$' -bench . -benchtime 200x -count 1 ./lease ./runner 2>&1 | grep -E '^Benchmark')
+micro_ms() { awk -v b="$1" '$1 ~ "^"b"(-[0-9]+)?$" { printf "%.2f", $3 / 1e6 }' <<<"$micro"; }
+cold_checked=$(micro_ms BenchmarkColdTakeChecked); cold_plain=$(micro_ms BenchmarkColdTakePlain)
 
 # ---------------------------------------------------------------- handoff
 # One trial: a leader runs a child that records when it ends; a standby,
@@ -462,7 +467,35 @@ its shape check in the same pipeline and the release (one committed write
 each, \`BenchmarkFirstAcquireRelease\`; \`BenchmarkSchemaCheck\` is the
 separate catalog query this replaced), and starting the command in its own
 process group (\`BenchmarkRunTrue\`). The floor program pays the same
-connection and commits; what is left between the two is mostly start-up.
+connection and commits; what is left between the two is start-up and the
+shape checks.
+
+**Start-up.** A Go program that links client_golang and nothing else
+(bench/prom) is ${prom_ratio}× the empty one: client_golang's packages and
+theirs (protobuf, procfs) initialise themselves before \`main\` — its
+default registry with the Go and process collectors, protobuf's registry,
+which reads samples of the executable itself — and a larger binary costs
+more page faults to start. \`GODEBUG=inittrace=1\` puts leasewrap's own
+packages at under 0.1 ms of that. So ≤ 1.5× is out of reach while
+client_golang is the metrics library, whatever leasewrap defers.
+
+**The shape checks.** On a new backend, whose catalog caches are cold, the
+first take with the shape checks in its pipeline took ${cold_checked} ms and the
+take alone ${cold_plain} ms (\`BenchmarkColdTake*\`, connection excluded):
+planning the two catalog queries is most of the difference, not a round
+trip. They stay, because a take that checks its own table cannot prove
+what they prove. The take can refuse a wrong type in the statement itself
+(\`pg_typeof\` of a column is known at parse time, with no catalog query),
+a missing key (\`ON CONFLICT (job_name)\` fails without a unique index on
+job_name alone, and on a deferrable one), a view (no \`tableoid\`) and an
+extra column (the row's width); a failed take writes nothing. But a type's
+modifier (\`timestamptz(0)\` rounds every expiry, earlier by up to half a
+second), the NOT NULL of holder, expires_at and fencing_token (which the
+catalog check upgrades or refuses), a primary key on another column next to
+\`UNIQUE (job_name)\`, and the history's grants are only in the catalog; a
+stamp left on a verified table would not notice an \`ALTER TABLE\` after it
+without an event trigger, which needs a superuser. The strict check's tests
+(wrong type, wrong key, unrelated table, nothing altered) stay as they were.
 
 ## 2. Graceful handoff
 
@@ -481,9 +514,16 @@ Goal: leasewrap's median ≤ etcdctl lock's — **$(goal "$notify_med <= $etcd_m
 A leasewrap handoff is two committed writes in a row — the leader's release
 (which carries the NOTIFY) and the standby's acquire — plus the wake-up and
 starting the command; etcdctl lock's is one delete and a watch event. The
-commits are the part to keep: a lease that is not durable can be lost in a
-crash of the database and let two holders run. Without NOTIFY the handoff
-waits for the next poll.
+take is durable, as it must be: a lease that is lost in a crash of the
+database could let two holders run. The release is not waited for on disk
+(\`synchronous_commit\` off for its own transaction, unless \`--hold-for\`
+keeps the lease): a release that a crash loses leaves the lease held until
+its expiry by a wrapper that has stopped, as if that wrapper had crashed,
+and the standby's take, which follows it in the WAL, flushes it anyway.
+The NOTIFY goes to the job's own channel, so it wakes only that job's
+standbys. Go's once-per-process pidfd check (a throwaway child) runs while
+the lease is taken, not between the take and the command. Without NOTIFY
+the handoff waits for the next poll.
 
 ## 3. Crash failover
 
@@ -522,6 +562,18 @@ checkpointer included), with autovacuum off meanwhile.
 | both together, per minute | transactions committed | transaction ids | WAL bytes |
 |---|---|---|---|
 | leader + standby | $commits_pm | $xids_pm | $wal_pm |
+
+The leader renews every renew interval: 4 committed writes a minute, each
+with a transaction id, which the TTL needs (renew interval + grace + retry
+interval must fit in it, and a renewal is what proves the lease to the
+database). A listening standby looks (a plain SELECT: a commit, no
+transaction id) only just after the expiry it last saw, every 30 to 45 s
+while the leader renews; between looks it waits for the release's NOTIFY,
+and every renew interval pings its connection with a bare Sync message,
+which PostgreSQL answers without a transaction, so that a connection that
+died silently is noticed then (\`TestStandbyPingIsNoTransaction\`,
+\`TestListeningStandbyOnlyKeepsAlive\`). Before, the standby looked every
+renew interval as well: 4 more commits a minute.
 
 ## 5. Fleet scale
 
@@ -580,10 +632,12 @@ run has $SIM_DIRECT_JOBS jobs, as many as fit in 40% of the memory available." )
 
 $sim_table
 
-A release is announced with NOTIFY on one channel per lease table, and
-PostgreSQL wakes every backend listening in the database for each one:
-each wakeup is a transaction of its own in \`xact_commit\`, so directly a
-graceful release costs as many commits as there are listening standbys.
+A release is announced with NOTIFY on its job's own channel (and on the
+table's, for standbys of earlier versions), so only the job's standbys
+receive it. PostgreSQL 15 still signals every backend listening in the
+database for each one, and each reads the queue in a transaction of its
+own in \`xact_commit\`: directly, a graceful release costs as many commits
+as there are listening standbys, and wakes as many backends.
 Through PgBouncer nothing listens; every standby looks every retry interval
 (a plain SELECT, no transaction id), and PgBouncer holds the client
 connections while PostgreSQL serves them on a few backends.
