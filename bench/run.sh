@@ -473,9 +473,10 @@ shape checks.
 **Start-up.** A Go program that links client_golang and nothing else
 (bench/prom) is ${prom_ratio}× the empty one: client_golang's packages and
 theirs (protobuf, procfs) initialise themselves before \`main\` — its
-default registry with the Go and process collectors, protobuf's registry,
-which reads samples of the executable itself — and a larger binary costs
-more page faults to start. \`GODEBUG=inittrace=1\` puts leasewrap's own
+default registry with the Go and process collectors, protobuf's, which
+reads samples of the executable to seed its randomness — and a larger
+binary costs more page faults to start (about 600 against 200, measured
+with \`perf stat\`). \`GODEBUG=inittrace=1\` puts leasewrap's own
 packages at under 0.1 ms of that. So ≤ 1.5× is out of reach while
 client_golang is the metrics library, whatever leasewrap defers.
 
@@ -484,18 +485,23 @@ first take with the shape checks in its pipeline took ${cold_checked} ms and the
 take alone ${cold_plain} ms (\`BenchmarkColdTake*\`, connection excluded):
 planning the two catalog queries is most of the difference, not a round
 trip. They stay, because a take that checks its own table cannot prove
-what they prove. The take can refuse a wrong type in the statement itself
-(\`pg_typeof\` of a column is known at parse time, with no catalog query),
-a missing key (\`ON CONFLICT (job_name)\` fails without a unique index on
-job_name alone, and on a deferrable one), a view (no \`tableoid\`) and an
-extra column (the row's width); a failed take writes nothing. But a type's
-modifier (\`timestamptz(0)\` rounds every expiry, earlier by up to half a
-second), the NOT NULL of holder, expires_at and fencing_token (which the
-catalog check upgrades or refuses), a primary key on another column next to
-\`UNIQUE (job_name)\`, and the history's grants are only in the catalog; a
-stamp left on a verified table would not notice an \`ALTER TABLE\` after it
-without an event trigger, which needs a superuser. The strict check's tests
-(wrong type, wrong key, unrelated table, nothing altered) stay as they were.
+all that they prove. The take could refuse in the statement itself, with
+no catalog query, a wrong type (\`pg_typeof\` of a column is known at
+parse time; a row cast to the table's type applies its modifiers, so
+\`timestamptz(0)\` would show), a missing key (\`ON CONFLICT (job_name)\`
+fails without a unique index on job_name alone, and on a deferrable one),
+a relation that is not a plain table (\`pg_relation_filenode\` is NULL for
+a view or a partitioned table), an extra column (the row's width) and a
+missing grant (\`has_table_privilege\`); a failed take writes nothing. But
+two things the strict check refuses or upgrades are in the catalog alone:
+the NOT NULL of holder, expires_at and fencing_token (its absence is
+upgraded, or refused with rows that lack them), and which column a primary key is on
+(\`PRIMARY KEY (holder)\` next to \`UNIQUE (job_name)\` passes every
+in-statement test). A stamp left on a verified table would not notice an
+\`ALTER TABLE\` after it without an event trigger, which needs a superuser.
+So the first take of a process keeps its catalog checks, in the same round
+trip, and the strict check's tests (wrong type, wrong key, unrelated
+table, nothing altered) stay as they were.
 
 ## 2. Graceful handoff
 
