@@ -23,7 +23,7 @@ FLEET_SECONDS=${FLEET_SECONDS:-$([ -n "$QUICK" ] && echo 20 || echo 60)}
 # backend of its own (about 3 MiB each, measured): the direct run takes at
 # most as many as fit in 40% of the memory available now.
 SIM_JOBS=${SIM_JOBS:-$([ -n "$QUICK" ] && echo 100 || echo 1000)}
-SIM_SECONDS=${SIM_SECONDS:-$([ -n "$QUICK" ] && echo 60 || echo 300)}
+SIM_SECONDS=${SIM_SECONDS:-$([ -n "$QUICK" ] && echo 45 || echo 300)}
 SIM_FIT=$(awk '/^MemAvailable:/ { printf "%d", $2 * 0.4 / 1024 / 3 / 10 }' /proc/meminfo)
 SIM_DIRECT_JOBS=${SIM_DIRECT_JOBS:-$(( SIM_JOBS < SIM_FIT ? SIM_JOBS : SIM_FIT ))}
 MAX_CONNECTIONS=$(( (FLEET > SIM_DIRECT_JOBS * 10 ? FLEET : SIM_DIRECT_JOBS * 10) + 200 ))
