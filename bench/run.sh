@@ -288,7 +288,7 @@ cost_rows=$("${PSQL[@]}" -F ' ' -c "SELECT r.rolname, sum(s.calls) FROM pg_stat_
   WHERE r.rolname IN ('bench_leader','bench_standby') GROUP BY 1 ORDER BY 1")
 conns=$("${PSQL[@]}" -F ' ' -c "SELECT usename, count(*) FROM pg_stat_activity WHERE usename IN ('bench_leader','bench_standby') GROUP BY 1 ORDER BY 1")
 kill "$cost_standby" "$cost_leader" 2>/dev/null; wait "$cost_standby" "$cost_leader" 2>/dev/null || true
-per_min() { awk -v r="$1" -v s="$COST_SECONDS" '$1 == r { printf "%.0f", $2 * 60 / s }' <<<"$cost_rows"; }
+per_min() { awk -v r="$1" -v s="$COST_SECONDS" '$1 == r { n = $2 } END { printf "%.0f", n * 60 / s }' <<<"$cost_rows"; }
 conn_of() { awk -v r="$1" '$1 == r { print $2 }' <<<"$conns"; }
 leader_spm=$(per_min bench_leader); standby_spm=$(per_min bench_standby)
 rate() { awk -v d="$1" -v s="$COST_SECONDS" 'BEGIN { printf "%.1f", d * 60 / (s + 11) }'; }
@@ -579,7 +579,8 @@ and every renew interval pings its connection with a bare Sync message,
 which PostgreSQL answers without a transaction, so that a connection that
 died silently is noticed then (\`TestStandbyPingIsNoTransaction\`,
 \`TestListeningStandbyOnlyKeepsAlive\`). Before, the standby looked every
-renew interval as well: 4 more commits a minute.
+renew interval as well: 4 more commits a minute. A window shorter than
+the TTL (the quick mode's) may hold no look of the standby's at all.
 
 ## 5. Fleet scale
 
