@@ -112,7 +112,7 @@ func TestListeningStandbyNoticesASilentConnection(t *testing.T) {
 			t.Errorf("after a silent cut: notified %v, listening %v; want neither", notified, sb.listening)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("a standby waiting an hour did not notice its connection went silent (pings every 200ms, each given 500ms)")
+		t.Fatal("a standby waiting an hour did not notice its connection went silent (pings every 200ms, each given a look's budget)")
 	}
 }
 
