@@ -23,7 +23,7 @@ FLEET_SECONDS=${FLEET_SECONDS:-$([ -n "$QUICK" ] && echo 20 || echo 60)}
 # backend of its own (about 3 MiB each, measured): the direct run takes at
 # most as many as fit in 40% of the memory available now.
 SIM_JOBS=${SIM_JOBS:-$([ -n "$QUICK" ] && echo 100 || echo 1000)}
-SIM_SECONDS=${SIM_SECONDS:-$([ -n "$QUICK" ] && echo 60 || echo 300)}
+SIM_SECONDS=${SIM_SECONDS:-$([ -n "$QUICK" ] && echo 45 || echo 300)}
 SIM_FIT=$(awk '/^MemAvailable:/ { printf "%d", $2 * 0.4 / 1024 / 3 / 10 }' /proc/meminfo)
 SIM_DIRECT_JOBS=${SIM_DIRECT_JOBS:-$(( SIM_JOBS < SIM_FIT ? SIM_JOBS : SIM_FIT ))}
 MAX_CONNECTIONS=$(( (FLEET > SIM_DIRECT_JOBS * 10 ? FLEET : SIM_DIRECT_JOBS * 10) + 200 ))
@@ -73,9 +73,10 @@ stats() {
     printf "%.1f %.1f\n", m / 1e6, p / 1e6 }'
 }
 
-log "building leasewrap and the empty, floor and fleet programs"
+log "building leasewrap and the empty, prom, floor and fleet programs"
 CGO_ENABLED=0 go build -tags urfave_cli_no_docs -trimpath -o "$W/leasewrap" .
 CGO_ENABLED=0 go build -tags urfave_cli_no_docs -trimpath -o "$W/empty" ./bench/empty
+CGO_ENABLED=0 go build -tags urfave_cli_no_docs -trimpath -o "$W/prom" ./bench/prom
 CGO_ENABLED=0 go build -tags urfave_cli_no_docs -trimpath -o "$W/floor" ./bench/floor
 CGO_ENABLED=0 go build -tags urfave_cli_no_docs -trimpath -o "$W/fleet" ./bench/fleet
 LW=$W/leasewrap
@@ -141,6 +142,7 @@ hyperfine -N --warmup 10 --runs "$RUNS" --export-json "$W/overhead.json" --style
   -n 'true' 'true' \
   -n 'flock -n FILE true' "flock -n $W/flock true" \
   -n 'empty Go program' "$W/empty" \
+  -n 'Go program linking client_golang only' "$W/prom" \
   -n 'leasewrap version' "$LW version" \
   -n 'floor: pgx, one take, true, one release' "$W/floor $DB floor true" \
   -n 'leasewrap --job x -- true' "$LW --database-url $DB --job overhead --log-level warn -- true" \
@@ -157,10 +159,13 @@ PY
 ratio() { python3 -c "import json, sys; r={x['command']:x for x in json.load(open('$W/overhead.json'))['results']}; print(round(r[sys.argv[1]]['mean']/r[sys.argv[2]]['mean'], 2))" "$1" "$2"; }
 lw_ratio=$(ratio 'leasewrap --job x -- true' 'flock -n FILE true')
 version_ratio=$(ratio 'leasewrap version' 'empty Go program')
+prom_ratio=$(ratio 'Go program linking client_golang only' 'empty Go program')
 floor_ratio=$(ratio 'leasewrap --job x -- true' 'floor: pgx, one take, true, one release')
 
 log "    where the time goes (go test -bench)"
 micro=$(cd "$ROOT" && LEASEWRAP_TEST_DATABASE_URL="$DB" go test -tags urfave_cli_no_docs -run '^$' -bench . -benchtime 200x -count 1 ./lease ./runner 2>&1 | grep -E '^Benchmark')
+micro_ms() { awk -v b="$1" '$1 ~ "^"b"(-[0-9]+)?$" { printf "%.2f", $3 / 1e6 }' <<<"$micro"; }
+cold_checked=$(micro_ms BenchmarkColdTakeChecked); cold_plain=$(micro_ms BenchmarkColdTakePlain)
 
 # ---------------------------------------------------------------- handoff
 # One trial: a leader runs a child that records when it ends; a standby,
@@ -250,6 +255,12 @@ orphans_etcd=$(paste -sd+ "$W/orphans-etcd" | bc)
 log "4/6 database cost of one leader and one standby (defaults, 60 s)"
 COST_SECONDS=$([ -n "$QUICK" ] && echo 20 || echo 60)
 as_role() { echo "postgres://$1@127.0.0.1:$PGPORT/cost?sslmode=disable"; }
+# Autovacuum would add transactions (and, analysing the tables of the runs
+# before, transaction ids) of its own: off while this is measured, and a
+# worker already at work in the database is waited for, before the counts
+# below start to settle.
+"${PSQL[@]}" -c "ALTER SYSTEM SET autovacuum = off" -c "SELECT pg_reload_conf()" >/dev/null
+until [ "$("${PSQL[@]}" -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'")" = 0 ]; do sleep 0.2; done
 "$LW" --database-url "$(as_role bench_leader)" --job cost --log-level warn -- sleep 100000 &
 cost_leader=$!
 until "${PSQL[@]}" -d cost -c "SELECT 1 FROM leader_lease WHERE job_name = 'cost' AND expires_at > now()" | grep -q 1; do sleep 0.05; done
@@ -267,9 +278,6 @@ cost_sample() {
   "${PSQL[@]}" -F ' ' -c "SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = 'cost'),
     txid_snapshot_xmax(txid_current_snapshot()), pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint"
 }
-# Autovacuum would add transactions (and, analysing the tables of the runs
-# before, transaction ids) of its own: off while this is measured.
-"${PSQL[@]}" -c "ALTER SYSTEM SET autovacuum = off" -c "SELECT pg_reload_conf()" >/dev/null
 read -r commits0 xid0 wal0 < <(cost_sample)
 sleep "$COST_SECONDS"
 # And the window's own statements before it closes (up to 10 s late).
@@ -280,7 +288,7 @@ cost_rows=$("${PSQL[@]}" -F ' ' -c "SELECT r.rolname, sum(s.calls) FROM pg_stat_
   WHERE r.rolname IN ('bench_leader','bench_standby') GROUP BY 1 ORDER BY 1")
 conns=$("${PSQL[@]}" -F ' ' -c "SELECT usename, count(*) FROM pg_stat_activity WHERE usename IN ('bench_leader','bench_standby') GROUP BY 1 ORDER BY 1")
 kill "$cost_standby" "$cost_leader" 2>/dev/null; wait "$cost_standby" "$cost_leader" 2>/dev/null || true
-per_min() { awk -v r="$1" -v s="$COST_SECONDS" '$1 == r { printf "%.0f", $2 * 60 / s }' <<<"$cost_rows"; }
+per_min() { awk -v r="$1" -v s="$COST_SECONDS" '$1 == r { n = $2 } END { printf "%.0f", n * 60 / s }' <<<"$cost_rows"; }
 conn_of() { awk -v r="$1" '$1 == r { print $2 }' <<<"$conns"; }
 leader_spm=$(per_min bench_leader); standby_spm=$(per_min bench_standby)
 rate() { awk -v d="$1" -v s="$COST_SECONDS" 'BEGIN { printf "%.1f", d * 60 / (s + 11) }'; }
@@ -459,7 +467,41 @@ its shape check in the same pipeline and the release (one committed write
 each, \`BenchmarkFirstAcquireRelease\`; \`BenchmarkSchemaCheck\` is the
 separate catalog query this replaced), and starting the command in its own
 process group (\`BenchmarkRunTrue\`). The floor program pays the same
-connection and commits; what is left between the two is mostly start-up.
+connection and commits; what is left between the two is start-up and the
+shape checks.
+
+**Start-up.** A Go program that links client_golang and nothing else
+(bench/prom) is ${prom_ratio}× the empty one: client_golang's packages and
+theirs (protobuf, procfs) initialise themselves before \`main\` — its
+default registry with the Go and process collectors, protobuf's, which
+reads samples of the executable to seed its randomness — and a larger
+binary costs more page faults to start (about 600 against 200, measured
+with \`perf stat\`). \`GODEBUG=inittrace=1\` puts leasewrap's own
+packages at under 0.1 ms of that. So ≤ 1.5× is out of reach while
+client_golang is the metrics library, whatever leasewrap defers.
+
+**The shape checks.** On a new backend, whose catalog caches are cold, the
+first take with the shape checks in its pipeline took ${cold_checked} ms and the
+take alone ${cold_plain} ms (\`BenchmarkColdTake*\`, connection excluded):
+planning the two catalog queries is most of the difference, not a round
+trip. They stay, because a take that checks its own table cannot prove
+all that they prove. The take could refuse in the statement itself, with
+no catalog query, a wrong type (\`pg_typeof\` of a column is known at
+parse time; a row cast to the table's type applies its modifiers, so
+\`timestamptz(0)\` would show), a missing key (\`ON CONFLICT (job_name)\`
+fails without a unique index on job_name alone, and on a deferrable one),
+a relation that is not a plain table (\`pg_relation_filenode\` is NULL for
+a view or a partitioned table), an extra column (the row's width) and a
+missing grant (\`has_table_privilege\`); a failed take writes nothing. But
+two things the strict check refuses or upgrades are in the catalog alone:
+the NOT NULL of holder, expires_at and fencing_token (its absence is
+upgraded, or refused with rows that lack them), and which column a primary key is on
+(\`PRIMARY KEY (holder)\` next to \`UNIQUE (job_name)\` passes every
+in-statement test). A stamp left on a verified table would not notice an
+\`ALTER TABLE\` after it without an event trigger, which needs a superuser.
+So the first take of a process keeps its catalog checks, in the same round
+trip, and the strict check's tests (wrong type, wrong key, unrelated
+table, nothing altered) stay as they were.
 
 ## 2. Graceful handoff
 
@@ -478,9 +520,16 @@ Goal: leasewrap's median ≤ etcdctl lock's — **$(goal "$notify_med <= $etcd_m
 A leasewrap handoff is two committed writes in a row — the leader's release
 (which carries the NOTIFY) and the standby's acquire — plus the wake-up and
 starting the command; etcdctl lock's is one delete and a watch event. The
-commits are the part to keep: a lease that is not durable can be lost in a
-crash of the database and let two holders run. Without NOTIFY the handoff
-waits for the next poll.
+take is durable, as it must be: a lease that is lost in a crash of the
+database could let two holders run. The release is not waited for on disk
+(\`synchronous_commit\` off for its own transaction, unless \`--hold-for\`
+keeps the lease): a release that a crash loses leaves the lease held until
+its expiry by a wrapper that has stopped, as if that wrapper had crashed,
+and the standby's take, which follows it in the WAL, flushes it anyway.
+The NOTIFY goes to the job's own channel, so it wakes only that job's
+standbys. Go's once-per-process pidfd check (a throwaway child) runs while
+the lease is taken, not between the take and the command. Without NOTIFY
+the handoff waits for the next poll.
 
 ## 3. Crash failover
 
@@ -519,6 +568,19 @@ checkpointer included), with autovacuum off meanwhile.
 | both together, per minute | transactions committed | transaction ids | WAL bytes |
 |---|---|---|---|
 | leader + standby | $commits_pm | $xids_pm | $wal_pm |
+
+The leader renews every renew interval: 4 committed writes a minute, each
+with a transaction id, which the TTL needs (renew interval + grace + retry
+interval must fit in it, and a renewal is what proves the lease to the
+database). A listening standby looks (a plain SELECT: a commit, no
+transaction id) only just after the expiry it last saw, every 30 to 45 s
+while the leader renews; between looks it waits for the release's NOTIFY,
+and every renew interval pings its connection with a bare Sync message,
+which PostgreSQL answers without a transaction, so that a connection that
+died silently is noticed then (\`TestStandbyPingIsNoTransaction\`,
+\`TestListeningStandbyOnlyKeepsAlive\`). Before, the standby looked every
+renew interval as well: 4 more commits a minute. A window shorter than
+the TTL (the quick mode's) may hold no look of the standby's at all.
 
 ## 5. Fleet scale
 
@@ -577,10 +639,12 @@ run has $SIM_DIRECT_JOBS jobs, as many as fit in 40% of the memory available." )
 
 $sim_table
 
-A release is announced with NOTIFY on one channel per lease table, and
-PostgreSQL wakes every backend listening in the database for each one:
-each wakeup is a transaction of its own in \`xact_commit\`, so directly a
-graceful release costs as many commits as there are listening standbys.
+A release is announced with NOTIFY on its job's own channel (and on the
+table's, for standbys of earlier versions), so only the job's standbys
+receive it. PostgreSQL 15 still signals every backend listening in the
+database for each one, and each reads the queue in a transaction of its
+own in \`xact_commit\`: directly, a graceful release costs as many commits
+as there are listening standbys, and wakes as many backends.
 Through PgBouncer nothing listens; every standby looks every retry interval
 (a plain SELECT, no transaction id), and PgBouncer holds the client
 connections while PostgreSQL serves them on a few backends.

@@ -139,3 +139,43 @@ func BenchmarkRenew(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkColdTakeChecked is a cron run's first take on a connection of
+// its own, as a wrapper's is: a new backend, whose catalog caches are cold,
+// runs the shape checks and the take in one pipeline; then the release.
+// Against BenchmarkColdTakePlain it is what the shape checks cost.
+func BenchmarkColdTakeChecked(b *testing.B) { benchColdTake(b, false) }
+
+// BenchmarkColdTakePlain is BenchmarkColdTakeChecked with the take alone,
+// as if the tables were known to be right.
+func BenchmarkColdTakePlain(b *testing.B) { benchColdTake(b, true) }
+
+func benchColdTake(b *testing.B, plain bool) {
+	s := benchStore(b)
+	ctx := context.Background()
+	for b.Loop() {
+		b.StopTimer()
+		conn, err := pgx.Connect(ctx, pgtest.URL())
+		if err != nil {
+			b.Fatal(err)
+		}
+		fresh, err := New(conn, WithTable(s.cfg.table), WithHolder("bench"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if plain {
+			fresh.checked.Store(&tablesChecked{hist: fresh.recording(true)})
+		}
+		b.StartTimer()
+		l, err := fresh.TryAcquire(ctx, "job")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx, nil); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		conn.Close(ctx)
+		b.StartTimer()
+	}
+}

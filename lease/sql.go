@@ -220,10 +220,10 @@ SELECT EXISTS (SELECT FROM started), l.fencing_token, l.holder, coalesce(l.relea
 FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = $1::text`
 
 // releaseSQL hands a lease back: $1 row, $2 holder, $3 token, $4 hold-for,
-// $5 exit code, $6 channel, $7 job (the notification's payload). A lease
-// that already expired keeps its expiry: hold-for must not bring it back
-// after an operator released it. The notification goes out with the
-// commit, to standbys listening on the table's channel.
+// $5 exit code, $6 the table's channel, $7 job (the notification's
+// payload). A lease that already expired keeps its expiry: hold-for must
+// not bring it back after an operator released it. The notification goes
+// out with the commit (see jobChannelSQL).
 const releaseSQL = releaseCTE + releaseAnswer
 
 // releaseRecordingSQL is releaseSQL that also records the run, only if the
@@ -244,7 +244,19 @@ pruned AS (
     WHERE job_name = $7::text AND finished_at < now() - $12::bigint * interval '1 microsecond'
     ORDER BY job_name, finished_at LIMIT 100)))` + releaseAnswer
 
-const releaseCTE = `WITH released AS (
+// releaseCTE commits the release without waiting for its WAL to reach the
+// disk (synchronous_commit off, for this transaction only), unless it
+// holds the lease on ($4 hold-for). A release that a crash of the database
+// loses leaves the row as the last renewal wrote it: held by this holder,
+// who stopped, until its expiry, as if the wrapper had crashed; nothing
+// can take the lease sooner than that, so the release needs no fsync of
+// its own. The take that follows it does (synchronous_commit as the
+// server says), and its flush carries the release, which precedes it in
+// the WAL, to the disk too. A release that keeps the lease for hold-for
+// stays durable: losing it would free the lease before hold-for ends.
+const releaseCTE = `WITH async AS (
+  SELECT set_config('synchronous_commit', 'off', true) WHERE $4::bigint = 0),
+released AS (
   UPDATE {lease} SET
     expires_at = CASE WHEN expires_at <= now() THEN expires_at
       ELSE greatest(now(), acquired_at + $4::bigint * interval '1 microsecond') END,
@@ -264,10 +276,23 @@ run AS (
   FROM released WHERE $9::text IS NOT NULL)`
 
 const releaseAnswer = `
-SELECT CASE WHEN free THEN pg_notify($6::text, $7::text)::text END FROM released`
+SELECT CASE WHEN free THEN pg_notify(` + jobChannelSQL + `$6::text || E'\n' || $7::text` + jobChannelEnd + `, $7::text)::text
+  || pg_notify($6::text, $7::text)::text END
+FROM released LEFT JOIN async ON true`
+
+// A release is announced on the job's own channel, named by jobChannel
+// (jobChannelSQL + the table's channel, a newline and the job +
+// jobChannelEnd is the same name in SQL), where its standbys listen, so
+// that it reaches only them; and on the table's channel, where standbys
+// of earlier versions listen for every job of the table.
+const (
+	jobChannelSQL = `'leasewrap:' || left(encode(sha256(convert_to(`
+	jobChannelEnd = `, 'UTF8')), 'hex'), 32)`
+)
 
 // releaseAnySQL is an operator's release of a live lease: $1 row, $2
-// holder (NULL: whoever's), $3 force, $4 channel, $5 token (NULL: any).
+// holder (NULL: whoever's), $3 force, $4 the table's channel, $5 token
+// (NULL: any).
 // With force the lease is free at once, for a holder known to be dead;
 // without, it is only marked: the holder's next renewal fails, it stops
 // its command and its own release frees the lease, so two commands never
@@ -278,7 +303,10 @@ const releaseAnySQL = `WITH released AS (
   WHERE job_name = $1::text AND ($2::text IS NULL OR holder = $2::text) AND expires_at > now()
     AND (released_at IS NULL OR $3::boolean) AND ($5::bigint IS NULL OR fencing_token = $5::bigint)
   RETURNING job_name, slot, holder, fencing_token)
-SELECT holder, fencing_token, CASE WHEN $3::boolean THEN pg_notify($4::text, ` + schema.BaseJob + `)::text END FROM released`
+SELECT holder, fencing_token, CASE WHEN $3::boolean
+  THEN pg_notify(` + jobChannelSQL + `$4::text || E'\n' || ` + schema.BaseJob + jobChannelEnd + `, ` + schema.BaseJob + `)::text
+    || pg_notify($4::text, ` + schema.BaseJob + `)::text END
+FROM released`
 
 // recordAttemptSQL records an attempt that ended while a retry follows:
 // $1 row, $2 holder, $3 token, $4 job, $5 slot, $6 attempt, $7 exit code,

@@ -2,6 +2,8 @@ package lease
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -23,6 +25,18 @@ func channelFor(table pgx.Identifier) string {
 	h := fnv.New64a()
 	h.Write([]byte(table.Sanitize()))
 	return fmt.Sprintf("leasewrap:%016x", h.Sum64())
+}
+
+// jobChannel names the NOTIFY channel of job's releases in the lease table
+// whose channel is tableChannel: "leasewrap:" and the first 32 hex digits
+// of the SHA-256 of the two, a newline between them, which fits
+// PostgreSQL's 63-byte limit for any job name (jobChannelSQL computes the
+// same name in SQL). PostgreSQL delivers a notification only to the connections
+// that listen on its channel: a release wakes the job's standbys, not
+// every standby of the table.
+func jobChannel(tableChannel, job string) string {
+	sum := sha256.Sum256([]byte(tableChannel + "\n" + job))
+	return "leasewrap:" + hex.EncodeToString(sum[:])[:32]
 }
 
 // jitter shortens d by up to a tenth, at random, so that a fleet of
@@ -67,7 +81,7 @@ func (sb *standby) listen(ctx context.Context) bool {
 	}
 	// A connection that listens must not go back to the pool.
 	sb.conn = conn.Hijack()
-	if _, err := sb.conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+	if _, err := sb.conn.Exec(ctx, "LISTEN "+pgx.Identifier{jobChannel(s.channel, sb.job)}.Sanitize()); err != nil {
 		s.log.Debug().Err(err).Str("job", sb.job).Msg("cannot listen for releases; polling for now")
 		sb.close(ctx)
 		return false
@@ -87,6 +101,9 @@ func (sb *standby) db() DB {
 // wait returns after d, or earlier when the job's lease is released
 // (notified is then true), when the listening connection breaks (the caller
 // looks at once, through the pool, and listens again), or when ctx ends.
+// While it listens it pings the connection every renew interval, so that a
+// connection that died without a word (a cut cable, a crashed host) is
+// noticed then rather than at the expiry the caller waits for.
 func (sb *standby) wait(ctx context.Context, d time.Duration) (notified bool, err error) {
 	if !sb.listening {
 		t := time.NewTimer(d)
@@ -98,26 +115,75 @@ func (sb *standby) wait(ctx context.Context, d time.Duration) (notified bool, er
 			return false, nil
 		}
 	}
+	until := time.Now().Add(d)
+	for {
+		notified, alive, err := sb.notification(ctx, min(time.Until(until), jitter(sb.store.cfg.RenewInterval)))
+		switch {
+		case err != nil || notified || !alive:
+			return notified, err
+		case time.Until(until) <= 0:
+			return false, nil
+		}
+		if err := sb.ping(ctx); err != nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			sb.lost(ctx, err)
+			return false, nil
+		}
+	}
+}
+
+// notification waits up to d for the job's release to be announced. alive
+// is false when the connection broke meanwhile (and was closed).
+func (sb *standby) notification(ctx context.Context, d time.Duration) (notified, alive bool, err error) {
 	wctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	for {
 		n, err := sb.conn.WaitForNotification(wctx)
 		switch {
 		case ctx.Err() != nil:
-			return false, ctx.Err()
+			return false, true, ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded) || wctx.Err() != nil:
-			return false, nil
+			return false, true, nil
 		case err != nil:
-			// A release may have gone unannounced while the connection was
-			// down: the caller looks now, and listens again on its next wait.
-			sb.store.log.Debug().Err(err).Str("job", sb.job).Msg("listening connection lost; polling for now")
-			sb.listening = false
-			sb.close(ctx)
-			return false, nil
+			sb.lost(ctx, err)
+			return false, false, nil
 		case n.Payload == sb.job:
-			return true, nil
+			return true, true, nil
 		}
 	}
+}
+
+// lost gives up the listening connection after err: a release may have
+// gone unannounced while it was down, so the caller looks now, and listens
+// again on its next wait.
+func (sb *standby) lost(ctx context.Context, err error) {
+	sb.store.log.Debug().Err(err).Str("job", sb.job).Msg("listening connection lost; polling for now")
+	sb.listening = false
+	sb.close(ctx)
+}
+
+// ping proves the listening connection alive with a bare Sync message,
+// within a look's budget: a server slowed down by load is not a dead
+// connection, and giving up on it early would add a new connection to
+// the load. PostgreSQL answers it with ReadyForQuery and
+// starts no transaction, where any statement (an empty one, pgx's Ping,
+// included) is a transaction that xact_commit counts: a standby's
+// keepalive costs the database a wakeup, not a commit. A notification that
+// arrives meanwhile is kept by pgx for the next WaitForNotification.
+func (sb *standby) ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, sb.store.cfg.TTL-sb.store.cfg.StopBefore())
+	defer cancel()
+	p := sb.conn.PgConn().StartPipeline(ctx)
+	err := p.Sync()
+	if err == nil {
+		_, err = p.GetResults()
+	}
+	if cerr := p.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // close closes the standby's own connection (a connection that listened

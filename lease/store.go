@@ -368,11 +368,14 @@ const failureLogInterval = time.Minute
 // free or expired, so that standing by writes nothing.
 //
 // It listens for releases (LISTEN/NOTIFY) and takes the lease at once when
-// one comes. A listening standby needs the database only at the expiry it
-// last saw (a crashed leader), after its connection was replaced, and once
-// every renew interval as a keepalive that proves the connection alive and
-// catches a notification that was lost. A standby that cannot listen looks
-// every retry interval, and also just after the expiry it saw.
+// one comes. A listening standby looks only just after the expiry it last
+// saw (a leader that crashed, or whose release was not announced: it
+// renewed meanwhile, or used hold-for) and after its connection was
+// replaced; every renew interval it pings the connection with a message
+// that is no transaction (standby.ping), so that it costs the database one
+// commit, and no transaction id, per expiry it waits out, not one per
+// renew interval. A standby that cannot listen looks every retry interval,
+// and also just after the expiry it saw.
 // An error on the first attempt is returned at once (a wrong address or
 // missing privilege should not look like a long wait); later database errors
 // are logged and retried every retry interval.
@@ -397,7 +400,9 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 		return l, err
 	}
 	sb := s.newStandby(ctx, job)
-	defer sb.close(ctx)
+	// Closing the listening connection waits for nothing the caller needs:
+	// a new leader starts its work meanwhile.
+	defer func() { go sb.close(context.WithoutCancel(ctx)) }()
 	// Once listening, look again at once: a release that came before the
 	// LISTEN would not be announced to this standby.
 	recheck := sb.listening
@@ -407,7 +412,9 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 	for {
 		wait := jitter(s.cfg.RetryInterval)
 		if sb.listening && !failed {
-			wait = jitter(s.cfg.RenewInterval)
+			// Up to the expiry below: a release is announced, and
+			// the wait pings the connection every renew interval.
+			wait = s.cfg.TTL
 		}
 		if recheck || sb.listen(ctx) {
 			wait, recheck = 0, false

@@ -37,8 +37,25 @@ type Supervisor struct {
 	pgids map[int]bool
 }
 
-// NewSupervisor returns a Supervisor with no runs.
-func NewSupervisor() *Supervisor { return &Supervisor{pgids: map[int]bool{}} }
+// NewSupervisor returns a Supervisor with no runs. It readies the start of
+// a child meanwhile (see readyProcessStart).
+func NewSupervisor() *Supervisor {
+	go readyProcessStart()
+	return &Supervisor{pgids: map[int]bool{}}
+}
+
+// readyProcessStart has Go check, once per process, whether this kernel's
+// pidfds work, which os/exec otherwise does at the first start of a child,
+// by starting and waiting for a throwaway child of its own: a millisecond
+// between taking the lease and starting the command, and between a
+// standby's take and its command in a handoff. Asked for here, the check
+// runs while the lease is taken; a start that comes first waits for it
+// (os checks once, under a sync.Once) rather than checking again.
+func readyProcessStart() {
+	if p, err := os.FindProcess(os.Getpid()); err == nil {
+		_ = p.Release()
+	}
+}
 
 // group sends sig to the child's process group only: forwarding.
 func (f *family) group(sig unix.Signal) {

@@ -22,6 +22,16 @@ import (
 // check fails, the server skips the take, and nothing is written. The shape
 // checks only read system catalogs through their indexes; they cost no
 // round trip, lock nothing and take no transaction id.
+//
+// What they cost is planning two catalog queries on a new backend, whose
+// caches are cold: a few milliseconds of a cron run (BenchmarkColdTake*
+// in package lease). The take cannot prove in the statement itself all
+// that they prove: types, modifiers, width, key, relation kind and grants
+// it could (pg_typeof, a cast to the row type, ON CONFLICT (job_name),
+// pg_relation_filenode, has_table_privilege), but the NOT NULL flags Read
+// upgrades or refuses, and which column a primary key is on, are in the
+// catalog alone; and a stamp left on a checked table would not see an
+// ALTER TABLE after it (that needs an event trigger, so a superuser).
 
 // QueueShapeChecks queues in b the shape checks of the lease table and the
 // history table, to go in front of a take that also records runs. prune
