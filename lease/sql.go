@@ -244,19 +244,12 @@ pruned AS (
     WHERE job_name = $7::text AND finished_at < now() - $12::bigint * interval '1 microsecond'
     ORDER BY job_name, finished_at LIMIT 100)))` + releaseAnswer
 
-// releaseCTE commits the release without waiting for its WAL to reach the
-// disk (synchronous_commit off, for this transaction only), unless it
-// holds the lease on ($4 hold-for). A release that a crash of the database
-// loses leaves the row as the last renewal wrote it: held by this holder,
-// who stopped, until its expiry, as if the wrapper had crashed; nothing
-// can take the lease sooner than that, so the release needs no fsync of
-// its own. The take that follows it does (synchronous_commit as the
-// server says), and its flush carries the release, which precedes it in
-// the WAL, to the disk too. A release that keeps the lease for hold-for
-// stays durable: losing it would free the lease before hold-for ends.
-const releaseCTE = `WITH async AS (
-  SELECT set_config('synchronous_commit', 'off', true) WHERE $4::bigint = 0),
-released AS (
+// releaseCTE hands the lease back. It commits durably, as the server's
+// synchronous_commit says: a release a crash of the database lost would
+// leave the row held until its expiry (safe), but the run it recorded
+// would be closed by the next holder as lost, its exit status gone from
+// the history.
+const releaseCTE = `WITH released AS (
   UPDATE {lease} SET
     expires_at = CASE WHEN expires_at <= now() THEN expires_at
       ELSE greatest(now(), acquired_at + $4::bigint * interval '1 microsecond') END,
@@ -278,7 +271,7 @@ run AS (
 const releaseAnswer = `
 SELECT CASE WHEN free THEN pg_notify(` + jobChannelSQL + `$6::text || E'\n' || $7::text` + jobChannelEnd + `, $7::text)::text
   || pg_notify($6::text, $7::text)::text END
-FROM released LEFT JOIN async ON true`
+FROM released`
 
 // A release is announced on the job's own channel, named by jobChannel
 // (jobChannelSQL + the table's channel, a newline and the job +
