@@ -14,7 +14,7 @@ import (
 	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
-	"github.com/redbite/leasewrap/monitor"
+	"github.com/redbite/leasewrap/schedule"
 )
 
 // exitLastRunFailed is status --fail-on-error's status when a job's last
@@ -194,7 +194,7 @@ func nextScheduled(spec *string, now time.Time) *time.Time {
 	if spec == nil {
 		return nil
 	}
-	if next, ok := monitor.NextScheduled(*spec, now); ok {
+	if next, ok := schedule.NextOf(*spec, now); ok {
 		return utc(&next)
 	}
 	return nil

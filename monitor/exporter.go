@@ -138,7 +138,7 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 		for _, h := range j.Holders {
 			gauge(e.holder, 1, j.Job, h)
 		}
-		if next, ok := NextScheduled(j.Schedule, time.Now()); ok {
+		if next, ok := schedule.NextOf(j.Schedule, time.Now()); ok {
 			gauge(e.nextScheduled, unixSeconds(next), j.Job)
 		}
 	}
@@ -197,19 +197,4 @@ func boolValue(b bool) float64 {
 		return 1
 	}
 	return 0
-}
-
-// NextScheduled is the next time of a schedule recorded with a job (its
-// canonical spec) after now; false without one, or for one this version
-// cannot read.
-func NextScheduled(spec string, now time.Time) (time.Time, bool) {
-	if spec == "" {
-		return time.Time{}, false
-	}
-	s, err := schedule.Parse(spec, "")
-	if err != nil {
-		return time.Time{}, false
-	}
-	next := s.Next(now)
-	return next, !next.IsZero()
 }

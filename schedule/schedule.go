@@ -280,3 +280,18 @@ func offset(t time.Time) time.Duration {
 	_, off := t.Zone()
 	return time.Duration(off) * time.Second
 }
+
+// NextOf is the next time after now of the schedule spec as a job's lease
+// row records it (canonical, its zone included), and false for an empty
+// spec or one this version cannot read.
+func NextOf(spec string, now time.Time) (time.Time, bool) {
+	if spec == "" {
+		return time.Time{}, false
+	}
+	s, err := Parse(spec, "")
+	if err != nil {
+		return time.Time{}, false
+	}
+	next := s.Next(now)
+	return next, !next.IsZero()
+}

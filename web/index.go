@@ -10,6 +10,7 @@ import (
 
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
+	"github.com/redbite/leasewrap/schedule"
 )
 
 // barRuns is how many of a job's newest runs /'s bar shows.
@@ -91,6 +92,11 @@ func (p *Pages) readJobs(ctx context.Context) ([]jobRow, error) {
 			r.Holders = append(r.Holders, s.Holder)
 		}
 		r.State = strongerState(r.State, s.State)
+		if s.Schedule != nil && r.NextScheduled == nil {
+			if next, ok := schedule.NextOf(*s.Schedule, p.now()); ok {
+				r.NextScheduled = &next
+			}
+		}
 	}
 	for _, s := range summaries {
 		r := row(s.Job)

@@ -9,12 +9,14 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
+	"github.com/redbite/leasewrap/schedule"
 )
 
 // get fetches path from srv and returns the status, the body and the
@@ -216,5 +218,26 @@ VALUES ($1, '', 0, now() - interval '2 hour', now() - interval '2 hour', $2, now
 	}
 	if n, lanes := strings.Count(body, `<a class="run"`), strings.Count(body, `<g class="lane"`); n != 1 || lanes != 1 {
 		t.Errorf("the timeline draws %d boxes in %d lanes, want the one run in host-a's lane", n, lanes)
+	}
+}
+
+// A job with a schedule shows its next scheduled time, from the schedule
+// recorded with it; one without shows none.
+func TestIndexShowsTheNextScheduledTime(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.run(f.store("host-a"), jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
+	s, err := schedule.Parse("0 2 * * *", "Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store("host-b").Register(context.Background(), "scheduled_job", s.Spec()); err != nil {
+		t.Fatal(err)
+	}
+	srv := f.serve(f.pool)
+	_, body, _ := get(t, srv.URL, "/")
+	next := s.Next(time.Now()).UTC().Format("2006-01-02T15:04:05.000Z")
+	if n := strings.Count(body, `<time datetime="`+next+`"`); n != 1 {
+		t.Errorf("/ shows the next time %s %d times, want once (for scheduled_job only): %s", next, n, body)
 	}
 }
