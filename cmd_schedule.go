@@ -42,6 +42,9 @@ type scheduler struct {
 	ran  error
 	// failing is set while the database fails, to log it once.
 	failing bool
+	// requests says when to look for requested runs (manual.go); nil
+	// with --once.
+	requests *lease.RequestWatch
 }
 
 // planClock is the clock a scheduler plans on: the database's (a test
@@ -93,8 +96,15 @@ func (w *wrapper) runScheduled(ctx context.Context, path string, mon *monitor.Mo
 	next := sc.w.o.sched.Next(sc.last)
 	sc.log.Info().Time("accounted_through", sc.last).Time("next", next).Str("catch_up", string(w.o.catchUp.Policy)).
 		Msg("scheduler started")
+	if !w.o.once {
+		sc.requests = w.store.WatchRequests(ctx, w.o.job)
+		defer sc.requests.Close()
+	}
 	for {
 		wait, stop := sc.step(ctx)
+		if stop == nil && !w.o.once {
+			wait, stop = sc.manual(ctx, wait)
+		}
 		// --once goes on while there is more to do at once (the next late
 		// time of --catch-up all, a take to ask again), and stops when the
 		// next step would have to wait.
@@ -371,6 +381,8 @@ func (sc *scheduler) sleep(d time.Duration) os.Signal {
 	for {
 		select {
 		case <-t.C:
+			return nil
+		case <-sc.requests.Woken():
 			return nil
 		case sig := <-sc.w.sigs:
 			if signals.Ends(sig) {

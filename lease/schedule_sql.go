@@ -58,8 +58,11 @@ func newScheduledStatements(o schema.Objects) scheduledStatements {
 	}
 }
 
-// latestClaim is the latest scheduled time accounted for: $1 job.
-const latestClaim = `(SELECT max(scheduled_at) FROM {claims} WHERE job_name = $1::text)`
+// latestClaim is the latest scheduled time accounted for: $1 job. A
+// requested or manual run (leasewrap trigger) is at the time it was asked
+// for, not a scheduled time, and accounts for none.
+const latestClaim = `(SELECT max(scheduled_at) FROM {claims} WHERE job_name = $1::text
+  AND outcome NOT IN ('` + ClaimRequested + `', '` + ClaimManual + `'))`
 
 // registerSQL records a job's schedule if none is recorded: $1 job, $2
 // the canonical spec, $3 holder. A job without a row gets one, free
