@@ -94,12 +94,18 @@ func (w *wrapper) runScheduled(ctx context.Context, path string, mon *monitor.Mo
 	sc.clock.set(reg.Now)
 	sc.last = sc.start(reg)
 	next := sc.w.o.sched.Next(sc.last)
-	sc.log.Info().Time("accounted_through", sc.last).Time("next", next).Str("catch_up", string(w.o.catchUp.Policy)).
-		Msg("scheduler started")
 	if !w.o.once {
+		// Requests to run now (leasewrap trigger, manual.go) made before
+		// it listened are looked for first: once started, an idle
+		// scheduler sends nothing.
 		sc.requests = w.store.WatchRequests(ctx, w.o.job)
 		defer sc.requests.Close()
+		if _, stop := sc.manual(ctx, 0); stop != nil {
+			return sc.exit(stop)
+		}
 	}
+	sc.log.Info().Time("accounted_through", sc.last).Time("next", next).Str("catch_up", string(w.o.catchUp.Policy)).
+		Msg("scheduler started")
 	for {
 		wait, stop := sc.step(ctx)
 		if stop == nil && !w.o.once {

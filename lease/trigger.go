@@ -282,7 +282,9 @@ type RequestWatch struct {
 
 // WatchRequests starts watching for requested runs of job: with its own
 // connection that LISTENs (taken from the pool and never given back),
-// unless listening is off or the Store has no pool. Close it when done.
+// unless listening is off or the Store has no pool. It returns once
+// listening (or within the retry interval), asking for a first look,
+// which covers the requests made before. Close it when done.
 func (s *Store) WatchRequests(ctx context.Context, job string) *RequestWatch {
 	w := &RequestWatch{wake: make(chan struct{}, 1), done: make(chan struct{})}
 	w.look.Store(true)
@@ -292,21 +294,28 @@ func (s *Store) WatchRequests(ctx context.Context, job string) *RequestWatch {
 		return w
 	}
 	ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	go w.listen(ctx, s, pool, job)
+	channel, _ := s.requestChannel(job)
+	conn := listenOn(ctx, s, pool, channel)
+	w.listening.Store(conn != nil)
+	go w.listen(ctx, s, pool, job, conn)
 	return w
 }
 
-// listen keeps a listening connection while ctx lasts: on every
-// (re)connection it asks for a look, as a request may have gone
-// unannounced meanwhile.
-func (w *RequestWatch) listen(ctx context.Context, s *Store, pool *pgxpool.Pool, job string) {
+// listen keeps a listening connection (conn, the first, may be nil)
+// while ctx lasts: on every reconnection it asks for a look, as a request
+// may have gone unannounced meanwhile.
+func (w *RequestWatch) listen(ctx context.Context, s *Store, pool *pgxpool.Pool, job string, conn *pgx.Conn) {
 	defer close(w.done)
 	channel, payload := s.requestChannel(job)
-	for ctx.Err() == nil {
-		conn := listenOn(ctx, s, pool, channel)
+	for first := true; ctx.Err() == nil; first = false {
+		if !first {
+			conn = listenOn(ctx, s, pool, channel)
+		}
 		if conn != nil {
-			w.listening.Store(true)
-			w.woke()
+			if !first {
+				w.listening.Store(true)
+				w.woke()
+			}
 			for {
 				n, err := conn.WaitForNotification(ctx)
 				if err != nil {
