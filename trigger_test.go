@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -222,4 +225,36 @@ func TestTriggerRefuses(t *testing.T) {
 			t.Errorf("%q: exit %d, want 64 with one line: %s", args, code, out)
 		}
 	}
+}
+
+// trigger needs no more than SELECT on the lease table and INSERT on its
+// claims table, as its help says.
+func TestTriggerNeedsOnlySelectAndInsert(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	record := filepath.Join(t.TempDir(), "runs")
+	p := lw(t, []string{child("record:" + record + " exit:0")}, d.args("--job", "j", "--schedule", farSchedule, "--", self())...)
+	p.WaitLog(t, "scheduler started")
+	role := fmt.Sprintf("lw_trig_%d_%d", os.Getpid(), roleSeq.Add(1))
+	r := pgx.Identifier{role}.Sanitize()
+	d.exec(t, `CREATE ROLE `+r+` LOGIN`)
+	t.Cleanup(func() {
+		if _, err := d.pool.Exec(context.Background(), `DROP OWNED BY `+r+`; DROP ROLE `+r); err != nil {
+			t.Errorf("drop role %s: %v", role, err)
+		}
+	})
+	d.exec(t, `GRANT USAGE ON SCHEMA public TO `+r)
+	d.exec(t, `GRANT SELECT ON TABLE TO `+r)
+	d.exec(t, `GRANT INSERT ON `+schema.ClaimsTable(pgx.Identifier{d.table}).Sanitize()+` TO `+r)
+	u, err := url.Parse(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	q := lw(t, nil, "trigger", "--database-url", u.String(), "--table", d.table, "--job", "j")
+	if code := q.Wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("trigger as a role with SELECT and INSERT only exited %d: %s", code, q.Logs)
+	}
+	waitRuns(t, record, 1)
+	stop(t, p)
 }

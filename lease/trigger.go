@@ -49,15 +49,18 @@ var ErrNoLeaseTable = errors.New("no such table")
 // the notification channel, $4 its payload. It records nothing for a job without a
 // schedule. It answers whether the job has a lease row, its schedule and
 // the request's time (NULL: none recorded).
+//
+// It has no RETURNING, which would need SELECT on the claims table: the
+// request's time is now(), the same all through the transaction, and it
+// was recorded exactly when the job has a schedule.
 const requestSQL = `WITH job AS (
   SELECT schedule FROM {lease} WHERE job_name = $1::text),
 req AS (
   INSERT INTO {claims} (job_name, scheduled_at, outcome, holder, fencing_token, claimed_at)
-  SELECT $1::text, now(), '` + ClaimRequested + `', $2::text, 0, now() FROM job WHERE schedule IS NOT NULL
-  RETURNING scheduled_at)
-SELECT EXISTS (SELECT FROM job), (SELECT schedule FROM job), r.scheduled_at,
-  CASE WHEN r.scheduled_at IS NOT NULL THEN pg_notify($3::text, $4::text)::text END
-FROM (VALUES (1)) AS one LEFT JOIN req r ON true`
+  SELECT $1::text, now(), '` + ClaimRequested + `', $2::text, 0, now() FROM job WHERE schedule IS NOT NULL)
+SELECT EXISTS (SELECT FROM job), s.schedule, CASE WHEN s.schedule IS NOT NULL THEN now() END,
+  CASE WHEN s.schedule IS NOT NULL THEN pg_notify($3::text, $4::text)::text END
+FROM (SELECT (SELECT schedule FROM job) AS schedule) AS s`
 
 // takeRequestedSQL takes the lease of a scheduled job for its oldest
 // request and turns the request into a manual claim (see above): $1 job,
