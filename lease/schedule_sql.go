@@ -92,7 +92,16 @@ const takeScheduledSQL = takeScheduledCTEs + takeScheduledAnswer
 // takeScheduledRecordingSQL is takeScheduledSQL that also closes the run
 // of a holder that never released as lost (with its scheduled time, when
 // its claim proves it), and records a skipped time in the history.
-const takeScheduledRecordingSQL = takeScheduledCTEs + `,
+const takeScheduledRecordingSQL = takeScheduledCTEs + lostScheduledRun + `,
+skippedRun AS (
+  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome, scheduled_at)
+  SELECT $1::text, 1, holder, 0, 1, $4::timestamptz, $4::timestamptz, '` + OutcomeSkipped + `', $4::timestamptz
+  FROM skipped)` + takeScheduledAnswer
+
+// lostScheduledRun closes as lost, after a take (CTEs old and taken; $1
+// job), the run of a holder that never released, with its scheduled time
+// when its claim proves it.
+const lostScheduledRun = `,
 lost AS (
   INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome, scheduled_at)
   SELECT $1::text, 1, o.holder, o.fencing_token,
@@ -100,11 +109,7 @@ lost AS (
     o.last_started_at, greatest(o.expires_at, o.last_started_at), '` + OutcomeLost + `',
     (SELECT c.scheduled_at FROM {claims} c
       WHERE c.job_name = $1::text AND c.scheduled_at = o.last_scheduled_at AND c.fencing_token = o.fencing_token)
-  FROM old o WHERE EXISTS (SELECT FROM taken) AND o.last_started_at IS NOT NULL AND o.last_finished_at IS NULL),
-skippedRun AS (
-  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome, scheduled_at)
-  SELECT $1::text, 1, holder, 0, 1, $4::timestamptz, $4::timestamptz, '` + OutcomeSkipped + `', $4::timestamptz
-  FROM skipped)` + takeScheduledAnswer
+  FROM old o WHERE EXISTS (SELECT FROM taken) AND o.last_started_at IS NOT NULL AND o.last_finished_at IS NULL)`
 
 const takeScheduledCTEs = `WITH old AS (
   SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at, last_scheduled_at, schedule, slots

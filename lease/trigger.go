@@ -74,16 +74,7 @@ const takeRequestedSQL = takeRequestedCTEs + takeRequestedAnswer
 // takeRequestedRecordingSQL is takeRequestedSQL that also closes the run
 // of a holder that never released as lost (with its scheduled time, when
 // its claim proves it), as the scheduled take does.
-const takeRequestedRecordingSQL = takeRequestedCTEs + `,
-lost AS (
-  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome, scheduled_at)
-  SELECT $1::text, 1, o.holder, o.fencing_token,
-    1 + (SELECT count(*) FROM {history} h WHERE h.job_name = $1::text AND h.fencing_token = o.fencing_token),
-    o.last_started_at, greatest(o.expires_at, o.last_started_at), '` + OutcomeLost + `',
-    (SELECT c.scheduled_at FROM {claims} c
-      WHERE c.job_name = $1::text AND c.scheduled_at = o.last_scheduled_at AND c.fencing_token = o.fencing_token)
-  FROM old o WHERE EXISTS (SELECT FROM taken) AND o.last_started_at IS NOT NULL AND o.last_finished_at IS NULL)` +
-	takeRequestedAnswer
+const takeRequestedRecordingSQL = takeRequestedCTEs + lostScheduledRun + takeRequestedAnswer
 
 const takeRequestedCTEs = `WITH old AS (
   SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at, last_scheduled_at, schedule, slots
@@ -233,14 +224,7 @@ func (s *Store) TakeRequested(ctx context.Context, job, spec string) (Requested,
 	if s.hist() != nil {
 		query = sql.takeRecording
 	}
-	err = db.QueryRow(ctx, query, args...).Scan(dest...)
-	if connectionLost(err) && ctx.Err() == nil {
-		// As in TakeScheduled: a pooled connection that broke while idle.
-		err = db.QueryRow(ctx, query, args...).Scan(dest...)
-	}
-	if err != nil && query != sql.take {
-		err = s.withoutHistory(ctx, err, func() error { return db.QueryRow(ctx, sql.take, args...).Scan(dest...) })
-	}
+	err = s.queryTake(ctx, db, query, sql.take, args, dest, func(error) bool { return false })
 	if err != nil {
 		err = fmt.Errorf("cannot take lease %q for a requested run: %w", job, pgerr.Classify(err))
 		s.cfg.observer.Failed(err)
@@ -252,17 +236,10 @@ func (s *Store) TakeRequested(ctx context.Context, job, spec string) (Requested,
 	}
 	switch {
 	case taken:
-		if took := s.cfg.clock.Now() - t0; took >= budget {
-			// Too late to be used (see tryAcquireOnce): hand it back; the
-			// request is accounted for as a run that could not start.
-			late := &Lease{store: s, job: job, row: job, slot: 1, token: token, scheduledAt: r.At}
-			_ = late.releaseRow(context.WithoutCancel(ctx), 0, End{Outcome: OutcomeCouldNotStart})
-			return Requested{}, fmt.Errorf("cannot take lease %q: the answer came after %s: %w", job, took.Round(time.Millisecond), context.DeadlineExceeded)
+		r.Lease, err = s.scheduledLease(ctx, db, job, token, r.At, t0, budget)
+		if r.Lease == nil {
+			return Requested{}, err
 		}
-		l := newLease(s, job, token, t0+s.cfg.TTL)
-		l.scheduledAt = r.At
-		l, err = s.confirmed(ctx, db, l)
-		r.Lease = l
 		return r, err
 	case at != nil && holder != nil && expiresMicros != nil && *expiresMicros > 0:
 		r.Held = &HeldError{Job: job, Holder: *holder, Token: token, State: *state,
