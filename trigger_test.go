@@ -15,6 +15,7 @@ import (
 
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/internal/tcpproxy"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/schema"
 )
@@ -254,6 +255,56 @@ func TestTriggerNeedsOnlySelectAndInsert(t *testing.T) {
 	q := lw(t, nil, "trigger", "--database-url", u.String(), "--table", d.table, "--job", "j")
 	if code := q.Wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("trigger as a role with SELECT and INSERT only exited %d: %s", code, q.Logs)
+	}
+	waitRuns(t, record, 1)
+	stop(t, p)
+}
+
+// A request made while no scheduler runs waits in the table, and the
+// first scheduler to start runs it.
+func TestTriggerWaitsForASchedulerToStart(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	record := filepath.Join(t.TempDir(), "runs")
+	start := func(id string) *lwtest.Proc {
+		return lw(t, []string{child("record:" + record + " exit:0")}, d.args("--id", id, "--job", "j", "--schedule", farSchedule, "--", self())...)
+	}
+	p := start("first")
+	p.WaitLog(t, "scheduler started")
+	stop(t, p)
+	if code, out := d.trigger(t, "--job", "j"); code != 0 {
+		t.Fatalf("trigger exited %d: %s", code, out)
+	}
+	p = start("second")
+	runs := waitRuns(t, record, 1)
+	stop(t, p)
+	if len(runs) != 1 || runs[0].Holder != "second" {
+		t.Errorf("runs %+v: want one, by the scheduler started after the request", runs)
+	}
+}
+
+// A scheduler whose listening connection is cut goes on: it polls, listens
+// again, and a request made after the cut is run.
+func TestTriggerAfterTheListeningConnectionWasCut(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	cfg := d.pool.Config().ConnConfig
+	proxy := tcpproxy.Start(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
+	u, err := url.Parse(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = proxy.Addr()
+	record := filepath.Join(t.TempDir(), "runs")
+	p := lw(t, []string{child("record:" + record + " exit:0")}, "--database-url", u.String(), "--table", d.table,
+		"--log-format", "json", "--log-level", "debug", "--ttl", "3m", "--retry-interval", "3s",
+		"--job", "j", "--schedule", farSchedule, "--", self())
+	p.WaitLog(t, "scheduler started")
+	proxy.Cut()
+	p.WaitLog(t, "listening connection for requested runs lost; polling for now")
+	proxy.Restore()
+	if code, out := d.trigger(t, "--job", "j"); code != 0 {
+		t.Fatalf("trigger exited %d: %s", code, out)
 	}
 	waitRuns(t, record, 1)
 	stop(t, p)
