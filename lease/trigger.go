@@ -62,6 +62,9 @@ SELECT EXISTS (SELECT FROM job), s.schedule, CASE WHEN s.schedule IS NOT NULL TH
   CASE WHEN s.schedule IS NOT NULL THEN pg_notify($3::text, $4::text)::text END
 FROM (SELECT (SELECT schedule FROM job) AS schedule) AS s`
 
+// scheduleOfSQL reads the schedule recorded with a job: $1 job.
+const scheduleOfSQL = `SELECT true, schedule FROM {lease} WHERE job_name = $1::text`
+
 // takeRequestedSQL takes the lease of a scheduled job for its oldest
 // request and turns the request into a manual claim (see above): $1 job,
 // $2 holder, $3 TTL, $4 the canonical spec. The take has the scheduled
@@ -157,7 +160,7 @@ func (s *Store) RequestRun(ctx context.Context, job string) (time.Time, error) {
 	if pgerr.SQLState(err) == pgerr.CodeUndefinedTable {
 		// No claims table (no job of this table ever ran on a schedule),
 		// or no tables at all: which one decides the answer.
-		err = s.db.QueryRow(ctx, s.objects.Render(`SELECT true, schedule FROM {lease} WHERE job_name = $1::text`), job).
+		err = s.db.QueryRow(ctx, s.objects.Render(scheduleOfSQL), job).
 			Scan(&exists, &schedule)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows) || err == nil && schedule == nil:
