@@ -39,7 +39,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
 		Name:            "leasewrap",
 		Usage:           "run a command on exactly one of N instances, coordinated by a PostgreSQL lease",
-		UsageText:       "leasewrap [flags] -- COMMAND [ARG...]\nleasewrap status|history|check|exporter|release|migrate|version [flags]",
+		UsageText:       "leasewrap [flags] -- COMMAND [ARG...]\nleasewrap status|history|check|exporter|release|trigger|migrate|version [flags]",
 		Description:     description,
 		Version:         version(),
 		HideVersion:     true,
@@ -63,7 +63,7 @@ func report(stderr io.Writer, err error) int {
 }
 
 func commands() []*cli.Command {
-	cmds := []*cli.Command{statusCommand(), historyCommand(), checkCommand(), exporterCommand(), releaseCommand(), migrateCommand(), versionCommand()}
+	cmds := []*cli.Command{statusCommand(), historyCommand(), checkCommand(), exporterCommand(), releaseCommand(), triggerCommand(), migrateCommand(), versionCommand()}
 	for _, c := range cmds {
 		c.Action = withStatus(c.Action)
 	}

@@ -42,6 +42,9 @@ type scheduler struct {
 	ran  error
 	// failing is set while the database fails, to log it once.
 	failing bool
+	// requests says when to look for requested runs (manual.go); nil
+	// with --once.
+	requests *lease.RequestWatch
 }
 
 // planClock is the clock a scheduler plans on: the database's (a test
@@ -91,10 +94,23 @@ func (w *wrapper) runScheduled(ctx context.Context, path string, mon *monitor.Mo
 	sc.clock.set(reg.Now)
 	sc.last = sc.start(reg)
 	next := sc.w.o.sched.Next(sc.last)
+	if !w.o.once {
+		// Requests to run now (leasewrap trigger, manual.go) made before
+		// it listened are looked for first: once started, an idle
+		// scheduler sends nothing.
+		sc.requests = w.store.WatchRequests(ctx, w.o.job)
+		defer sc.requests.Close()
+		if _, stop := sc.manual(ctx, 0); stop != nil {
+			return sc.exit(stop)
+		}
+	}
 	sc.log.Info().Time("accounted_through", sc.last).Time("next", next).Str("catch_up", string(w.o.catchUp.Policy)).
 		Msg("scheduler started")
 	for {
 		wait, stop := sc.step(ctx)
+		if stop == nil && !w.o.once {
+			wait, stop = sc.manual(ctx, wait)
+		}
 		// --once goes on while there is more to do at once (the next late
 		// time of --catch-up all, a take to ask again), and stops when the
 		// next step would have to wait.
@@ -371,6 +387,8 @@ func (sc *scheduler) sleep(d time.Duration) os.Signal {
 	for {
 		select {
 		case <-t.C:
+			return nil
+		case <-sc.requests.Woken():
 			return nil
 		case sig := <-sc.w.sigs:
 			if signals.Ends(sig) {

@@ -157,20 +157,7 @@ func (s *Store) TakeScheduled(ctx context.Context, job, spec string, at time.Tim
 	if s.hist() != nil {
 		query = sql.takeRecording
 	}
-	err = db.QueryRow(ctx, query, args...).Scan(dest...)
-	if connectionLost(err) && ctx.Err() == nil {
-		// A scheduler's pooled connection idled since the last time, and
-		// the pool does not ping idle connections (see Connect): one that
-		// broke meanwhile fails here once, and the pool dials a fresh one.
-		// Had the first statement committed, the second finds the time
-		// claimed by this holder, and takes nothing.
-		err = db.QueryRow(ctx, query, args...).Scan(dest...)
-	}
-	if err != nil && query != sql.take && !s.claimConflict(err) {
-		err = s.withoutHistory(ctx, err, func() error {
-			return db.QueryRow(ctx, sql.take, args...).Scan(dest...)
-		})
-	}
+	err = s.queryTake(ctx, db, query, sql.take, args, dest, s.claimConflict)
 	if s.claimConflict(err) {
 		// A claim committed after the statement's snapshot: the time was
 		// accounted for elsewhere, and the take was rolled back with it.
@@ -188,18 +175,10 @@ func (s *Store) TakeScheduled(ctx context.Context, job, spec string, at time.Tim
 	}
 	switch {
 	case taken:
-		if took := s.cfg.clock.Now() - t0; took >= budget {
-			// Too late to be used (see tryAcquireOnce): hand it back. The
-			// time stays claimed as run; the release records it as a run
-			// that could not start.
-			late := &Lease{store: s, job: job, row: job, slot: 1, token: token, scheduledAt: at}
-			_ = late.releaseRow(context.WithoutCancel(ctx), 0, End{Outcome: OutcomeCouldNotStart})
-			return Claim{}, fmt.Errorf("cannot take lease %q: the answer came after %s: %w", job, took.Round(time.Millisecond), context.DeadlineExceeded)
+		c.Lease, err = s.scheduledLease(ctx, db, job, token, at, t0, budget)
+		if c.Lease == nil {
+			return Claim{}, err
 		}
-		l := newLease(s, job, token, t0+s.cfg.TTL)
-		l.scheduledAt = at
-		l, err = s.confirmed(ctx, db, l)
-		c.Lease = l
 		return c, err
 	case claim != nil:
 		c.Outcome = *claim
@@ -218,6 +197,40 @@ func (s *Store) TakeScheduled(ctx context.Context, job, spec string, at time.Tim
 	// Not due yet, held at a late time, or a take another instance made
 	// after the snapshot: undecided.
 	return c, nil
+}
+
+// scheduledLease is the lease a scheduler's take (started at t0 on the
+// local clock, with budget to answer) got for the time at, confirmed by
+// the standbys when that is asked for. An answer that came too late to
+// be used (see tryAcquireOnce) is handed back, the time recorded as a run
+// that could not start, and the lease is nil.
+func (s *Store) scheduledLease(ctx context.Context, db DB, job string, token int64, at time.Time, t0, budget time.Duration) (*Lease, error) {
+	if took := s.cfg.clock.Now() - t0; took >= budget {
+		late := &Lease{store: s, job: job, row: job, slot: 1, token: token, scheduledAt: at}
+		_ = late.releaseRow(context.WithoutCancel(ctx), 0, End{Outcome: OutcomeCouldNotStart})
+		return nil, fmt.Errorf("cannot take lease %q: the answer came after %s: %w", job, took.Round(time.Millisecond), context.DeadlineExceeded)
+	}
+	l := newLease(s, job, token, t0+s.cfg.TTL)
+	l.scheduledAt = at
+	return s.confirmed(ctx, db, l)
+}
+
+// queryTake runs a scheduler's take, query (recording, or plain), into
+// dest. A scheduler's pooled connection idled since its last time, and
+// the pool does not ping idle connections (see Connect): one that broke
+// meanwhile fails once, and the take is sent again on a fresh one (had
+// the first committed, the second finds its claim, and takes nothing).
+// A recording take that fails for the history's sake (and not for
+// conflict's) falls back to plain, as every recording statement does.
+func (s *Store) queryTake(ctx context.Context, db DB, query, plain string, args, dest []any, conflict func(error) bool) error {
+	err := db.QueryRow(ctx, query, args...).Scan(dest...)
+	if connectionLost(err) && ctx.Err() == nil {
+		err = db.QueryRow(ctx, query, args...).Scan(dest...)
+	}
+	if err != nil && query != plain && !conflict(err) {
+		err = s.withoutHistory(ctx, err, func() error { return db.QueryRow(ctx, plain, args...).Scan(dest...) })
+	}
+	return err
 }
 
 // claimConflict reports whether err is the unique violation of a claim

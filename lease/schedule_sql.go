@@ -58,8 +58,11 @@ func newScheduledStatements(o schema.Objects) scheduledStatements {
 	}
 }
 
-// latestClaim is the latest scheduled time accounted for: $1 job.
-const latestClaim = `(SELECT max(scheduled_at) FROM {claims} WHERE job_name = $1::text)`
+// latestClaim is the latest scheduled time accounted for: $1 job. A
+// requested or manual run (leasewrap trigger) is at the time it was asked
+// for, not a scheduled time, and accounts for none.
+const latestClaim = `(SELECT max(scheduled_at) FROM {claims} WHERE job_name = $1::text
+  AND outcome NOT IN ('` + ClaimRequested + `', '` + ClaimManual + `'))`
 
 // registerSQL records a job's schedule if none is recorded: $1 job, $2
 // the canonical spec, $3 holder. A job without a row gets one, free
@@ -89,7 +92,16 @@ const takeScheduledSQL = takeScheduledCTEs + takeScheduledAnswer
 // takeScheduledRecordingSQL is takeScheduledSQL that also closes the run
 // of a holder that never released as lost (with its scheduled time, when
 // its claim proves it), and records a skipped time in the history.
-const takeScheduledRecordingSQL = takeScheduledCTEs + `,
+const takeScheduledRecordingSQL = takeScheduledCTEs + lostScheduledRun + `,
+skippedRun AS (
+  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome, scheduled_at)
+  SELECT $1::text, 1, holder, 0, 1, $4::timestamptz, $4::timestamptz, '` + OutcomeSkipped + `', $4::timestamptz
+  FROM skipped)` + takeScheduledAnswer
+
+// lostScheduledRun closes as lost, after a take (CTEs old and taken; $1
+// job), the run of a holder that never released, with its scheduled time
+// when its claim proves it.
+const lostScheduledRun = `,
 lost AS (
   INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome, scheduled_at)
   SELECT $1::text, 1, o.holder, o.fencing_token,
@@ -97,11 +109,7 @@ lost AS (
     o.last_started_at, greatest(o.expires_at, o.last_started_at), '` + OutcomeLost + `',
     (SELECT c.scheduled_at FROM {claims} c
       WHERE c.job_name = $1::text AND c.scheduled_at = o.last_scheduled_at AND c.fencing_token = o.fencing_token)
-  FROM old o WHERE EXISTS (SELECT FROM taken) AND o.last_started_at IS NOT NULL AND o.last_finished_at IS NULL),
-skippedRun AS (
-  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome, scheduled_at)
-  SELECT $1::text, 1, holder, 0, 1, $4::timestamptz, $4::timestamptz, '` + OutcomeSkipped + `', $4::timestamptz
-  FROM skipped)` + takeScheduledAnswer
+  FROM old o WHERE EXISTS (SELECT FROM taken) AND o.last_started_at IS NOT NULL AND o.last_finished_at IS NULL)`
 
 const takeScheduledCTEs = `WITH old AS (
   SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at, last_scheduled_at, schedule, slots

@@ -1,0 +1,398 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
+	"github.com/redbite/leasewrap/lease/schema"
+)
+
+// ClaimRequested is the outcome of a claim that asks the job's schedulers
+// to run it once now (RequestRun); the scheduler that runs it turns it into
+// ClaimManual in the same statement as its take.
+const ClaimRequested = "requested"
+
+// ErrNotScheduled means a run was requested of a job that has no schedule
+// recorded: no scheduler would run it.
+var ErrNotScheduled = errors.New("no schedule recorded")
+
+// ErrNoLeaseTable means the lease table (or its claims table) does not
+// exist; RequestRun creates nothing.
+var ErrNoLeaseTable = errors.New("no such table")
+
+// Why a request is a row of the claims table, and not a notification only:
+//
+//   - It outlives the schedulers: a request made while none listens (all
+//     restarting, or polling through PgBouncer) waits in the table, and a
+//     request that finds the lease held (the previous run still going)
+//     waits until the lease is free. It is never skipped or dropped.
+//   - It is run exactly once, as a scheduled time is: the take that runs it
+//     locks the request row first (FOR UPDATE), and turns it into a manual
+//     claim in the same statement as the lease take, conditional on the
+//     token it read. A second scheduler either waits for that lock and then
+//     finds the row no longer requested, or finds the lease taken.
+//   - The notification (pg_notify in the same statement as the insert, so
+//     it goes out with the commit) only wakes the listening schedulers
+//     early; the row is the request.
+//
+// The request's time is the database's now() when it was made; the run's
+// history row carries it as its scheduled_at.
+
+// requestSQL records a request to run a job now: $1 job, $2 who asks, $3
+// the notification channel, $4 its payload. It records nothing for a job without a
+// schedule. It answers whether the job has a lease row, its schedule and
+// the request's time (NULL: none recorded).
+//
+// It has no RETURNING, which would need SELECT on the claims table: the
+// request's time is now(), the same all through the transaction, and it
+// was recorded exactly when the job has a schedule.
+const requestSQL = `WITH job AS (
+  SELECT schedule FROM {lease} WHERE job_name = $1::text),
+req AS (
+  INSERT INTO {claims} (job_name, scheduled_at, outcome, holder, fencing_token, claimed_at)
+  SELECT $1::text, now(), '` + ClaimRequested + `', $2::text, 0, now() FROM job WHERE schedule IS NOT NULL)
+SELECT EXISTS (SELECT FROM job), s.schedule, CASE WHEN s.schedule IS NOT NULL THEN now() END,
+  CASE WHEN s.schedule IS NOT NULL THEN pg_notify($3::text, $4::text)::text END
+FROM (SELECT (SELECT schedule FROM job) AS schedule) AS s`
+
+// scheduleOfSQL reads the schedule recorded with a job: $1 job.
+const scheduleOfSQL = `SELECT true, schedule FROM {lease} WHERE job_name = $1::text`
+
+// takeRequestedSQL takes the lease of a scheduled job for its oldest
+// request and turns the request into a manual claim (see above): $1 job,
+// $2 holder, $3 TTL, $4 the canonical spec. The take has the scheduled
+// take's conditions (free or expired row, the token and finished run it
+// read, the same schedule, one slot). It answers: taken, token, the
+// oldest request's time (NULL: none), the row's holder, microseconds
+// left and state, and the database clock.
+const takeRequestedSQL = takeRequestedCTEs + takeRequestedAnswer
+
+// takeRequestedRecordingSQL is takeRequestedSQL that also closes the run
+// of a holder that never released as lost (with its scheduled time, when
+// its claim proves it), as the scheduled take does.
+const takeRequestedRecordingSQL = takeRequestedCTEs + lostScheduledRun + takeRequestedAnswer
+
+const takeRequestedCTEs = `WITH old AS (
+  SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at, last_scheduled_at, schedule, slots
+  FROM {lease} WHERE job_name = $1::text),
+req AS (
+  SELECT scheduled_at FROM {claims} WHERE job_name = $1::text AND outcome = '` + ClaimRequested + `'
+  ORDER BY scheduled_at LIMIT 1 FOR UPDATE),
+free AS (
+  SELECT r.scheduled_at FROM req r, old o
+  WHERE o.expires_at <= now() AND coalesce(o.schedule, $4::text) = $4::text AND coalesce(o.slots, 1) = 1),
+taken AS (
+INSERT INTO {lease} AS l
+  (job_name, holder, expires_at, fencing_token, acquired_at, renewed_at, last_started_at, last_holder, schedule, last_scheduled_at)
+SELECT $1::text, $2::text, now() + $3::bigint * interval '1 microsecond', ` + clockToken + `, now(), now(), now(), $2::text,
+  $4::text, scheduled_at
+FROM free
+ON CONFLICT (job_name) DO UPDATE SET
+  ` + takeSet + `,
+  schedule = excluded.schedule,
+  last_scheduled_at = excluded.last_scheduled_at
+WHERE l.expires_at <= now() AND coalesce(l.slots, 1) = 1 AND coalesce(l.schedule, $4::text) = $4::text
+  AND l.fencing_token = (SELECT fencing_token FROM old)
+  AND l.last_finished_at IS NOT DISTINCT FROM (SELECT last_finished_at FROM old)
+RETURNING fencing_token),
+claim AS (
+  UPDATE {claims} c SET outcome = '` + ClaimManual + `', holder = $2::text, fencing_token = t.fencing_token, claimed_at = now()
+  FROM taken t, free f
+  WHERE c.job_name = $1::text AND c.scheduled_at = f.scheduled_at AND c.outcome = '` + ClaimRequested + `'
+  RETURNING 1)`
+
+const takeRequestedAnswer = `
+SELECT EXISTS (SELECT FROM taken) AND EXISTS (SELECT FROM claim), coalesce((SELECT fencing_token FROM taken), 0),
+  (SELECT scheduled_at FROM req), l.holder, ` + schema.ExpiresInMicros + `, ` + schema.HeldState + `, now()
+FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = $1::text`
+
+// requestStatements are the statements of manual runs, rendered for a
+// Store's tables.
+type requestStatements struct{ request, take, takeRecording string }
+
+// reqSQL renders the statements of manual runs for s. They run at most
+// once a retry interval: rendering them each time costs nothing next to
+// the round trip, and keeps the Store free of them.
+func (s *Store) reqSQL() requestStatements {
+	return requestStatements{
+		request:       s.objects.Render(requestSQL),
+		take:          s.objects.Render(takeRequestedSQL),
+		takeRecording: s.objects.Render(takeRequestedRecordingSQL),
+	}
+}
+
+// requestChannel is the NOTIFY channel and payload that wake the
+// schedulers of job: the channel a release of job's lease notifies on (so
+// that a scheduler with a request waiting for the lease also hears the
+// release, whose payload is the job), with a payload of its own, which no
+// standby takes for a release. The one place to change if releases get a
+// channel per job.
+func (s *Store) requestChannel(job string) (channel, payload string) {
+	return s.channel, "run-now:" + job
+}
+
+// RequestRun records a request that job's schedulers run it once now, and
+// wakes the ones that listen. It returns the request's time on the
+// database clock. It refuses with ErrNotScheduled a job without a
+// schedule recorded, and with ErrNoLeaseTable when the tables do not
+// exist: it creates nothing, and needs only SELECT on the lease table and
+// INSERT on its claims table.
+func (s *Store) RequestRun(ctx context.Context, job string) (time.Time, error) {
+	if err := CheckJob(job); err != nil {
+		return time.Time{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
+	defer cancel()
+	var (
+		exists   bool
+		schedule *string
+		at       *time.Time
+	)
+	channel, payload := s.requestChannel(job)
+	err := s.db.QueryRow(ctx, s.reqSQL().request, job, s.cfg.holder, channel, payload).Scan(&exists, &schedule, &at, nil)
+	if pgerr.SQLState(err) == pgerr.CodeUndefinedTable {
+		// No claims table (no job of this table ever ran on a schedule),
+		// or no tables at all: which one decides the answer.
+		err = s.db.QueryRow(ctx, s.objects.Render(scheduleOfSQL), job).
+			Scan(&exists, &schedule)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows) || err == nil && schedule == nil:
+			exists, err = err == nil, nil
+		case err == nil || pgerr.SQLState(err) == pgerr.CodeUndefinedTable:
+			return time.Time{}, fmt.Errorf("cannot request a run of %q: %w: %s (or its claims table) does not exist; no scheduler has run on it",
+				job, ErrNoLeaseTable, s.table.Sanitize())
+		}
+	}
+	switch {
+	case err != nil:
+		return time.Time{}, fmt.Errorf("cannot request a run of %q: %w", job, pgerr.Classify(err))
+	case !exists:
+		return time.Time{}, fmt.Errorf("job %q has no lease row in %s: %w (start its schedulers with --schedule first)",
+			job, s.table.Sanitize(), ErrNotScheduled)
+	case schedule == nil || at == nil:
+		return time.Time{}, fmt.Errorf("job %q has %w: no scheduler would run it (start its schedulers with --schedule)",
+			job, ErrNotScheduled)
+	}
+	return *at, nil
+}
+
+// Requested is the answer to TakeRequested.
+type Requested struct {
+	// Lease is set when this instance took the lease for the oldest
+	// request and claimed it as a manual run: run the command, then
+	// Finish the lease. Its ScheduledAt is the request's time.
+	Lease *Lease
+	// At is the oldest request's time (zero: none waits).
+	At time.Time
+	// Held is the lease's holder when a request waits for it.
+	Held *HeldError
+	// Now is the database clock when it answered.
+	Now time.Time
+}
+
+// TakeRequested takes the lease on job for its oldest requested run, and
+// claims the request as a manual run in the same statement (see
+// takeRequestedSQL): spec is the job's canonical schedule. A request finds
+// the lease held waits: it is not taken, and Held says until when.
+// Register must have succeeded first.
+func (s *Store) TakeRequested(ctx context.Context, job, spec string) (Requested, error) {
+	budget := s.cfg.TTL - s.cfg.StopBefore()
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	db, done, err := s.replicated(ctx, s.db, job)
+	defer done()
+	if err != nil {
+		return Requested{}, err
+	}
+	t0 := s.cfg.clock.Now()
+	var (
+		r             Requested
+		taken         bool
+		token         int64
+		at            *time.Time
+		holder, state *string
+		expiresMicros *int64
+	)
+	args := []any{job, s.cfg.holder, s.cfg.TTL.Microseconds(), spec}
+	dest := []any{&taken, &token, &at, &holder, &expiresMicros, &state, &r.Now}
+	sql := s.reqSQL()
+	query := sql.take
+	if s.hist() != nil {
+		query = sql.takeRecording
+	}
+	err = s.queryTake(ctx, db, query, sql.take, args, dest, func(error) bool { return false })
+	if err != nil {
+		err = fmt.Errorf("cannot take lease %q for a requested run: %w", job, pgerr.Classify(err))
+		s.cfg.observer.Failed(err)
+		return Requested{}, err
+	}
+	s.cfg.observer.Contacted()
+	if at != nil {
+		r.At = *at
+	}
+	switch {
+	case taken:
+		r.Lease, err = s.scheduledLease(ctx, db, job, token, r.At, t0, budget)
+		if r.Lease == nil {
+			return Requested{}, err
+		}
+		return r, err
+	case at != nil && holder != nil && expiresMicros != nil && *expiresMicros > 0:
+		r.Held = &HeldError{Job: job, Holder: *holder, Token: token, State: *state,
+			ExpiresIn: time.Duration(*expiresMicros) * time.Microsecond}
+	}
+	return r, nil
+}
+
+// RequestWatch tells a scheduler when to look for requested runs of its
+// job: at once when it starts, when a request (or a release of the job's
+// lease) is announced while it listens, and on every look while it cannot
+// listen (the caller then polls every retry interval).
+type RequestWatch struct {
+	wake      chan struct{}
+	look      atomic.Bool
+	listening atomic.Bool
+	cancel    context.CancelFunc
+	done      chan struct{}
+}
+
+// WatchRequests starts watching for requested runs of job: with its own
+// connection that LISTENs (taken from the pool and never given back),
+// unless listening is off or the Store has no pool. It returns once
+// listening (or within the retry interval), asking for a first look,
+// which covers the requests made before. Close it when done.
+func (s *Store) WatchRequests(ctx context.Context, job string) *RequestWatch {
+	w := &RequestWatch{wake: make(chan struct{}, 1), done: make(chan struct{})}
+	w.look.Store(true)
+	pool, ok := s.db.(*pgxpool.Pool)
+	if !ok || !s.cfg.listen {
+		close(w.done)
+		return w
+	}
+	ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	channel, _ := s.requestChannel(job)
+	conn := listenOn(ctx, s, pool, channel)
+	w.listening.Store(conn != nil)
+	go w.listen(ctx, s, pool, job, conn)
+	return w
+}
+
+// listen keeps a listening connection (conn, the first, may be nil)
+// while ctx lasts: on every reconnection it asks for a look, as a request
+// may have gone unannounced meanwhile.
+func (w *RequestWatch) listen(ctx context.Context, s *Store, pool *pgxpool.Pool, job string, conn *pgx.Conn) {
+	defer close(w.done)
+	channel, payload := s.requestChannel(job)
+	for first := true; ctx.Err() == nil; first = false {
+		if !first {
+			conn = listenOn(ctx, s, pool, channel)
+		}
+		if conn != nil {
+			if !first {
+				w.listening.Store(true)
+				w.woke()
+			}
+			for {
+				n, err := conn.WaitForNotification(ctx)
+				if err != nil {
+					break
+				}
+				// A request wakes the scheduler; a release of the lease
+				// only when a request waits for it.
+				if n.Payload == payload || n.Payload == job && w.look.Load() {
+					w.woke()
+				}
+			}
+			w.listening.Store(false)
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			_ = conn.Close(cctx)
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.Debug().Str("job", job).Msg("listening connection for requested runs lost; polling for now")
+			w.woke()
+		}
+		t := time.NewTimer(s.cfg.RetryInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// listenOn takes a connection of its own from pool and LISTENs on channel,
+// within the retry interval; nil when it cannot.
+func listenOn(ctx context.Context, s *Store, pool *pgxpool.Pool, channel string) *pgx.Conn {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RetryInterval)
+	defer cancel()
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil
+	}
+	conn := c.Hijack()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil
+	}
+	return conn
+}
+
+// Woken is ready when there may be a request to look for; a nil watch's
+// never is.
+func (w *RequestWatch) Woken() <-chan struct{} {
+	if w == nil {
+		return nil
+	}
+	return w.wake
+}
+
+// Look reports whether to look for requests now, and consumes the wake-up:
+// true after Again, or always while not listening.
+func (w *RequestWatch) Look() bool {
+	if w == nil {
+		return false
+	}
+	return w.look.Swap(false) || !w.listening.Load()
+}
+
+// Listening reports whether announcements reach the watch now; when not,
+// the caller polls.
+func (w *RequestWatch) Listening() bool { return w != nil && w.listening.Load() }
+
+// Again asks for a look at the next step (a request waits, or may): it
+// does not wake the caller.
+func (w *RequestWatch) Again() {
+	if w != nil {
+		w.look.Store(true)
+	}
+}
+
+// woke asks for a look now.
+func (w *RequestWatch) woke() {
+	w.look.Store(true)
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops watching and closes the listening connection.
+func (w *RequestWatch) Close() {
+	if w == nil {
+		return
+	}
+	if w.cancel != nil {
+		w.cancel()
+	}
+	<-w.done
+}

@@ -1,0 +1,311 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/redbite/leasewrap/internal/lwtest"
+	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/internal/tcpproxy"
+	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/schema"
+)
+
+// farSchedule comes due once a year: no scheduled run happens during a test.
+const farSchedule = "0 0 1 1 *"
+
+// triggerArgs are the arguments of leasewrap trigger for this table.
+func (d db) triggerArgs(extra ...string) []string {
+	return append([]string{"trigger", "--database-url", pgtest.URL(), "--table", d.table, "--log-format", "json"}, extra...)
+}
+
+// trigger runs leasewrap trigger and returns its exit status and output.
+func (d db) trigger(t *testing.T, extra ...string) (int, string) {
+	t.Helper()
+	p := lw(t, nil, d.triggerArgs(extra...)...)
+	var out []string
+	for line := range p.Lines {
+		out = append(out, line)
+	}
+	return p.Wait(t, 30*time.Second), strings.Join(out, "\n") + p.Logs.String()
+}
+
+// claim is one row of the claims table.
+type claim struct {
+	at              time.Time
+	outcome, holder string
+	token           int64
+}
+
+func (d db) claims(t *testing.T, job string) []claim {
+	t.Helper()
+	rows, err := d.pool.Query(context.Background(), `SELECT scheduled_at, outcome, holder, fencing_token FROM `+
+		schema.ClaimsTable(pgx.Identifier{d.table}).Sanitize()+` WHERE job_name = $1 ORDER BY scheduled_at`, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claim, error) {
+		var c claim
+		return c, r.Scan(&c.at, &c.outcome, &c.holder, &c.token)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// waitRuns polls the children's own records until n runs have ended.
+func waitRuns(t *testing.T, record string, n int) []lwtest.Interval {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		runs := readHistory(t, record)
+		ended := 0
+		for _, r := range runs {
+			if r.End != 0 {
+				ended++
+			}
+		}
+		if ended >= n {
+			return runs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d requested runs ended within 30s: %+v", ended, n, runs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop ends schedulers between runs: each exits 0.
+func stop(t *testing.T, procs ...*lwtest.Proc) {
+	t.Helper()
+	for _, p := range procs {
+		_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range procs {
+		if code := p.Wait(t, 15*time.Second); code != 0 {
+			t.Errorf("a scheduler stopped between runs exited %d, want 0", code)
+		}
+	}
+}
+
+// Two listening schedulers whose retry interval (50s) is longer than the
+// test's deadline: each request is run once, by one of them, woken by the
+// request's notification; the claim of each is a manual run with the
+// request's time, which the run's history row and its child carry as
+// the scheduled time.
+func TestTriggerRunsOnceOnOneListeningScheduler(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	record := filepath.Join(t.TempDir(), "runs")
+	var scheds []*lwtest.Proc
+	for _, id := range []string{"a", "b"} {
+		p := lw(t, []string{child("record:" + record + " exit:0")}, "--database-url", pgtest.URL(), "--table", d.table,
+			"--log-format", "json", "--ttl", "3m", "--retry-interval", "50s", "--id", id,
+			"--job", "j", "--schedule", farSchedule, "--", self())
+		p.WaitLog(t, "scheduler started")
+		scheds = append(scheds, p)
+	}
+	for i := 1; i <= 2; i++ {
+		if code, out := d.trigger(t, "--job", "j", "--id", "operator"); code != 0 || !strings.Contains(out, "run of j requested at") {
+			t.Fatalf("trigger exited %d: %s", code, out)
+		}
+		waitRuns(t, record, i)
+	}
+	stop(t, scheds...)
+
+	runs := readHistory(t, record)
+	claims := d.claims(t, "j")
+	if len(runs) != 2 || len(claims) != 2 {
+		t.Fatalf("two requests: %d runs by the children's records, %d claims, want 2 of each: %+v %+v", len(runs), len(claims), runs, claims)
+	}
+	for i, c := range claims {
+		if c.outcome != lease.ClaimManual || c.holder != runs[i].Holder || c.token != runs[i].Token || !runs[i].ScheduledAt.Equal(c.at) {
+			t.Errorf("claim %+v does not record run %+v as a manual run", c, runs[i])
+		}
+		var outcome string
+		var scheduled time.Time
+		err := d.pool.QueryRow(context.Background(), `SELECT outcome, scheduled_at FROM `+
+			pgx.Identifier{d.table + lease.HistorySuffix}.Sanitize()+` WHERE job_name = 'j' AND fencing_token = $1`, c.token).
+			Scan(&outcome, &scheduled)
+		if err != nil || outcome != lease.OutcomeExited || !scheduled.Equal(c.at) {
+			t.Errorf("history of the manual run with token %d: %q at %v (%v), want exited at the request's time %v", c.token, outcome, scheduled, err, c.at)
+		}
+	}
+	if runs[0].End > runs[1].Start {
+		t.Errorf("the requested runs overlapped: %+v", runs)
+	}
+}
+
+// A scheduler that cannot listen (--listen=false, as through PgBouncer in
+// transaction mode) finds a request by polling every retry interval
+// while idle; without the poll it would sleep until its next time.
+func TestTriggerReachesAPollingScheduler(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	record := filepath.Join(t.TempDir(), "runs")
+	p := lw(t, []string{child("record:" + record + " exit:0")}, d.args("--listen=false", "--id", "poller",
+		"--job", "j", "--schedule", farSchedule, "--", self())...)
+	p.WaitLog(t, "scheduler started")
+	if code, out := d.trigger(t, "--job", "j"); code != 0 {
+		t.Fatalf("trigger exited %d: %s", code, out)
+	}
+	runs := waitRuns(t, record, 1)
+	stop(t, p)
+	if c := d.claims(t, "j"); len(c) != 1 || c[0].outcome != lease.ClaimManual || c[0].holder != "poller" || runs[0].Holder != "poller" {
+		t.Errorf("claims %+v, runs %+v: want one manual run by the polling scheduler", c, runs)
+	}
+}
+
+// A request that finds the lease held waits, is not skipped, and runs
+// once the holder hands the lease back.
+func TestTriggerWaitsForTheLease(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	record := filepath.Join(t.TempDir(), "runs")
+	p := lw(t, []string{child("record:" + record + " exit:0")}, d.args("--id", "sched", "--log-level", "debug",
+		"--job", "j", "--schedule", farSchedule, "--", self())...)
+	p.WaitLog(t, "scheduler started")
+	// Another holder has the lease for an hour.
+	d.exec(t, `UPDATE TABLE SET holder = 'other', expires_at = now() + interval '1 hour', released_at = NULL WHERE job_name = 'j'`)
+	if code, out := d.trigger(t, "--job", "j"); code != 0 {
+		t.Fatalf("trigger exited %d: %s", code, out)
+	}
+	p.WaitLog(t, "a requested run waits: the lease is held")
+	if c := d.claims(t, "j"); len(c) != 1 || c[0].outcome != lease.ClaimRequested {
+		t.Fatalf("while the lease is held, claims are %+v, want the request waiting", c)
+	}
+	// The holder hands it back, as a release does, announcing it.
+	d.exec(t, `WITH r AS (UPDATE TABLE SET expires_at = now(), released_at = now() WHERE job_name = 'j' RETURNING 1)
+SELECT pg_notify($1, 'j') FROM r`, channelOf(d.table))
+	runs := waitRuns(t, record, 1)
+	stop(t, p)
+	if c := d.claims(t, "j"); len(c) != 1 || c[0].outcome != lease.ClaimManual || runs[0].Holder != "sched" {
+		t.Errorf("claims %+v, runs %+v: want the request run once by the scheduler", c, runs)
+	}
+}
+
+// channelOf is the NOTIFY channel of a lease table's releases.
+func channelOf(table string) string { return "leasewrap:" + pgx.Identifier{table}.Sanitize() }
+
+// trigger refuses with one line: a job without a schedule recorded
+// (exit 1), tables that do not exist (69, creating nothing), bad flags
+// (64).
+func TestTriggerRefuses(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	if code, out := d.trigger(t, "--job", "j"); code != exitUnavailable || !strings.Contains(out, "no such table") {
+		t.Errorf("without tables: exit %d, want 69: %s", code, out)
+	}
+	if d.holder(t, "j") != "" {
+		t.Error("trigger created the lease table")
+	}
+	p := lw(t, nil, d.args("--job", "plain", "--", "true")...)
+	if code := p.Wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("a run without schedule exited %d", code)
+	}
+	for _, job := range []string{"plain", "unknown"} {
+		code, out := d.trigger(t, "--job", job)
+		if code != exitNotFound || !strings.Contains(out, "no scheduler would run it") && !strings.Contains(out, "has no lease row") {
+			t.Errorf("job %s without schedule: exit %d, want 1: %s", job, code, out)
+		}
+	}
+	for _, args := range [][]string{{}, {"--job", "j", "--bogus"}, {"--job", "j", "--", "true"}, {"--job", "j", "--id", "a\x01b"},
+		{"--job", "j", "extra"}} {
+		code, out := d.trigger(t, args...)
+		if code != exitUsage || strings.Count(strings.TrimSpace(out), "\n") > 0 {
+			t.Errorf("%q: exit %d, want 64 with one line: %s", args, code, out)
+		}
+	}
+}
+
+// trigger needs no more than SELECT on the lease table and INSERT on its
+// claims table, as its help says.
+func TestTriggerNeedsOnlySelectAndInsert(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	record := filepath.Join(t.TempDir(), "runs")
+	p := lw(t, []string{child("record:" + record + " exit:0")}, d.args("--job", "j", "--schedule", farSchedule, "--", self())...)
+	p.WaitLog(t, "scheduler started")
+	role := fmt.Sprintf("lw_trig_%d_%d", os.Getpid(), roleSeq.Add(1))
+	r := pgx.Identifier{role}.Sanitize()
+	d.exec(t, `CREATE ROLE `+r+` LOGIN`)
+	t.Cleanup(func() {
+		if _, err := d.pool.Exec(context.Background(), `DROP OWNED BY `+r+`; DROP ROLE `+r); err != nil {
+			t.Errorf("drop role %s: %v", role, err)
+		}
+	})
+	d.exec(t, `GRANT USAGE ON SCHEMA public TO `+r)
+	d.exec(t, `GRANT SELECT ON TABLE TO `+r)
+	d.exec(t, `GRANT INSERT ON `+schema.ClaimsTable(pgx.Identifier{d.table}).Sanitize()+` TO `+r)
+	u, err := url.Parse(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	q := lw(t, nil, "trigger", "--database-url", u.String(), "--table", d.table, "--job", "j")
+	if code := q.Wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("trigger as a role with SELECT and INSERT only exited %d: %s", code, q.Logs)
+	}
+	waitRuns(t, record, 1)
+	stop(t, p)
+}
+
+// A request made while no scheduler runs waits in the table, and the
+// first scheduler to start runs it.
+func TestTriggerWaitsForASchedulerToStart(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	record := filepath.Join(t.TempDir(), "runs")
+	start := func(id string) *lwtest.Proc {
+		return lw(t, []string{child("record:" + record + " exit:0")}, d.args("--id", id, "--job", "j", "--schedule", farSchedule, "--", self())...)
+	}
+	p := start("first")
+	p.WaitLog(t, "scheduler started")
+	stop(t, p)
+	if code, out := d.trigger(t, "--job", "j"); code != 0 {
+		t.Fatalf("trigger exited %d: %s", code, out)
+	}
+	p = start("second")
+	runs := waitRuns(t, record, 1)
+	stop(t, p)
+	if len(runs) != 1 || runs[0].Holder != "second" {
+		t.Errorf("runs %+v: want one, by the scheduler started after the request", runs)
+	}
+}
+
+// A scheduler whose listening connection is cut goes on: it polls, listens
+// again, and a request made after the cut is run.
+func TestTriggerAfterTheListeningConnectionWasCut(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	cfg := d.pool.Config().ConnConfig
+	proxy := tcpproxy.Start(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
+	u, err := url.Parse(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = proxy.Addr()
+	record := filepath.Join(t.TempDir(), "runs")
+	p := lw(t, []string{child("record:" + record + " exit:0")}, "--database-url", u.String(), "--table", d.table,
+		"--log-format", "json", "--log-level", "debug", "--ttl", "3m", "--retry-interval", "3s",
+		"--job", "j", "--schedule", farSchedule, "--", self())
+	p.WaitLog(t, "scheduler started")
+	proxy.Cut()
+	p.WaitLog(t, "listening connection for requested runs lost; polling for now")
+	proxy.Restore()
+	if code, out := d.trigger(t, "--job", "j"); code != 0 {
+		t.Fatalf("trigger exited %d: %s", code, out)
+	}
+	waitRuns(t, record, 1)
+	stop(t, p)
+}
