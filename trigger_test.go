@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/url"
 	"os"
@@ -186,7 +188,7 @@ func TestTriggerWaitsForTheLease(t *testing.T) {
 	}
 	// The holder hands it back, as a release does, announcing it.
 	d.exec(t, `WITH r AS (UPDATE TABLE SET expires_at = now(), released_at = now() WHERE job_name = 'j' RETURNING 1)
-SELECT pg_notify($1, 'j') FROM r`, channelOf(d.table))
+SELECT pg_notify($1, 'j') FROM r`, jobChannelOf(d.table, "j"))
 	runs := waitRuns(t, record, 1)
 	stop(t, p)
 	if c := d.claims(t, "j"); len(c) != 1 || c[0].outcome != lease.ClaimManual || runs[0].Holder != "sched" {
@@ -194,8 +196,12 @@ SELECT pg_notify($1, 'j') FROM r`, channelOf(d.table))
 	}
 }
 
-// channelOf is the NOTIFY channel of a lease table's releases.
-func channelOf(table string) string { return "leasewrap:" + pgx.Identifier{table}.Sanitize() }
+// jobChannelOf is the NOTIFY channel of the releases of job's lease in a
+// lease table (see lease.jobChannel).
+func jobChannelOf(table, job string) string {
+	sum := sha256.Sum256([]byte("leasewrap:" + pgx.Identifier{table}.Sanitize() + "\n" + job))
+	return "leasewrap:" + hex.EncodeToString(sum[:])[:32]
+}
 
 // trigger refuses with one line: a job without a schedule recorded
 // (exit 1), tables that do not exist (69, creating nothing), bad flags

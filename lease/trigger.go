@@ -131,11 +131,11 @@ func (s *Store) reqSQL() requestStatements {
 // requestChannel is the NOTIFY channel and payload that wake the
 // schedulers of job: the channel a release of job's lease notifies on (so
 // that a scheduler with a request waiting for the lease also hears the
-// release, whose payload is the job), with a payload of its own, which no
-// standby takes for a release. The one place to change if releases get a
-// channel per job.
+// release, whose payload is the job: the job's own channel, so that the
+// releases of other jobs wake no scheduler), with a payload of its own,
+// which no standby takes for a release.
 func (s *Store) requestChannel(job string) (channel, payload string) {
-	return s.channel, "run-now:" + job
+	return jobChannel(s.channel, job), "run-now:" + job
 }
 
 // RequestRun records a request that job's schedulers run it once now, and
