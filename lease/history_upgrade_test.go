@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/redbite/leasewrap/internal/pgtest"
@@ -12,12 +13,12 @@ import (
 	"github.com/redbite/leasewrap/lease/inspect"
 )
 
-// A history table of an older version, without scheduled_at and output,
-// is upgraded by the first take that finds it, and runs are recorded in
-// it from then on; readers that meet it before read the new columns as
-// NULL, and never alter it.
-func TestUpgradesAnOlderHistoryTable(t *testing.T) {
-	t.Parallel()
+// olderHistory makes a lease table in a schema of its own whose history
+// table is of an older version: without scheduled_at and output. It
+// returns the pool, the schema, the table as --table takes it and the
+// history table quoted.
+func olderHistory(t *testing.T) (*pgxpool.Pool, string, string, string) {
+	t.Helper()
 	admin := pgtest.Pool(t)
 	schema := leaseSchema(t, admin)
 	table, _ := leaseTable(schema)
@@ -25,8 +26,18 @@ func TestUpgradesAnOlderHistoryTable(t *testing.T) {
 	if _, err := newStore(t, admin, table, "admin").Migrate(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	mustExec(t, admin, `ALTER TABLE `+history+` DROP COLUMN scheduled_at, DROP COLUMN output;
-INSERT INTO `+history+` (job_name, holder, fencing_token, started_at, finished_at, exit_code, outcome)
+	mustExec(t, admin, `ALTER TABLE `+history+` DROP COLUMN scheduled_at, DROP COLUMN output`)
+	return admin, schema, table, history
+}
+
+// A history table of an older version, without scheduled_at and output,
+// is upgraded by the first take that finds it, and runs are recorded in
+// it from then on; readers that meet it before read the new columns as
+// NULL, and never alter it.
+func TestUpgradesAnOlderHistoryTable(t *testing.T) {
+	t.Parallel()
+	admin, schema, table, history := olderHistory(t)
+	mustExec(t, admin, `INSERT INTO `+history+` (job_name, holder, fencing_token, started_at, finished_at, exit_code, outcome)
 VALUES ('job', 'old', 1, now() - interval '1 hour', now() - interval '1 hour', 0, 'exited')`)
 
 	before := snapshot(t, admin, schema)
@@ -62,14 +73,7 @@ VALUES ('job', 'old', 1, now() - interval '1 hour', now() - interval '1 hour', 0
 // why; it alters nothing.
 func TestOlderHistoryTableARoleCannotUpgrade(t *testing.T) {
 	t.Parallel()
-	admin := pgtest.Pool(t)
-	schema := leaseSchema(t, admin)
-	table, _ := leaseTable(schema)
-	history := pgx.Identifier{schema, "lease_history"}.Sanitize()
-	if _, err := newStore(t, admin, table, "admin").Migrate(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
-	mustExec(t, admin, `ALTER TABLE `+history+` DROP COLUMN scheduled_at, DROP COLUMN output`)
+	admin, schema, table, history := olderHistory(t)
 	pool := leastPrivileged(t, admin, schema)
 	mustExec(t, admin, `GRANT SELECT, INSERT ON `+history+` TO `+pgx.Identifier{testRole(schema)}.Sanitize())
 	before := snapshot(t, admin, schema)
