@@ -65,6 +65,10 @@ logfile = %s
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
+		if t.Failed() { // what PgBouncer said, for a test that failed through it
+			log, _ := os.ReadFile(filepath.Join(dir, "log"))
+			t.Logf("pgbouncer log:\n%s", log)
+		}
 	})
 	addr := fmt.Sprintf("127.0.0.1:%d", listen)
 	deadline := time.Now().Add(10 * time.Second)
