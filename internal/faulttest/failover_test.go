@@ -283,7 +283,7 @@ func (r *replicated) waitUnconfirmedTake(old lwtest.Interval) int64 {
 	t.Helper()
 	conn := r.pair.Conn(t)
 	defer conn.Close(context.Background())
-	deadline := time.Now().Add(retry + slack)
+	start := time.Now()
 	for {
 		var token int64
 		err := conn.QueryRow(context.Background(), `SELECT fencing_token FROM `+failoverTable+`
@@ -294,8 +294,8 @@ WHERE job_name = 'work' AND released_at IS NULL AND expires_at > now()`).Scan(&t
 		if err == nil && token > old.Token {
 			return token
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no standby took the lease on the primary within %s of the release", retry+slack)
+		if !lwtest.Within(start, retry+slack) {
+			t.Fatalf("no standby took the lease on the primary within %s of the release (+%s stalled)", retry+slack, lwtest.StalledSince(start))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -309,7 +309,7 @@ func (r *replicated) waitLeader(promoted time.Time, within time.Duration) (lwtes
 	t.Helper()
 	conn := r.pair.Conn(t)
 	defer conn.Close(context.Background())
-	deadline := time.Now().Add(within)
+	start := time.Now()
 	for {
 		var holder string
 		var token int64
@@ -324,8 +324,9 @@ WHERE job_name = 'work' AND renewed_at >= $1 AND expires_at > now()`, promoted).
 		case !errors.Is(err, pgx.ErrNoRows):
 			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no holder renewed or took the lease on the new primary within %s of the promotion", within)
+		if !lwtest.Within(start, within) {
+			t.Fatalf("no holder renewed or took the lease on the new primary within %s of the promotion (+%s stalled)",
+				within, lwtest.StalledSince(start))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -144,13 +144,13 @@ func (c *cluster) end(r lwtest.Interval) int64 {
 // waitRun waits until the history has more than n runs and returns run n.
 func (c *cluster) waitRun(n int, within time.Duration) lwtest.Interval {
 	c.t.Helper()
-	deadline := time.Now().Add(within)
+	start := time.Now()
 	for {
 		if runs := c.runs(); len(runs) > n {
 			return runs[n]
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("no child started within %s (run %d)", within, n+1)
+		if !lwtest.Within(start, within) {
+			c.t.Fatalf("no child started within %s (+%s stalled; run %d)", within, lwtest.StalledSince(start), n+1)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -159,13 +159,13 @@ func (c *cluster) waitRun(n int, within time.Duration) lwtest.Interval {
 // waitEnd waits until run has ended and returns when.
 func (c *cluster) waitEnd(r lwtest.Interval, within time.Duration) int64 {
 	c.t.Helper()
-	deadline := time.Now().Add(within)
+	start := time.Now()
 	for {
 		if end := c.end(c.find(r.Pid)); end != 0 {
 			return end
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("child of %s (pid %d) still runs after %s", r.Holder, r.Pid, within)
+		if !lwtest.Within(start, within) {
+			c.t.Fatalf("child of %s (pid %d) still runs after %s (+%s stalled)", r.Holder, r.Pid, within, lwtest.StalledSince(start))
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

@@ -283,10 +283,12 @@ func (p *Proc) Code() int { return p.code }
 
 // Main is a TestMain for packages that run the real binary: it turns the
 // test binary into the scripted child when asked to (testchild.Main),
-// builds leasewrap into a temporary directory and stores its path in
-// *binary, runs the tests, and exits.
+// starts the stall meter (StalledSince), builds leasewrap into a
+// temporary directory and stores its path in *binary, runs the tests, and
+// exits.
 func Main(m *testing.M, binary *string) {
 	testchild.Main()
+	WatchStalls()
 	dir, err := os.MkdirTemp("", "leasewrap-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
