@@ -80,13 +80,17 @@ func (s *Store) Migrate(ctx context.Context) ([]string, error) {
 // instance and every reader of the table. A function it may not create is
 // warned about once, not fatal: the lease needs only SELECT, INSERT, UPDATE
 // on a complete table. Once checked, it costs an atomic load.
-func (s *Store) ensureSchema(ctx context.Context) error {
-	if s.checked.Load() != nil {
+func (s *Store) ensureSchema(ctx context.Context) error { return s.checkSchema(ctx, false) }
+
+// checkSchema is ensureSchema; again says to read the catalog even when
+// the tables were checked, for one an operator dropped since.
+func (s *Store) checkSchema(ctx context.Context, again bool) error {
+	if !again && s.checked.Load() != nil {
 		return nil
 	}
 	s.migrating.Lock()
 	defer s.migrating.Unlock()
-	if s.checked.Load() != nil {
+	if !again && s.checked.Load() != nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, schemaTimeout)

@@ -68,24 +68,17 @@ func (s *Store) Register(ctx context.Context, job, spec string) (Registration, e
 	if err := CheckJob(job); err != nil {
 		return Registration{}, err
 	}
-	if err := s.ensureSchema(ctx); err != nil {
+	if err := s.ensureScheduleTables(ctx, false); err != nil {
 		return Registration{}, err
 	}
 	sctx, cancel := context.WithTimeout(ctx, schemaTimeout)
 	defer cancel()
-	change, err := s.objects.MigrateClaims(sctx, s.db)
-	if err != nil {
-		return Registration{}, err
-	}
-	if change != "" {
-		s.log.Info().Str("table", s.cfg.table).Msg(change)
-	}
 	var (
 		found  *string
 		reg    Registration
 		latest *time.Time
 	)
-	err = s.db.QueryRow(sctx, s.schedSQL().register, job, spec, s.cfg.holder).Scan(&found, &reg.Now, &latest)
+	err := s.db.QueryRow(sctx, s.schedSQL().register, job, spec, s.cfg.holder).Scan(&found, &reg.Now, &latest)
 	if err != nil {
 		err = fmt.Errorf("cannot register the schedule of %q: %w", job, pgerr.Classify(err))
 		s.cfg.observer.Failed(err)
@@ -215,14 +208,45 @@ func (s *Store) scheduledLease(ctx context.Context, db DB, job string, token int
 	return s.confirmed(ctx, db, l)
 }
 
-// queryTake runs a scheduler's take, query (recording, or plain), into
+// ensureScheduleTables creates or checks the tables, the claims table
+// too, as a scheduler's start does; again as checkSchema's.
+func (s *Store) ensureScheduleTables(ctx context.Context, again bool) error {
+	if err := s.checkSchema(ctx, again); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, schemaTimeout)
+	defer cancel()
+	change, err := s.objects.MigrateClaims(ctx, s.db)
+	if change != "" {
+		s.log.Info().Str("table", s.cfg.table).Msg(change)
+	}
+	return err
+}
+
+// queryTake runs a scheduler's take (see queryTakeOnce). A scheduler runs
+// for months: when an operator dropped one of its tables under it, it
+// makes them again, as its start did, and tries once more, rather than
+// fail every time until restarted.
+func (s *Store) queryTake(ctx context.Context, db DB, query, plain string, args, dest []any, conflict func(error) bool) error {
+	err := s.queryTakeOnce(ctx, db, query, plain, args, dest, conflict)
+	if pgerr.SQLState(err) != pgerr.CodeUndefinedTable || ctx.Err() != nil {
+		return err
+	}
+	s.log.Warn().Err(pgerr.Classify(err)).Str("table", s.cfg.table).Msg("a table is gone; making it again")
+	if rerr := s.ensureScheduleTables(ctx, true); rerr != nil {
+		return err
+	}
+	return s.queryTakeOnce(ctx, db, query, plain, args, dest, conflict)
+}
+
+// queryTakeOnce runs a scheduler's take, query (recording, or plain), into
 // dest. A scheduler's pooled connection idled since its last time, and
 // the pool does not ping idle connections (see Connect): one that broke
 // meanwhile fails once, and the take is sent again on a fresh one (had
 // the first committed, the second finds its claim, and takes nothing).
 // A recording take that fails for the history's sake (and not for
 // conflict's) falls back to plain, as every recording statement does.
-func (s *Store) queryTake(ctx context.Context, db DB, query, plain string, args, dest []any, conflict func(error) bool) error {
+func (s *Store) queryTakeOnce(ctx context.Context, db DB, query, plain string, args, dest []any, conflict func(error) bool) error {
 	err := db.QueryRow(ctx, query, args...).Scan(dest...)
 	if connectionLost(err) && ctx.Err() == nil {
 		err = db.QueryRow(ctx, query, args...).Scan(dest...)

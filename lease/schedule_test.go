@@ -194,3 +194,38 @@ func TestScheduledTakeSurvivesAConnectionThatBrokeWhileIdle(t *testing.T) {
 	}
 	c.Lease.Release(ctx(t), nil)
 }
+
+// A scheduler runs for months: an operator who drops the claims table, or
+// the lease table, under it does not stop it for good. Its next take makes
+// the table again and claims its time.
+func TestScheduledTakeMakesAgainATableDroppedUnderIt(t *testing.T) {
+	t.Parallel()
+	for _, dropped := range []string{"claims", "lease"} {
+		t.Run(dropped, func(t *testing.T) {
+			t.Parallel()
+			pool := pgtest.Pool(t)
+			table := pgtest.Table(t, pool)
+			s := newStore(t, pool, table, "a")
+			reg, err := s.Register(ctx(t), "job", everySpec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			drop := pgx.Identifier{table}.Sanitize()
+			if dropped == "claims" {
+				drop = pgx.Identifier{table + "_schedule"}.Sanitize()
+			}
+			mustExec(t, pool, `DROP TABLE `+drop+` CASCADE`)
+			at := reg.Now.Truncate(2 * time.Second)
+			c, err := s.TakeScheduled(ctx(t), "job", everySpec, at, true)
+			if err != nil || c.Lease == nil {
+				t.Fatalf("take after the %s table was dropped: %v %+v", dropped, err, c)
+			}
+			c.Lease.Release(ctx(t), nil)
+			var outcome string
+			if err := pool.QueryRow(ctx(t), `SELECT outcome FROM `+pgx.Identifier{table + "_schedule"}.Sanitize()+
+				` WHERE job_name = 'job' AND scheduled_at = $1`, at).Scan(&outcome); err != nil || outcome != "run" {
+				t.Errorf("the time's claim: %q %v, want run", outcome, err)
+			}
+		})
+	}
+}
