@@ -37,6 +37,7 @@ func TestShapeCheckAgreesWithRead(t *testing.T) {
 		{"extra NOT NULL column with a default", complete + ", owner text NOT NULL DEFAULT 'ops'", "", true},
 		{"NOT NULL on a column leasewrap clears", complete, "ALTER TABLE {t} ALTER COLUMN released_at SET NOT NULL", false},
 		{"primary key on two columns", "job_name text, holder text NOT NULL, expires_at timestamptz NOT NULL, PRIMARY KEY (job_name, holder)", "", false},
+		{"primary key on another column", "job_name text NOT NULL UNIQUE, holder text PRIMARY KEY" + complete[len("job_name text PRIMARY KEY, holder text NOT NULL"):], "", false},
 		{"no key", "job_name text NOT NULL, holder text NOT NULL, expires_at timestamptz NOT NULL", "", false},
 		{"unique index instead of a primary key", "job_name text NOT NULL UNIQUE" + complete[len("job_name text PRIMARY KEY"):], "", true},
 		{"deferrable unique constraint", "job_name text NOT NULL UNIQUE DEFERRABLE" + complete[len("job_name text PRIMARY KEY"):], "", false},

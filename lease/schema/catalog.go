@@ -21,15 +21,22 @@ type Queryer interface {
 // leave out: it has a default, or is an identity or generated column.
 const filledSQL = `(a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '')`
 
-// keyIndexSQL holds when the relation whose oid rel says has an index that
-// ON CONFLICT (key) can use as its arbiter: unique, immediate, valid, on
-// key alone, neither on an expression nor partial. The catalog read and
-// the take's shape check both use it, so the two agree on what a key is.
+// arbiterSQL holds for the pg_index row i when ON CONFLICT can use it as
+// its arbiter for the column numbered keyNum: unique, immediate, valid,
+// on that column alone, neither on an expression nor partial. The catalog
+// read and the take's shape check both use it, so the two agree on what
+// a key is.
+func arbiterSQL(keyNum string) string {
+	return `i.indisunique AND i.indimmediate AND i.indisvalid
+      AND i.indnkeyatts = 1 AND i.indexprs IS NULL AND i.indpred IS NULL AND i.indkey[0] = ` + keyNum
+}
+
+// keyIndexSQL holds when the relation whose oid rel says has an index
+// that ON CONFLICT (key) can use as its arbiter (see arbiterSQL).
 func keyIndexSQL(rel, key string) string {
 	return `EXISTS (SELECT FROM pg_catalog.pg_index i
-    JOIN pg_catalog.pg_attribute ka ON ka.attrelid = i.indrelid AND ka.attnum = i.indkey[0]
-    WHERE i.indrelid = ` + rel + ` AND i.indisunique AND i.indimmediate AND i.indisvalid
-      AND i.indnkeyatts = 1 AND i.indexprs IS NULL AND i.indpred IS NULL AND ka.attname::text = ` + key + `)`
+    JOIN pg_catalog.pg_attribute ka ON ka.attrelid = i.indrelid AND ka.attname::text = ` + key + `
+    WHERE i.indrelid = ` + rel + ` AND ` + arbiterSQL("ka.attnum") + `)`
 }
 
 // catalogSQL reads, in one round trip and without locking anything, what
