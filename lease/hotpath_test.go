@@ -12,6 +12,7 @@ import (
 
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 // tracer records every round trip a pool's connections make (a statement,
@@ -87,7 +88,8 @@ func isTake(tr trip) bool   { return strings.Contains(tr.sql[len(tr.sql)-1], "ta
 func isListen(tr trip) bool { return len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "LISTEN ") }
 
 // A cron run's acquire on a complete table is one round trip: no catalog
-// query of its own (the shape check rides in the acquire's pipeline). The
+// query of its own (the shape check rides in the acquire's pipeline); its
+// release, with the run's history row, is one statement. The
 // wrong tables it must still refuse are in schema_test.go (testRefused runs
 // a first acquire on each).
 func TestFirstAcquireIsOneRoundTrip(t *testing.T) {
@@ -104,8 +106,17 @@ func TestFirstAcquireIsOneRoundTrip(t *testing.T) {
 	if len(trips) != 1 || !isTake(trips[0]) {
 		t.Errorf("first acquire made %d round trips, want 1 (the take): %v", len(trips), trips)
 	}
-	if err := l.Release(ctx(t), nil); err != nil {
+	code := 0
+	if err := l.Release(ctx(t), &code); err != nil {
 		t.Fatal(err)
+	}
+	// The release and its history row are one statement.
+	if trips = tr.since(1); len(trips) != 1 || len(trips[0].sql) != 1 {
+		t.Errorf("release made round trips %v, want one of one statement", trips)
+	}
+	runs, err := reader(t, pool, table).History(ctx(t), inspect.HistoryQuery{Job: "job"})
+	if err != nil || len(runs) != 1 || runs[0].Outcome != lease.OutcomeExited {
+		t.Errorf("history after the release: %+v, %v; want the one run, exited", runs, err)
 	}
 	// A table made on the first run goes through the catalog, once.
 	fresh := pgtest.Table(t, pool)
