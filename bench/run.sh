@@ -4,6 +4,7 @@
 #
 #   bench/run.sh            # full run, about 20 minutes
 #   QUICK=1 bench/run.sh    # fewer trials and smaller fleets, under 5 minutes
+#   SIM_DIRECT_JOBS=100 bench/run.sh   # a smaller simulated fleet directly
 #
 # It installs its Debian packages if missing (etcd-server, etcd-client,
 # hyperfine, pgbouncer, postgresql), and starts its own PostgreSQL cluster
@@ -25,7 +26,12 @@ FLEET_SECONDS=${FLEET_SECONDS:-$([ -n "$QUICK" ] && echo 20 || echo 60)}
 SIM_JOBS=${SIM_JOBS:-$([ -n "$QUICK" ] && echo 100 || echo 1000)}
 SIM_SECONDS=${SIM_SECONDS:-$([ -n "$QUICK" ] && echo 45 || echo 300)}
 SIM_FIT=$(awk '/^MemAvailable:/ { printf "%d", $2 * 0.4 / 1024 / 3 / 10 }' /proc/meminfo)
-SIM_DIRECT_JOBS=${SIM_DIRECT_JOBS:-$(( SIM_JOBS < SIM_FIT ? SIM_JOBS : SIM_FIT ))}
+if [ -n "${SIM_DIRECT_JOBS:-}" ]; then
+  SIM_DIRECT_WHY="as set by SIM_DIRECT_JOBS for this run"
+else
+  SIM_DIRECT_JOBS=$(( SIM_JOBS < SIM_FIT ? SIM_JOBS : SIM_FIT ))
+  SIM_DIRECT_WHY="as many as fit in 40% of the memory available"
+fi
 MAX_CONNECTIONS=$(( (FLEET > SIM_DIRECT_JOBS * 10 ? FLEET : SIM_DIRECT_JOBS * 10) + 200 ))
 OUT=${OUT:-$ROOT/BENCHMARKS.md}
 
@@ -635,7 +641,7 @@ later with a new connection and holder id, as a restarted wrapper would.
 $( [ "$SIM_DIRECT_JOBS" -lt "$SIM_JOBS" ] && echo "Directly, each of the $((SIM_JOBS * 10)) participants would hold a backend of its own
 (a listening standby cannot share its connection); at the memory per
 backend measured below that does not fit on this machine, so the direct
-run has $SIM_DIRECT_JOBS jobs, as many as fit in 40% of the memory available." )
+run has $SIM_DIRECT_JOBS jobs, $SIM_DIRECT_WHY." )
 
 $sim_table
 

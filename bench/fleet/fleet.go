@@ -115,14 +115,26 @@ func (j *jobState) holderOf() *participant {
 	return j.holder
 }
 
+// acquireFailed counts a failed connect or acquire, and says the first few:
+// a fleet that cannot get its leaders should say why.
+func (f *fleet) acquireFailed(err error) {
+	if n := f.acquireErrors.Add(1); n <= 3 {
+		logf("failed connect or acquire %d: %v", n, err)
+	}
+}
+
 // allHeld reports whether every job has a holder.
-func (f *fleet) allHeld() bool {
+func (f *fleet) allHeld() bool { return f.leaderless() == 0 }
+
+// leaderless counts the jobs that have no holder.
+func (f *fleet) leaderless() int {
+	n := 0
 	for _, j := range f.jobs {
 		if j.holderOf() == nil {
-			return false
+			n++
 		}
 	}
-	return true
+	return n
 }
 
 // start launches the participants at the start rate, the first of every
@@ -145,7 +157,8 @@ func (f *fleet) start(ctx context.Context, wg *sync.WaitGroup) error {
 	deadline := time.Now().Add(time.Minute)
 	for !f.allHeld() {
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("not every job had a leader a minute after the last participant started")
+			return fmt.Errorf("%d of %d jobs had no leader a minute after the last participant started (%d failed connects or acquires)",
+				f.leaderless(), len(f.jobs), f.acquireErrors.Load())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -57,7 +57,7 @@ func (p *participant) incarnation(ctx context.Context, inc int) time.Duration {
 	f := p.f
 	pool, err := lease.Connect(ctx, f.cfg.url)
 	if err != nil {
-		f.acquireErrors.Add(1)
+		f.acquireFailed(err)
 		return f.timings.RetryInterval
 	}
 	f.pools.Store(pool, struct{}{})
@@ -73,7 +73,7 @@ func (p *participant) incarnation(ctx context.Context, inc int) time.Duration {
 	if err != nil {
 		pool.Close()
 		if ctx.Err() == nil {
-			f.acquireErrors.Add(1)
+			f.acquireFailed(err)
 		}
 		return f.timings.RetryInterval
 	}
