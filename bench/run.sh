@@ -301,72 +301,15 @@ rate() { awk -v d="$1" -v s="$COST_SECONDS" 'BEGIN { printf "%.1f", d * 60 / (s 
 commits_pm=$(rate $((commits1 - commits0))); xids_pm=$(rate $((xid1 - xid0))); wal_pm=$(rate $((wal1 - wal0)))
 leader_conns=$(conn_of bench_leader); standby_conns=$(conn_of bench_standby)
 
-# ---------------------------------------------------------------- fleet
-# FLEET wrappers over JOBS jobs; each job's child is `sleep 10000<job>` so
-# that the children of one job can be counted.
-pg_cpu_ticks() { # utime+stime of every process of the test cluster
-  local pm; pm=$(head -1 "$W/pg/postmaster.pid")
-  for p in $pm $(pgrep -P "$pm"); do awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null; done | paste -sd+ | bc
-}
-fleet() { # name url [extra flags]
-  local name=$1 url=$2; shift 2
-  log "    $name: $FLEET wrappers over $JOBS jobs for ${FLEET_SECONDS}s"
-  "${PSQL[@]}" -c "DELETE FROM leader_lease WHERE job_name LIKE 'fleet%'" >/dev/null
-  local port=20000 pids=()
-  for i in $(seq 0 $((FLEET - 1))); do
-    local job=$((i % JOBS))
-    "$LW" --database-url "$url" --job "fleet$job" --wait --ttl 9s --renew-interval 3s --grace 3s --retry-interval 1s \
-      --log-level error --http-addr "127.0.0.1:$((port + i))" "$@" -- sleep "$((100000 + job))" &
-    pids+=($!)
-  done
-  # Wait until every job has a leader, then watch.
-  local deadline=$((SECONDS + 60))
-  until [ "$("${PSQL[@]}" -c "SELECT count(*) FROM leader_lease WHERE job_name LIKE 'fleet%' AND expires_at > now()")" = "$JOBS" ]; do
-    [ $SECONDS -lt $deadline ] || { log "not every job got a leader"; break; }
-    sleep 0.2
-  done
-  local cpu0; cpu0=$(pg_cpu_ticks)
-  local violations=0 samples=0 end=$((SECONDS + FLEET_SECONDS))
-  while [ $SECONDS -lt $end ]; do
-    # Exactly one child per job at every sample.
-    local bad
-    bad=$(ps -eo args= | awk -v jobs="$JOBS" '$1 == "sleep" && $2 >= 100000 && $2 < 100000 + jobs { n[$2]++ }
-      END { bad = 0; for (j = 100000; j < 100000 + jobs; j++) if (n[j] != 1) bad++; print bad }')
-    violations=$((violations + bad)); samples=$((samples + 1))
-    sleep 1
-  done
-  local cpu1; cpu1=$(pg_cpu_ticks)
-  local hz; hz=$(getconf CLK_TCK)
-  local cpu_per_min; cpu_per_min=$(echo "scale=2; ($cpu1 - $cpu0) / $hz * 60 / $FLEET_SECONDS" | bc)
-  # p99 renewal latency from the leaders' histograms; RSS per wrapper.
-  local p99
-  p99=$(for i in $(seq 0 $((FLEET - 1))); do curl -s "127.0.0.1:$((port + i))/metrics"; done | python3 -c '
-import sys, re, collections
-b = collections.Counter()
-for line in sys.stdin:
-    m = re.match(r"leasewrap_renewal_duration_seconds_bucket\{.*le=\"([^\"]+)\"\} (\d+)", line)
-    if m: b[float(m.group(1))] += int(m.group(2))
-total = b[float("inf")]
-if not total: print("n/a"); sys.exit()
-for le in sorted(b):
-    if b[le] >= 0.99 * total: print(f"≤ {le*1000:.1f} ms ({total} renewals)"); break')
-  local rss
-  rss=$(for p in "${pids[@]}"; do awk '/VmRSS/ { print $2 }' "/proc/$p/status" 2>/dev/null; done | awk '{ s += $1; n++ } END { printf "%.1f", s / n / 1024 }')
-  local dbconns; dbconns=$("${PSQL[@]}" -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'")
-  kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null || true
-  echo "| $name | $FLEET / $JOBS | $violations in $samples samples | $cpu_per_min | $p99 | $rss | $dbconns |"
-}
-log "5/6 fleet scale"
-fleet_direct=$(fleet direct "$DB")
-fleet_bounced=$(fleet "via PgBouncer (transaction mode), \`--listen=false\`" "$BOUNCED" --listen=false)
-
 # ---------------------------------------------------------------- simulated fleet
 # bench/fleet: SIM_JOBS jobs of one leader and nine standbys each, as
 # goroutines of one process using the lease package, at the default
 # timings; a tenth of the leaders crash and a fifth release during the
 # measurement. Directly (standbys listen) and through PgBouncer in
-# transaction mode (standbys poll), in a database of its own.
-log "6/6 simulated fleet: $SIM_DIRECT_JOBS jobs directly, $SIM_JOBS through PgBouncer, ${SIM_SECONDS}s each"
+# transaction mode (standbys poll), in a database of its own. It runs
+# before the fleet of real wrappers: after a thousand of those, connects
+# to PostgreSQL on a 2-core machine were seen to time out for minutes.
+log "5/6 simulated fleet: $SIM_DIRECT_JOBS jobs directly, $SIM_JOBS through PgBouncer, ${SIM_SECONDS}s each"
 "${PSQL[@]}" -c "CREATE DATABASE fleet"
 SIM_DB="postgres://postgres@127.0.0.1:$PGPORT/fleet?sslmode=disable"
 SIM_BOUNCED="postgres://postgres@127.0.0.1:$BOUNCER_PORT/fleet?sslmode=disable"
@@ -421,6 +364,69 @@ PY
 }
 sim_goals=$(sim_md goals)
 sim_table=$(sim_md table)
+
+# ---------------------------------------------------------------- fleet
+# FLEET wrappers over JOBS jobs; each job's child is `sleep 10000<job>` so
+# that the children of one job can be counted. They start at about 50 a
+# second, as a rollout would: a thousand Go processes started at once on
+# two cores starve PostgreSQL and PgBouncer of CPU until connects time out
+# (docs/configuration.md says so for operators).
+pg_cpu_ticks() { # utime+stime of every process of the test cluster
+  local pm; pm=$(head -1 "$W/pg/postmaster.pid")
+  for p in $pm $(pgrep -P "$pm"); do awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null; done | paste -sd+ | bc
+}
+fleet() { # name url [extra flags]
+  local name=$1 url=$2; shift 2
+  log "    $name: $FLEET wrappers over $JOBS jobs for ${FLEET_SECONDS}s"
+  "${PSQL[@]}" -c "DELETE FROM leader_lease WHERE job_name LIKE 'fleet%'" >/dev/null
+  local port=20000 pids=()
+  for i in $(seq 0 $((FLEET - 1))); do
+    local job=$((i % JOBS))
+    "$LW" --database-url "$url" --job "fleet$job" --wait --ttl 9s --renew-interval 3s --grace 3s --retry-interval 1s \
+      --log-level error --http-addr "127.0.0.1:$((port + i))" "$@" -- sleep "$((100000 + job))" &
+    pids+=($!)
+    sleep 0.02
+  done
+  # Wait until every job has a leader, then watch.
+  local deadline=$((SECONDS + 60))
+  until [ "$("${PSQL[@]}" -c "SELECT count(*) FROM leader_lease WHERE job_name LIKE 'fleet%' AND expires_at > now()")" = "$JOBS" ]; do
+    [ $SECONDS -lt $deadline ] || { log "not every job got a leader"; break; }
+    sleep 0.2
+  done
+  local cpu0; cpu0=$(pg_cpu_ticks)
+  local violations=0 samples=0 end=$((SECONDS + FLEET_SECONDS))
+  while [ $SECONDS -lt $end ]; do
+    # Exactly one child per job at every sample.
+    local bad
+    bad=$(ps -eo args= | awk -v jobs="$JOBS" '$1 == "sleep" && $2 >= 100000 && $2 < 100000 + jobs { n[$2]++ }
+      END { bad = 0; for (j = 100000; j < 100000 + jobs; j++) if (n[j] != 1) bad++; print bad }')
+    violations=$((violations + bad)); samples=$((samples + 1))
+    sleep 1
+  done
+  local cpu1; cpu1=$(pg_cpu_ticks)
+  local hz; hz=$(getconf CLK_TCK)
+  local cpu_per_min; cpu_per_min=$(echo "scale=2; ($cpu1 - $cpu0) / $hz * 60 / $FLEET_SECONDS" | bc)
+  # p99 renewal latency from the leaders' histograms; RSS per wrapper.
+  local p99
+  p99=$(for i in $(seq 0 $((FLEET - 1))); do curl -s "127.0.0.1:$((port + i))/metrics"; done | python3 -c '
+import sys, re, collections
+b = collections.Counter()
+for line in sys.stdin:
+    m = re.match(r"leasewrap_renewal_duration_seconds_bucket\{.*le=\"([^\"]+)\"\} (\d+)", line)
+    if m: b[float(m.group(1))] += int(m.group(2))
+total = b[float("inf")]
+if not total: print("n/a"); sys.exit()
+for le in sorted(b):
+    if b[le] >= 0.99 * total: print(f"≤ {le*1000:.1f} ms ({total} renewals)"); break')
+  local rss
+  rss=$(for p in "${pids[@]}"; do awk '/VmRSS/ { print $2 }' "/proc/$p/status" 2>/dev/null; done | awk '{ s += $1; n++ } END { printf "%.1f", s / n / 1024 }')
+  local dbconns; dbconns=$("${PSQL[@]}" -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'")
+  kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null || true
+  echo "| $name | $FLEET / $JOBS | $violations in $samples samples | $cpu_per_min | $p99 | $rss | $dbconns |"
+}
+log "6/6 fleet of real wrappers"
+fleet_direct=$(fleet direct "$DB")
+fleet_bounced=$(fleet "via PgBouncer (transaction mode), \`--listen=false\`" "$BOUNCED" --listen=false)
 
 # ---------------------------------------------------------------- report
 goal() { if python3 -c "import sys; sys.exit(0 if $1 else 1)"; then echo met; else echo "not met"; fi; }
@@ -590,8 +596,10 @@ the TTL (the quick mode's) may hold no look of the standby's at all.
 
 ## 5. Fleet scale
 
-$FLEET wrappers over $JOBS jobs, each job's wrappers standing by with
-\`--wait --ttl 9s --renew-interval 3s --grace 3s --retry-interval 1s\`, watched
+$FLEET wrappers over $JOBS jobs, started at about 50 a second, each job's
+wrappers standing by with
+\`--wait --ttl 9s --renew-interval 3s --grace 3s --retry-interval 1s\`; once
+every job has a leader (or a minute has passed), they are watched
 for ${FLEET_SECONDS} s. A violation is a sample in which some job had other than
 exactly one command running. Through PgBouncer the pool's 40 server
 connections and its single thread queue the statements, which shows in the
