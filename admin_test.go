@@ -257,7 +257,7 @@ func TestRunHistoryRecordsAStopForLeaseLoss(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
 	proxy, url := pgtest.Proxied(t, d.pool)
-	p := lw(t, []string{child("ready block")}, d.args("--database-url", url, "--job", "j", "--", self())...)
+	p := lw(t, []string{child("ready block")}, d.expiringArgs("--database-url", url, "--job", "j", "--", self())...)
 	p.Expect(t, "ready")
 	proxy.Blackhole()
 	p.WaitLog(t, "child exited")

@@ -47,10 +47,19 @@ func newDB(t *testing.T) db {
 }
 
 // args returns leasewrap's arguments for this table with JSON logs, fast
-// timings (TTL 2s, renew 300ms, grace 500ms, retry 100ms), then extra.
-func (d db) args(extra ...string) []string {
+// timings (renew 300ms, grace 500ms, retry 100ms) and a TTL of 6s, then
+// extra. The TTL leaves a take almost 5s to answer, which a loaded machine
+// needs: a take that cannot answer within its budget rightly refuses to run
+// the command.
+func (d db) args(extra ...string) []string { return d.argsTTL("6s", extra...) }
+
+// expiringArgs is args with a TTL of 2s, for the tests that wait for a
+// lease to run out.
+func (d db) expiringArgs(extra ...string) []string { return d.argsTTL("2s", extra...) }
+
+func (d db) argsTTL(ttl string, extra ...string) []string {
 	return append([]string{"--database-url", pgtest.URL(), "--table", d.table, "--log-format", "json",
-		"--ttl", "2s", "--renew-interval", "300ms", "--grace", "500ms", "--retry-interval", "100ms"}, extra...)
+		"--ttl", ttl, "--renew-interval", "300ms", "--grace", "500ms", "--retry-interval", "100ms"}, extra...)
 }
 
 func (d db) exec(t *testing.T, sql string, args ...any) {

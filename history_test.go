@@ -67,7 +67,7 @@ FROM TABLE_history h JOIN TABLE l ON l.job_name = h.job_name`)
 func TestCrashedRunIsClosedAsLostByTheNextTaker(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	a := lw(t, []string{child("ready block")}, d.args("--job", "j", "--id", "crashed", "--", self())...)
+	a := lw(t, []string{child("ready block")}, d.expiringArgs("--job", "j", "--id", "crashed", "--", self())...)
 	a.Expect(t, "ready")
 	token := int64(a.WaitLog(t, "acquired")["fencing_token"].(float64))
 	_ = a.Cmd.Process.Kill()
@@ -77,7 +77,7 @@ func TestCrashedRunIsClosedAsLostByTheNextTaker(t *testing.T) {
 	if rows != 0 {
 		t.Fatalf("%d history rows before anyone took the lease over, want 0", rows)
 	}
-	b := lw(t, []string{child("exit:0")}, d.args("--job", "j", "--id", "next", "--wait", "--", self())...)
+	b := lw(t, []string{child("exit:0")}, d.expiringArgs("--job", "j", "--id", "next", "--wait", "--", self())...)
 	if got := b.Wait(t, 20*time.Second); got != 0 {
 		t.Fatalf("next holder exited %d", got)
 	}

@@ -27,7 +27,8 @@ func TestThroughPgBouncerInTransactionMode(t *testing.T) {
 	// The leader renews a few times (every 300ms) through the pooler.
 	leader := lw(t, []string{child("ready sleep:1500ms exit:0")}, d.args("--database-url", url, "--job", "j", "--id", "leader", "--", self())...)
 	leader.Expect(t, "ready")
-	standby := lw(t, []string{child("ready exit:0")}, d.args("--database-url", url, "--job", "j", "--wait", "--", self())...)
+	// A standby there polls, as the docs say (LISTEN needs a session).
+	standby := lw(t, []string{child("ready exit:0")}, d.args("--database-url", url, "--job", "j", "--wait", "--listen=false", "--", self())...)
 	standby.WaitLog(t, "standing by: lease held by another instance")
 	if got := leader.Wait(t, 10*time.Second); got != 0 {
 		t.Errorf("leader exited %d", got)

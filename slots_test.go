@@ -85,7 +85,7 @@ func TestKilledSlotHolderIsTakenOverAfterItsTTL(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
 	args := func(id string) []string {
-		return d.args("--job", "pool", "--slots", "2", "--wait", "--id", id, "--", self())
+		return d.expiringArgs("--job", "pool", "--slots", "2", "--wait", "--id", id, "--", self())
 	}
 	a := lw(t, []string{child("env ready block")}, args("a")...)
 	slotA := readySlot(t, a)
