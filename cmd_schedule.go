@@ -40,6 +40,10 @@ type scheduler struct {
 	// exit status as an error, for --once's.
 	runs int
 	ran  error
+	// until, with --once, is the database's time when it started: it plans
+	// only the times due by then, as the next crontab line runs those that
+	// come due while it runs.
+	until time.Time
 	// failing is set while the database fails, to log it once.
 	failing bool
 	// requests says when to look for requested runs (manual.go); nil
@@ -92,6 +96,7 @@ func (w *wrapper) runScheduled(ctx context.Context, path string, mon *monitor.Mo
 		return w.db.unavailable(err, w.log)
 	}
 	sc.clock.set(reg.Now)
+	sc.until = reg.Now
 	sc.last = sc.start(reg)
 	next := sc.w.o.sched.Next(sc.last)
 	if !w.o.once {
@@ -154,8 +159,7 @@ func (sc *scheduler) start(reg lease.Registration) time.Time {
 // to wait before the next step, or the error to exit with.
 func (sc *scheduler) step(ctx context.Context) (time.Duration, error) {
 	o := sc.w.o
-	now := sc.clock.now()
-	plan := o.sched.Plan(sc.last, now, o.catchUp)
+	plan := o.sched.Plan(sc.last, sc.planNow(), o.catchUp)
 	if missed := missedOf(plan); len(missed) > 0 {
 		if err := sc.record(ctx, lease.OutcomeMissed, missed); err != nil {
 			return sc.failed(err)
@@ -165,7 +169,7 @@ func (sc *scheduler) step(ctx context.Context) (time.Duration, error) {
 		// The newest time, when nothing is due after it, is the one due
 		// now: a lease held then means the previous run still goes, and
 		// the time is skipped. An older one waits for the holder.
-		latest := i == len(plan.Run)-1 && o.sched.Next(at).After(sc.clock.now())
+		latest := i == len(plan.Run)-1 && o.sched.Next(at).After(sc.planNow())
 		runs := sc.runs
 		wait, done, err := sc.take(ctx, at, latest)
 		if err != nil || !done {
@@ -180,9 +184,19 @@ func (sc *scheduler) step(ctx context.Context) (time.Duration, error) {
 }
 
 // untilNext is how long until the next scheduled time, on the database's
-// clock (0 when one is due already).
+// clock (0 when one is due already; with --once, due by its start).
 func (sc *scheduler) untilNext() time.Duration {
-	return max(sc.w.o.sched.Next(sc.last).Sub(sc.clock.now()), 0)
+	return max(sc.w.o.sched.Next(sc.last).Sub(sc.planNow()), 0)
+}
+
+// planNow is the database's time as far as planning goes: with --once, no
+// later than its start.
+func (sc *scheduler) planNow() time.Time {
+	now := sc.clock.now()
+	if sc.w.o.once && now.After(sc.until) {
+		return sc.until
+	}
+	return now
 }
 
 // missedOf lists what a plan records as missed: the summarised span (as

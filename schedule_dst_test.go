@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,11 +21,10 @@ type fakeClock struct{ at time.Time }
 func (c *fakeClock) set(time.Time)  {}
 func (c *fakeClock) now() time.Time { return c.at }
 
-// runScheduler drives a real scheduler of spec over [from, to] on an
-// injected clock (the database's own clock is years later, so every
-// time is due to it): each step's wait moves the clock. It returns the
-// claims written, oldest first.
-func runScheduler(t *testing.T, spec, zone string, from, to time.Time) []time.Time {
+// testScheduler is a real scheduler of spec over a real table, planning
+// on an injected clock (the database's own clock is years later, so every
+// time is due to it); its runs run nothing and succeed.
+func testScheduler(t *testing.T, spec, zone string, catchUp schedule.CatchUp, once bool, from time.Time) (*scheduler, *fakeClock, db) {
 	t.Helper()
 	d := newDB(t)
 	s, err := schedule.Parse(spec, zone)
@@ -32,21 +32,20 @@ func runScheduler(t *testing.T, spec, zone string, from, to time.Time) []time.Ti
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	db, err := openDatabase(ctx, pgtest.URL(), newRedactor(pgtest.URL()), zerolog.Nop())
+	database, err := openDatabase(ctx, pgtest.URL(), newRedactor(pgtest.URL()), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(db.close)
-	o := runOptions{job: "dst", holder: "h", command: []string{"true"}, sched: s,
-		catchUp: schedule.CatchUp{Policy: schedule.CatchUpAll, Window: 48 * time.Hour},
+	t.Cleanup(database.close)
+	o := runOptions{job: "dst", holder: "h", command: []string{"true"}, sched: s, catchUp: catchUp, once: once,
 		timings: lease.TimingsFor(3*time.Second, nil)}
-	store, err := lease.New(db.pool, lease.WithTable(d.table), lease.WithHolder("h"), lease.WithTimings(o.timings))
+	store, err := lease.New(database.pool, lease.WithTable(d.table), lease.WithHolder("h"), lease.WithTimings(o.timings))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// No command runs: a child of the test process would need a
 	// supervisor here, whose reaping would take other tests' children.
-	w := &wrapper{o: o, log: zerolog.Nop(), db: db, store: store, sigs: make(chan os.Signal)}
+	w := &wrapper{o: o, log: zerolog.Nop(), db: database, store: store, sigs: make(chan os.Signal)}
 	if _, err := store.Register(ctx, o.job, s.Spec()); err != nil {
 		t.Fatal(err)
 	}
@@ -56,18 +55,32 @@ func runScheduler(t *testing.T, spec, zone string, from, to time.Time) []time.Ti
 		code := 0
 		return l.Finish(ctx, lease.End{ExitCode: &code, Outcome: lease.OutcomeExited})
 	}
-	sc.last = from
+	sc.last, sc.until = from, from
+	return sc, clock, d
+}
+
+// runScheduler drives a scheduler of spec over [from, to]: each step's
+// wait moves the clock. It returns the times run, oldest first.
+func runScheduler(t *testing.T, spec, zone string, from, to time.Time) []time.Time {
+	t.Helper()
+	sc, clock, d := testScheduler(t, spec, zone, schedule.CatchUp{Policy: schedule.CatchUpAll, Window: 48 * time.Hour}, false, from)
 	for steps := 0; clock.at.Before(to); steps++ {
 		if steps > 1000 {
 			t.Fatal("the scheduler does not move on")
 		}
-		wait, err := sc.step(ctx)
+		wait, err := sc.step(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
 		clock.at = clock.at.Add(max(wait, time.Millisecond))
 	}
-	rows, err := d.pool.Query(ctx, `SELECT scheduled_at FROM "`+d.table+`_schedule" WHERE outcome = 'run' ORDER BY scheduled_at`)
+	return d.runTimes(t)
+}
+
+// runTimes lists the scheduled times recorded as run, oldest first.
+func (d db) runTimes(t *testing.T) []time.Time {
+	t.Helper()
+	rows, err := d.pool.Query(context.Background(), `SELECT scheduled_at FROM "`+d.table+`_schedule" WHERE outcome = 'run' ORDER BY scheduled_at`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,5 +136,36 @@ func TestSchedulerAcrossDaylightSavingTime(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// --once runs only the times due when it started, however long it takes:
+// a time that comes due meanwhile is the next crontab line's. Its run here
+// outlasts two periods, and --once still runs the one time.
+func TestOnceRunsOnlyTheTimesDueAtItsStart(t *testing.T) {
+	t.Parallel()
+	from := utcTimes("2025-06-01T00:03:30Z")[0]
+	sc, clock, d := testScheduler(t, "* * * * *", "UTC", schedule.CatchUp{Policy: schedule.CatchUpLatest, Window: time.Hour}, true, from)
+	sc.last = from.Add(-210 * time.Second) // 00:00: 00:01 to 00:03 are late
+	run := sc.runLease
+	sc.runLease = func(l *lease.Lease) error {
+		clock.at = clock.at.Add(2 * time.Minute)
+		return run(l)
+	}
+	// As runScheduled does with --once: step until a step would wait.
+	for steps := 0; ; steps++ {
+		if steps > 10 {
+			t.Fatal("--once does not stop")
+		}
+		wait, err := sc.step(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wait > 0 {
+			break
+		}
+	}
+	if got, want := d.runTimes(t), utcTimes("2025-06-01T00:03:00Z"); !slices.Equal(got, want) {
+		t.Errorf("--once ran %v, want only %v", got, want)
 	}
 }
