@@ -346,7 +346,7 @@ func (f *fleet) latestClaim() (time.Time, string) {
 // run ended, or it was recorded missed or skipped.
 func (f *fleet) waitRecorded(at time.Time, within time.Duration) {
 	f.t.Helper()
-	deadline := time.Now().Add(within)
+	start := time.Now()
 	for {
 		var n int
 		if err := f.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+pgx.Identifier{f.table + "_history"}.Sanitize()+
@@ -356,8 +356,8 @@ func (f *fleet) waitRecorded(at time.Time, within time.Duration) {
 		if n > 0 {
 			return
 		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("%s not in the history within %s", at.Format(time.TimeOnly), within)
+		if !lwtest.Within(start, within) {
+			f.t.Fatalf("%s not in the history within %s (+%s stalled)", at.Format(time.TimeOnly), within, lwtest.StalledSince(start))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -366,13 +366,13 @@ func (f *fleet) waitRecorded(at time.Time, within time.Duration) {
 // waitClaim waits until a time at or after at is claimed.
 func (f *fleet) waitClaim(at time.Time, within time.Duration) {
 	f.t.Helper()
-	deadline := time.Now().Add(within)
+	start := time.Now()
 	for {
 		if latest, _ := f.latestClaim(); !latest.Before(at) {
 			return
 		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("%s not accounted for within %s", at.Format(time.TimeOnly), within)
+		if !lwtest.Within(start, within) {
+			f.t.Fatalf("%s not accounted for within %s (+%s stalled)", at.Format(time.TimeOnly), within, lwtest.StalledSince(start))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
