@@ -48,8 +48,9 @@ func TestHealthLeaderAndMetrics(t *testing.T) {
 	d := newDB(t)
 	proxy, viaProxy := pgtest.Proxied(t, d.pool)
 
-	leader := lw(t, []string{child("ignore-term ready block")}, d.expiringArgs("--job", "j", "--id", "leader", "--http-addr", "127.0.0.1:0", "--", self())...)
+	leader := lw(t, []string{child("ignore-term ready block")}, d.args("--job", "j", "--id", "leader", "--http-addr", "127.0.0.1:0", "--", self())...)
 	leader.Expect(t, "ready")
+	// The standby's TTL is short, for its health to go stale quickly below.
 	standby := lw(t, []string{child("ready")}, d.expiringArgs("--database-url", viaProxy, "--job", "j", "--wait", "--http-addr", "127.0.0.1:0", "--", self())...)
 	standby.WaitLog(t, "standing by: lease held by another instance")
 	leaderAddr, standbyAddr := httpAddr(t, leader), httpAddr(t, standby)
