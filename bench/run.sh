@@ -97,13 +97,13 @@ PSQL=(psql -X -q -At -h 127.0.0.1 -p "$PGPORT" -U postgres postgres)
 "${PSQL[@]}" -c "CREATE EXTENSION pg_stat_statements; CREATE ROLE bench_leader LOGIN; CREATE ROLE bench_standby LOGIN; GRANT ALL ON SCHEMA public TO bench_leader, bench_standby;"
 DB="postgres://postgres@127.0.0.1:$PGPORT/postgres?sslmode=disable"
 "$LW" migrate --database-url "$DB" --log-level warn >/dev/null
-"${PSQL[@]}" -c "GRANT ALL ON leader_lease TO bench_leader, bench_standby"
+"${PSQL[@]}" -c "GRANT ALL ON leader_lease, leader_lease_history TO bench_leader, bench_standby"
 # The database-cost run has a database of its own, so that its transaction
 # counts hold nothing but the leader's and the standby's.
 "${PSQL[@]}" -c "CREATE DATABASE cost"
 "${PSQL[@]}" -d cost -c "GRANT ALL ON SCHEMA public TO bench_leader, bench_standby"
 "$LW" migrate --database-url "postgres://postgres@127.0.0.1:$PGPORT/cost?sslmode=disable" --log-level warn >/dev/null
-"${PSQL[@]}" -d cost -c "GRANT ALL ON leader_lease TO bench_leader, bench_standby"
+"${PSQL[@]}" -d cost -c "GRANT ALL ON leader_lease, leader_lease_history TO bench_leader, bench_standby"
 
 ETCD_PORT=$(free_port); ETCD_PEER=$(free_port)
 etcd --data-dir "$W/etcd" --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
