@@ -533,11 +533,11 @@ A leasewrap handoff is two committed writes in a row — the leader's release
 (which carries the NOTIFY) and the standby's acquire — plus the wake-up and
 starting the command; etcdctl lock's is one delete and a watch event. The
 take is durable, as it must be: a lease that is lost in a crash of the
-database could let two holders run. The release is not waited for on disk
-(\`synchronous_commit\` off for its own transaction, unless \`--hold-for\`
-keeps the lease): a release that a crash loses leaves the lease held until
-its expiry by a wrapper that has stopped, as if that wrapper had crashed,
-and the standby's take, which follows it in the WAL, flushes it anyway.
+database could let two holders run. The release is durable too: it could be
+committed without waiting for its fsync (a release a crash lost would only
+keep the lease held until its expiry), but the run it records would then
+be closed by the next holder as lost, its exit status gone from the
+history, so leasewrap pays that fsync.
 The NOTIFY goes to the job's own channel, so it wakes only that job's
 standbys. Go's once-per-process pidfd check (a throwaway child) runs while
 the lease is taken, not between the take and the command. Without NOTIFY
