@@ -48,7 +48,7 @@ func newDB(t *testing.T) db {
 
 // args returns leasewrap's arguments for this table with JSON logs, fast
 // timings (renew 300ms, grace 500ms, retry 100ms) and a TTL of 6s, then
-// extra. The TTL leaves a take almost 5s to answer, which a loaded machine
+// extra. The TTL leaves a take 5.2s to answer, which a loaded machine
 // needs: a take that cannot answer within its budget rightly refuses to run
 // the command.
 func (d db) args(extra ...string) []string { return d.argsTTL("6s", extra...) }
