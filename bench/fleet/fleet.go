@@ -123,6 +123,14 @@ func (f *fleet) acquireFailed(err error) {
 	}
 }
 
+// statementFailed counts a live participant's failed statement, and says
+// the first few: the count alone does not say what failed.
+func (f *fleet) statementFailed(err error) {
+	if n := f.failures.Add(1); n <= 3 {
+		logf("failed statement %d: %v", n, err)
+	}
+}
+
 // allHeld reports whether every job has a holder.
 func (f *fleet) allHeld() bool { return f.leaderless() == 0 }
 

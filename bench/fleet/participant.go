@@ -130,7 +130,7 @@ func (p *participant) release(ctx context.Context, pool *pgxpool.Pool, l *lease.
 	p.f.left(p.job, p, &handoff{at: time.Now()})
 	code := 0
 	if err := l.Release(ctx, &code); err != nil {
-		p.f.failures.Add(1)
+		p.f.statementFailed(fmt.Errorf("release: %w", err))
 	}
 	pool.Close()
 }
@@ -157,9 +157,9 @@ type observer struct {
 
 func (o *observer) Contacted() {}
 
-func (o *observer) Failed(error) {
+func (o *observer) Failed(err error) {
 	if !o.dead.Load() && o.f.measuring.Load() {
-		o.f.failures.Add(1)
+		o.f.statementFailed(err)
 	}
 }
 
