@@ -19,6 +19,7 @@ import (
 
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/internal/stall"
 	"github.com/redbite/leasewrap/internal/testchild"
 	"github.com/redbite/leasewrap/lease"
 )
@@ -294,8 +295,8 @@ WHERE job_name = 'work' AND released_at IS NULL AND expires_at > now()`).Scan(&t
 		if err == nil && token > old.Token {
 			return token
 		}
-		if !lwtest.Within(start, retry+slack) {
-			t.Fatalf("no standby took the lease on the primary within %s of the release (+%s stalled)", retry+slack, lwtest.StalledSince(start))
+		if !stall.Within(start, retry+slack) {
+			t.Fatalf("no standby took the lease on the primary within %s of the release (+%s stalled)", retry+slack, stall.Since(start))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -324,9 +325,9 @@ WHERE job_name = 'work' AND renewed_at >= $1 AND expires_at > now()`, promoted).
 		case !errors.Is(err, pgx.ErrNoRows):
 			t.Fatal(err)
 		}
-		if !lwtest.Within(start, within) {
+		if !stall.Within(start, within) {
 			t.Fatalf("no holder renewed or took the lease on the new primary within %s of the promotion (+%s stalled)",
-				within, lwtest.StalledSince(start))
+				within, stall.Since(start))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/internal/stall"
 	"github.com/redbite/leasewrap/internal/testchild"
 )
 
@@ -49,7 +50,7 @@ func (sc scenario) run(t *testing.T) {
 		// machine does not enter it. Waiting for that child is only bounded
 		// against a hang.
 		next := c.waitRun(len(runs), sc.bound+slack+20*time.Second)
-		if took, stalled := c.acquiredAt(next).Sub(faultWall), lwtest.StalledSince(faultWall); took > sc.bound+slack+stalled {
+		if took, stalled := c.acquiredAt(next).Sub(faultWall), stall.Since(faultWall); took > sc.bound+slack+stalled {
 			t.Errorf("%s took the lease %s after the fault, want within %s (+%s slack, +%s this machine stalled)",
 				next.Holder, took, sc.bound, slack, stalled)
 		}
@@ -243,8 +244,8 @@ WHERE job_name = 'work' AND expires_at > now() AND renewed_at > $1`, back).Scan(
 		if err != pgx.ErrNoRows {
 			t.Fatal(err)
 		}
-		if !lwtest.Within(start, ttl+retry+slack) {
-			t.Fatalf("no holder renewed the lease within %s of the restart (+%s stalled)", ttl+retry+slack, lwtest.StalledSince(start))
+		if !stall.Within(start, ttl+retry+slack) {
+			t.Fatalf("no holder renewed the lease within %s of the restart (+%s stalled)", ttl+retry+slack, stall.Since(start))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

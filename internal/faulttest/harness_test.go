@@ -13,6 +13,7 @@ import (
 
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/internal/stall"
 	"github.com/redbite/leasewrap/internal/tcpproxy"
 	"github.com/redbite/leasewrap/internal/testchild"
 )
@@ -149,8 +150,8 @@ func (c *cluster) waitRun(n int, within time.Duration) lwtest.Interval {
 		if runs := c.runs(); len(runs) > n {
 			return runs[n]
 		}
-		if !lwtest.Within(start, within) {
-			c.t.Fatalf("no child started within %s (+%s stalled; run %d)", within, lwtest.StalledSince(start), n+1)
+		if !stall.Within(start, within) {
+			c.t.Fatalf("no child started within %s (+%s stalled; run %d)", within, stall.Since(start), n+1)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -164,8 +165,8 @@ func (c *cluster) waitEnd(r lwtest.Interval, within time.Duration) int64 {
 		if end := c.end(c.find(r.Pid)); end != 0 {
 			return end
 		}
-		if !lwtest.Within(start, within) {
-			c.t.Fatalf("child of %s (pid %d) still runs after %s (+%s stalled)", r.Holder, r.Pid, within, lwtest.StalledSince(start))
+		if !stall.Within(start, within) {
+			c.t.Fatalf("child of %s (pid %d) still runs after %s (+%s stalled)", r.Holder, r.Pid, within, stall.Since(start))
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

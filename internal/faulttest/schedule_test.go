@@ -346,36 +346,23 @@ func (f *fleet) latestClaim() (time.Time, string) {
 // run ended, or it was recorded missed or skipped.
 func (f *fleet) waitRecorded(at time.Time, within time.Duration) {
 	f.t.Helper()
-	start := time.Now()
-	for {
+	pgtest.Eventually(f.t, within, at.Format(time.TimeOnly)+" in the history", func() bool {
 		var n int
 		if err := f.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+pgx.Identifier{f.table + "_history"}.Sanitize()+
 			" WHERE job_name = 'work' AND scheduled_at = $1", at).Scan(&n); err != nil {
 			f.t.Fatal(err)
 		}
-		if n > 0 {
-			return
-		}
-		if !lwtest.Within(start, within) {
-			f.t.Fatalf("%s not in the history within %s (+%s stalled)", at.Format(time.TimeOnly), within, lwtest.StalledSince(start))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return n > 0
+	})
 }
 
 // waitClaim waits until a time at or after at is claimed.
 func (f *fleet) waitClaim(at time.Time, within time.Duration) {
 	f.t.Helper()
-	start := time.Now()
-	for {
-		if latest, _ := f.latestClaim(); !latest.Before(at) {
-			return
-		}
-		if !lwtest.Within(start, within) {
-			f.t.Fatalf("%s not accounted for within %s (+%s stalled)", at.Format(time.TimeOnly), within, lwtest.StalledSince(start))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	pgtest.Eventually(f.t, within, at.Format(time.TimeOnly)+" accounted for", func() bool {
+		latest, _ := f.latestClaim()
+		return !latest.Before(at)
+	})
 }
 
 // All three schedulers down for ten scheduled times, then back: each

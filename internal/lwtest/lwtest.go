@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redbite/leasewrap/internal/stall"
 	"github.com/redbite/leasewrap/internal/testchild"
 )
 
@@ -283,12 +284,12 @@ func (p *Proc) Code() int { return p.code }
 
 // Main is a TestMain for packages that run the real binary: it turns the
 // test binary into the scripted child when asked to (testchild.Main),
-// starts the stall meter (StalledSince), builds leasewrap into a
+// starts the stall meter (stall.Since), builds leasewrap into a
 // temporary directory and stores its path in *binary, runs the tests, and
 // exits.
 func Main(m *testing.M, binary *string) {
 	testchild.Main()
-	WatchStalls()
+	stall.Watch()
 	dir, err := os.MkdirTemp("", "leasewrap-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -1,4 +1,6 @@
-package lwtest
+// Package stall measures how long the machine kept this test process
+// waiting for a core, so that tests' bounds on wall time can allow for it.
+package stall
 
 import (
 	"sync"
@@ -9,7 +11,7 @@ import (
 // retry interval", is the product's promise on a machine that lets its
 // processes run. On a loaded machine every process waits for a core, and
 // a wrapper's timers fire late by as much as the test's own do. So bounds
-// add what StalledSince measured in this process over their window:
+// add what Since measured in this process over their window:
 // lateness the machine caused stretches them, and a wrapper that is late
 // on a machine that is not still fails them.
 
@@ -33,9 +35,9 @@ var meter = sync.OnceValue(func() *stallMeter {
 	return m
 })
 
-// WatchStalls starts measuring how late this process's timers fire, for
-// StalledSince. Main calls it; a package with a TestMain of its own may.
-func WatchStalls() { meter() }
+// Watch starts measuring how late this process's timers fire, for Since:
+// stalls before the first call are not seen. lwtest.Main calls it.
+func Watch() { meter() }
 
 func (m *stallMeter) run() {
 	for {
@@ -55,9 +57,9 @@ func (m *stallMeter) run() {
 	}
 }
 
-// StalledSince is how much later than asked this process's timers fired,
+// Since is how much later than asked this process's timers fired,
 // in sum, since t: the time the machine kept it waiting for a core.
-func StalledSince(t time.Time) time.Duration {
+func Since(t time.Time) time.Duration {
 	m := meter()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -71,5 +73,5 @@ func StalledSince(t time.Time) time.Duration {
 // Within reports whether less than d has passed since start, once the
 // stalls since start are taken out: the deadline of a bound.
 func Within(start time.Time, d time.Duration) bool {
-	return time.Since(start) <= d+StalledSince(start)
+	return time.Since(start) <= d+Since(start)
 }
