@@ -366,8 +366,8 @@ sim_goals=$(sim_md goals)
 sim_table=$(sim_md table)
 
 # ---------------------------------------------------------------- fleet
-# FLEET wrappers over JOBS jobs; each job's child is `sleep 10000<job>` so
-# that the children of one job can be counted. They start at about 50 a
+# FLEET wrappers over JOBS jobs; each job's child sleeps 100000 plus the
+# job's number (seconds), so that the children of one job can be counted. They start at about 50 a
 # second, as a rollout would: a thousand Go processes started at once on
 # two cores starve PostgreSQL and PgBouncer of CPU until connects time out
 # (docs/configuration.md says so for operators).

@@ -115,19 +115,20 @@ func (j *jobState) holderOf() *participant {
 	return j.holder
 }
 
-// acquireFailed counts a failed connect or acquire, and says the first few:
-// a fleet that cannot get its leaders should say why.
+// acquireFailed counts a failed connect or acquire: a fleet that cannot
+// get its leaders should say why.
 func (f *fleet) acquireFailed(err error) {
-	if n := f.acquireErrors.Add(1); n <= 3 {
-		logf("failed connect or acquire %d: %v", n, err)
-	}
+	countFailure(&f.acquireErrors, "failed connect or acquire", err)
 }
 
-// statementFailed counts a live participant's failed statement, and says
-// the first few: the count alone does not say what failed.
-func (f *fleet) statementFailed(err error) {
-	if n := f.failures.Add(1); n <= 3 {
-		logf("failed statement %d: %v", n, err)
+// statementFailed counts a live participant's failed statement.
+func (f *fleet) statementFailed(err error) { countFailure(&f.failures, "failed statement", err) }
+
+// countFailure counts err in n and logs the first few as what: a count
+// alone does not say what failed.
+func countFailure(n *atomic.Int64, what string, err error) {
+	if k := n.Add(1); k <= 3 {
+		logf("%s %d: %v", what, k, err)
 	}
 }
 
@@ -173,6 +174,10 @@ func (f *fleet) start(ctx context.Context, wg *sync.WaitGroup) error {
 	return nil
 }
 
+// releaseLead is how long before the end of the measurement the last
+// release may come, for its handoff to be measured.
+const releaseLead = 5 * time.Second
+
 // schedule kills the leaders of a -kill fraction of the jobs and releases
 // those of a -release fraction, at random times of the measurement (the
 // kills early enough for the takeover to come inside it), each job at most
@@ -185,14 +190,15 @@ func (f *fleet) schedule(ctx context.Context, began time.Time) {
 	}
 	perm := rand.Perm(len(f.jobs))
 	kills := int(float64(len(f.jobs))*f.cfg.kill + 0.5)
-	releases := int(float64(len(f.jobs))*f.cfg.release + 0.5)
+	// Each fraction rounds on its own: together they may not exceed the jobs.
+	releases := min(int(float64(len(f.jobs))*f.cfg.release+0.5), len(f.jobs)-kills)
 	killBy := max(f.cfg.duration-f.timings.TTL-10*time.Second, f.cfg.duration/6)
 	var plan []timed
 	for n, i := range perm[:kills+releases] {
 		if n < kills {
 			plan = append(plan, timed{rand.N(killBy), f.jobs[i], eventKill})
 		} else {
-			plan = append(plan, timed{rand.N(f.cfg.duration - 5*time.Second), f.jobs[i], eventRelease})
+			plan = append(plan, timed{rand.N(f.cfg.duration - releaseLead), f.jobs[i], eventRelease})
 		}
 	}
 	sort.Slice(plan, func(a, b int) bool { return plan[a].at < plan[b].at })

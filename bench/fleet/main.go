@@ -109,8 +109,10 @@ func (c *config) check() error {
 		return fmt.Errorf("-jobs %d and -per-job %d must be at least 1", c.jobs, c.perJob)
 	case c.kill < 0 || c.release < 0 || c.kill+c.release > 1:
 		return fmt.Errorf("-kill %g and -release %g must be fractions adding up to at most 1", c.kill, c.release)
-	case c.duration <= 0 || c.startRate < 1:
-		return fmt.Errorf("-duration %s and -start-rate %d must be positive", c.duration, c.startRate)
+	case c.duration <= releaseLead:
+		return fmt.Errorf("-duration %s must be more than %s: releases are planned up to %s before the end", c.duration, releaseLead, releaseLead)
+	case c.startRate < 1:
+		return fmt.Errorf("-start-rate %d must be at least 1", c.startRate)
 	}
 	_, err := lease.ParseTable(c.table)
 	return err
