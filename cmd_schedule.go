@@ -102,7 +102,7 @@ func (w *wrapper) runScheduled(ctx context.Context, path string, mon *monitor.Mo
 	if !w.o.once {
 		// Requests to run now (leasewrap trigger, manual.go) made before
 		// it listened are looked for first: once started, an idle
-		// scheduler sends nothing.
+		// scheduler sends no statement.
 		sc.requests = w.store.WatchRequests(ctx, w.o.job)
 		defer sc.requests.Close()
 		if _, stop := sc.manual(ctx, 0); stop != nil {

@@ -79,6 +79,7 @@ type countingObserver struct {
 }
 
 func (o *countingObserver) Contacted()   { o.mu.Lock(); o.contacted++; o.mu.Unlock() }
+func (o *countingObserver) Reached()     {}
 func (o *countingObserver) Failed(error) { o.mu.Lock(); o.fails++; o.mu.Unlock() }
 func (o *countingObserver) Lost(error)   {}
 func (o *countingObserver) Renewed(_ time.Duration, err error) {

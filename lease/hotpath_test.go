@@ -316,6 +316,7 @@ type renewals struct {
 }
 
 func (r *renewals) Contacted()   {}
+func (r *renewals) Reached()     {}
 func (r *renewals) Failed(error) {}
 func (r *renewals) Lost(error)   {}
 func (r *renewals) Renewed(_ time.Duration, err error) {

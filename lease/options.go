@@ -103,6 +103,10 @@ func WithObserver(o Observer) Option { return func(c *config) { c.observer = o }
 type Observer interface {
 	// Contacted is called whenever the database answered a statement.
 	Contacted()
+	// Reached is called when the database answered a keepalive on a
+	// listening connection: it can be reached. Whether its statements
+	// succeed is for Contacted and Failed to say.
+	Reached()
 	// Failed is called when a statement failed for a reason other than a
 	// lease held by another instance: the database is down, read-only, or
 	// refuses the table.
@@ -118,6 +122,7 @@ type Observer interface {
 type nopObserver struct{}
 
 func (nopObserver) Contacted()                   {}
+func (nopObserver) Reached()                     {}
 func (nopObserver) Failed(error)                 {}
 func (nopObserver) Renewed(time.Duration, error) {}
 func (nopObserver) Lost(error)                   {}

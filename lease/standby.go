@@ -164,18 +164,23 @@ func (sb *standby) lost(ctx context.Context, err error) {
 	sb.close(ctx)
 }
 
-// ping proves the listening connection alive with a bare Sync message,
-// within a look's budget: a server slowed down by load is not a dead
-// connection, and giving up on it early would add a new connection to
-// the load. PostgreSQL answers it with ReadyForQuery and
-// starts no transaction, where any statement (an empty one, pgx's Ping,
-// included) is a transaction that xact_commit counts: a standby's
-// keepalive costs the database a wakeup, not a commit. A notification that
-// arrives meanwhile is kept by pgx for the next WaitForNotification.
+// ping proves the listening connection alive (see pingListener).
 func (sb *standby) ping(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, sb.store.cfg.TTL-sb.store.cfg.StopBefore())
+	return sb.store.pingListener(ctx, sb.conn)
+}
+
+// pingListener proves a listening connection alive with a bare Sync
+// message, within a look's budget: a server slowed down by load is not a
+// dead connection, and giving up on it early would add a new connection
+// to the load. PostgreSQL answers it with ReadyForQuery and starts no
+// transaction, where any statement (an empty one, pgx's Ping, included) is
+// a transaction that xact_commit counts: a listener's keepalive costs the
+// database a wakeup, not a commit. A notification that arrives meanwhile
+// is kept by pgx for the next WaitForNotification.
+func (s *Store) pingListener(ctx context.Context, conn *pgx.Conn) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
 	defer cancel()
-	p := sb.conn.PgConn().StartPipeline(ctx)
+	p := conn.PgConn().StartPipeline(ctx)
 	err := p.Sync()
 	if err == nil {
 		_, err = p.GetResults()

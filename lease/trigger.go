@@ -299,16 +299,7 @@ func (w *RequestWatch) listen(ctx context.Context, s *Store, pool *pgxpool.Pool,
 				w.listening.Store(true)
 				w.woke()
 			}
-			for {
-				n, err := conn.WaitForNotification(ctx)
-				if err != nil {
-					break
-				}
-				// A request wakes the scheduler; a release of the lease
-				// only when a request waits for it.
-				if n.Payload == payload || n.Payload == job && w.look.Load() {
-					w.woke()
-				}
+			for w.heard(ctx, s, conn, payload, job) {
 			}
 			w.listening.Store(false)
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
@@ -328,6 +319,35 @@ func (w *RequestWatch) listen(ctx context.Context, s *Store, pool *pgxpool.Pool,
 		case <-t.C:
 		}
 	}
+}
+
+// heard waits for one announcement on conn, for up to a renew interval,
+// and reports whether the connection is still good. A request wakes the
+// scheduler; a release of the lease only when a request waits for it.
+// A quiet interval ends with a ping: a connection that died without a
+// word (a cut cable, a crashed host) is noticed then, not never, and an
+// idle scheduler's database contact stays as recent as a standby's, so
+// that its health check holds between scheduled times.
+func (w *RequestWatch) heard(ctx context.Context, s *Store, conn *pgx.Conn, payload, job string) bool {
+	wctx, cancel := context.WithTimeout(ctx, jitter(s.cfg.RenewInterval))
+	defer cancel()
+	n, err := conn.WaitForNotification(wctx)
+	switch {
+	case ctx.Err() != nil:
+		return false
+	case err != nil && wctx.Err() != nil:
+		if err := s.pingListener(ctx, conn); err != nil {
+			return false
+		}
+		s.cfg.observer.Reached()
+		return true
+	case err != nil:
+		return false
+	}
+	if n.Payload == payload || n.Payload == job && w.look.Load() {
+		w.woke()
+	}
+	return true
 }
 
 // listenOn takes a connection of its own from pool and LISTENs on channel,

@@ -119,6 +119,15 @@ func (m *Monitor) Contacted() {
 	m.mu.Unlock()
 }
 
+// Reached records that the database answered a keepalive: it keeps the
+// contact recent without clearing a failed statement's error, which only
+// a statement that succeeds clears.
+func (m *Monitor) Reached() {
+	m.mu.Lock()
+	m.lastContact = time.Now()
+	m.mu.Unlock()
+}
+
 // Failed records a statement that the database did not carry out.
 func (m *Monitor) Failed(err error) {
 	m.mu.Lock()

@@ -156,6 +156,7 @@ type observer struct {
 }
 
 func (o *observer) Contacted() {}
+func (o *observer) Reached()   {}
 
 func (o *observer) Failed(err error) {
 	if !o.dead.Load() && o.f.measuring.Load() {
