@@ -99,7 +99,8 @@ func WithListen(on bool) Option { return func(c *config) { c.listen = on } }
 func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
 
 // Observer is told what a Store's leases go through. Its methods are called
-// from the renewing goroutine and must not block.
+// from the renewing goroutine, the caller's and a scheduler's listener,
+// possibly at once, and must not block.
 type Observer interface {
 	// Contacted is called whenever the database answered a statement.
 	Contacted()
