@@ -220,6 +220,11 @@ func (s *Store) ensureScheduleTables(ctx context.Context, again bool) error {
 	if change != "" {
 		s.log.Info().Str("table", s.cfg.table).Msg(change)
 	}
+	if errors.Is(err, schema.ErrRequestsIndexUnavailable) {
+		// Slower, not wrong: said once per start, and scheduling goes on.
+		s.log.Warn().Err(err).Str("table", s.cfg.table).Msg("requested runs are looked for without their index")
+		return nil
+	}
 	return err
 }
 

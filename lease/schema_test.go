@@ -17,6 +17,7 @@ import (
 
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/lease"
+	schemapkg "github.com/redbite/leasewrap/lease/schema"
 )
 
 // Each schema test works in a schema of its own, so that "nothing altered"
@@ -512,5 +513,60 @@ func TestMissingPrivilegeSaysWhichGrants(t *testing.T) {
 	if !errors.Is(err, lease.ErrPermission) || !strings.Contains(err.Error(), "GRANT SELECT, INSERT, UPDATE ON the lease table") ||
 		!strings.Contains(err.Error(), "permission denied") {
 		t.Errorf("acquire without UPDATE: %v, want ErrPermission naming the grants and the server's message", err)
+	}
+}
+
+// A claims table of an earlier version, without the index of requested
+// runs: a role that does not own it schedules on, warned once, with
+// nothing altered, and its Migrate says who may create the index; the
+// owner's Migrate creates it and says so.
+func TestEarlierClaimsTableGetsItsIndexOfRequestedRuns(t *testing.T) {
+	t.Parallel()
+	admin := pgtest.Pool(t)
+	schema := leaseSchema(t, admin)
+	table, _ := leaseTable(schema)
+	if _, err := newStore(t, admin, table, "admin").Migrate(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	objects := schemapkg.For(pgx.Identifier{schema, "lease"})
+	indexed := func() string {
+		var def string
+		err := admin.QueryRow(ctx(t), `SELECT coalesce((SELECT pg_get_indexdef(to_regclass($1))), '')`, objects.RequestsIndex()).Scan(&def)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return def
+	}
+	want := "CREATE INDEX lease_schedule_requested ON " + schema + ".lease_schedule USING btree (job_name, scheduled_at) WHERE (outcome = 'requested'::text)"
+	if def := indexed(); def != want {
+		t.Fatalf("a new claims table's index of requested runs: %q, want %q", def, want)
+	}
+	mustExec(t, admin, `DROP INDEX `+objects.RequestsIndex())
+	low := leastPrivileged(t, admin, schema)
+	mustExec(t, admin, `GRANT SELECT, INSERT, DELETE ON `+objects.Claims+` TO `+pgx.Identifier{testRole(schema)}.Sanitize())
+	before := strings.SplitN(snapshot(t, admin, schema), "\nrows:", 2)[0]
+
+	var logs syncBuffer
+	if _, err := newStore(t, low, table, "low", lease.WithLogger(zerolog.New(&logs))).Register(ctx(t), "job", "@hourly"); err != nil {
+		t.Fatalf("a role that does not own the claims table cannot schedule: %v", err)
+	}
+	if warned := logs.lines(t, "requested runs"); len(warned) != 1 || warned[0]["level"] != "warn" {
+		t.Errorf("warnings about the index = %v, want one warn line", warned)
+	}
+	_, err := newStore(t, low, table, "low").Migrate(ctx(t))
+	if !errors.Is(err, schemapkg.ErrRequestsIndexUnavailable) || !strings.Contains(err.Error(), "only its owner may create it") {
+		t.Errorf("migrate as a role that does not own the claims table: %v, want ErrRequestsIndexUnavailable", err)
+	}
+	if after := strings.SplitN(snapshot(t, admin, schema), "\nrows:", 2)[0]; after != before {
+		t.Errorf("the least-privileged role altered the schema:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+
+	changes, err := newStore(t, admin, table, "admin").Migrate(ctx(t))
+	wantChange := "created index " + objects.RequestsIndex() + " of requested runs on claims table " + objects.Claims
+	if err != nil || len(changes) != 1 || changes[0] != wantChange {
+		t.Errorf("migrate as the owner: %q, %v; want %q", changes, err, wantChange)
+	}
+	if def := indexed(); def != want {
+		t.Errorf("after the owner's migrate: %q, want %q", def, want)
 	}
 }

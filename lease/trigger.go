@@ -17,7 +17,7 @@ import (
 // ClaimRequested is the outcome of a claim that asks the job's schedulers
 // to run it once now (RequestRun); the scheduler that runs it turns it into
 // ClaimManual in the same statement as its take.
-const ClaimRequested = "requested"
+const ClaimRequested = schema.RequestedOutcome
 
 // ErrNotScheduled means a run was requested of a job that has no schedule
 // recorded: no scheduler would run it.

@@ -44,7 +44,10 @@ func (o Objects) MigrateAll(ctx context.Context, db DB) ([]string, HistoryState,
 	if err != nil {
 		return changes, hs, err
 	}
-	_, err = o.MigrateClaims(ctx, db)
+	change, err := o.MigrateClaims(ctx, db)
+	if change != "" {
+		changes = append(changes, change)
+	}
 	return changes, hs, err
 }
 
@@ -116,19 +119,11 @@ func (o Objects) optionalMissing(st State) error {
 // have done the work while this one waited, or the table may have changed
 // into one that is refused. Any refusal comes before the first DDL.
 func (o Objects) migrateLocked(ctx context.Context, db DB, claims bool) ([]string, error) {
-	tx, err := db.Begin(ctx)
+	tx, err := o.lockSchema(ctx, db)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	// A long reader of the table must not make an ALTER queue for ever: it
-	// would block every renewal behind it. Give up and let the caller retry.
-	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
-		return nil, err
-	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockKey); err != nil {
-		return nil, err
-	}
 	st, err := o.Read(ctx, tx)
 	if err != nil {
 		return nil, err
@@ -162,13 +157,33 @@ func (o Objects) migrateLocked(ctx context.Context, db DB, claims bool) ([]strin
 			return nil, err
 		}
 		if !cs.Exists {
-			if err := Claims.create(ctx, tx, o.Claims); err != nil {
+			if err := o.createClaimsTable(ctx, tx); err != nil {
 				return nil, err
 			}
 			changes = append(changes, "created claims table "+o.Claims)
 		}
 	}
 	return changes, tx.Commit(ctx)
+}
+
+// lockSchema begins the transaction of a schema change and takes the lock
+// that serialises leasewrap's DDL (lockKey). A long reader of a table must
+// not make its ALTER or CREATE INDEX queue for ever, blocking every
+// renewal behind it: the change gives up after 5s and the caller retries.
+// The caller rolls back or commits.
+func (o Objects) lockSchema(ctx context.Context, db DB) (pgx.Tx, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err = tx.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err == nil {
+		_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockKey)
+	}
+	if err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, err
+	}
+	return tx, nil
 }
 
 // upgradeHistory adds the columns an older history table lacks. A role

@@ -225,16 +225,22 @@ const ClaimsSuffix = "_schedule"
 // the lease table, its history table and the fencing function.
 type Objects struct {
 	table pgx.Identifier
+	// requests is the claims table's index of requested runs.
+	requests pgx.Identifier
 	// Lease, History, Claims and Function are the quoted names, as SQL
 	// takes them.
 	Lease, History, Claims, Function string
 }
 
+// RequestsIndex is the claims table's index of requested runs, quoted.
+func (o Objects) RequestsIndex() string { return o.requests.Sanitize() }
+
 // For names the objects of the lease table table.
 func For(table pgx.Identifier) Objects {
 	fn := append(append(pgx.Identifier{}, table[:len(table)-1]...), CheckFunction)
 	return Objects{table: table, Lease: table.Sanitize(), History: HistoryTable(table).Sanitize(),
-		Claims: ClaimsTable(table).Sanitize(), Function: fn.Sanitize()}
+		Claims: ClaimsTable(table).Sanitize(), Function: fn.Sanitize(),
+		requests: suffixed(ClaimsTable(table), requestsSuffix)}
 }
 
 // HistoryTable names the history table of a lease table: "<table>_history",
