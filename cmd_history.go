@@ -273,6 +273,15 @@ var timelineMarks = []struct {
 	{lease.OutcomeCouldNotStart, "!", "could not start"},
 	{lease.OutcomeTimedOut, "T", "timed out"},
 	{inspect.OutcomeRunning, ">", "running"},
+	{lease.OutcomeSkipped, "s", "skipped"},
+	{lease.OutcomeMissed, "m", "missed"},
+}
+
+// notRun reports whether r is a scheduled time that nobody ran (skipped
+// while the previous run went on, or missed while all instances were
+// down): a mark in the job's "not run" lane, neither a run nor a holder's.
+func notRun(r inspect.Run) bool {
+	return r.Outcome == lease.OutcomeSkipped || r.Outcome == lease.OutcomeMissed
 }
 
 func timelineMark(r inspect.Run) byte {
@@ -294,7 +303,9 @@ const laneNameWidth = 24
 // in width columns: '=' while a run held its slot, ended by a mark for its
 // outcome, and a "runs" lane counting the runs at each column's middle
 // ('.' for none), so a gap or a double run shows at a glance. Runs of one
-// slot that overlap in time are listed under the job.
+// slot that overlap in time are listed under the job. Scheduled times
+// nobody ran are marked in a lane of their own, "not run": they are no
+// runs, and count in neither the runs lane nor the overlaps.
 func printTimeline(w io.Writer, runs []inspect.Run, from, to time.Time, width int) error {
 	if len(runs) == 0 {
 		_, err := fmt.Fprintln(w, "no runs in the history for this period")
@@ -325,8 +336,10 @@ func printTimeline(w io.Writer, runs []inspect.Run, from, to time.Time, width in
 		jr := byJob[job]
 		slices.SortStableFunc(jr, func(a, b inspect.Run) int { return a.StartedAt.Compare(b.StartedAt) })
 		fmt.Fprintf(&b, "\n%s\n%s%s\n%s%s\n", printable(job), pad, labels(ticks), pad, ruler(ticks, width))
-		drawLanes(&b, jr, from, step, width, col)
-		for _, o := range overlaps(jr) {
+		ran := slices.DeleteFunc(slices.Clone(jr), notRun)
+		drawLanes(&b, ran, from, step, width, col)
+		drawNotRun(&b, jr, width, col)
+		for _, o := range overlaps(ran) {
 			fmt.Fprintf(&b, "  overlap: %s\n", o)
 		}
 	}
@@ -372,6 +385,26 @@ func drawLanes(b *strings.Builder, jr []inspect.Run, from time.Time, step time.D
 		counts[i] = countMark(mostAtOnce(jr, a, a.Add(step)))
 	}
 	fmt.Fprintf(b, "  %-*s|%s|\n", laneNameWidth, "runs", counts)
+}
+
+// drawNotRun draws the lane of the scheduled times in runs that nobody
+// ran, when there are any: each time's mark in its column, and across the
+// columns of a long outage summarised in one missed row.
+func drawNotRun(b *strings.Builder, runs []inspect.Run, width int, col func(time.Time) int) {
+	lane := []byte(strings.Repeat(" ", width))
+	marked := false
+	for _, r := range runs {
+		if !notRun(r) {
+			continue
+		}
+		for i := col(r.StartedAt); i <= col(r.FinishedAt); i++ {
+			lane[i] = timelineMark(r)
+		}
+		marked = true
+	}
+	if marked {
+		fmt.Fprintf(b, "  %-*s|%s|\n", laneNameWidth, "not run", lane)
+	}
 }
 
 // lastInstant is the last moment r held its slot: a run of no length has

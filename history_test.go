@@ -185,7 +185,9 @@ func TestHistoryJSONShape(t *testing.T) {
 }
 
 // The timeline of a fixed set of runs: two holders of a one-slot job with
-// a double run and a gap, and a two-slot job.
+// a double run and a gap, a two-slot job, and a scheduled job with a time
+// skipped while its run went on and an outage summarised as missed: those
+// are marks in their own lane, no runs, no holder's and no double run.
 func TestTimelineGolden(t *testing.T) {
 	at := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
 	m := func(min float64) time.Time { return at.Add(time.Duration(min * float64(time.Minute))) }
@@ -200,6 +202,10 @@ func TestTimelineGolden(t *testing.T) {
 		{Job: "workers", Slot: 2, Holder: "host-b", FencingToken: 202, StartedAt: m(6), FinishedAt: m(25), ExitCode: code(143), Outcome: lease.OutcomeStopped},
 		{Job: "workers", Slot: 2, Holder: "host-c", FencingToken: 203, StartedAt: m(26), FinishedAt: m(26.1), ExitCode: code(127), Outcome: lease.OutcomeCouldNotStart},
 		{Job: "workers", Slot: 2, Holder: "host-c", FencingToken: 204, StartedAt: m(30), FinishedAt: m(45), Outcome: "vanished"},
+		{Job: "every_10m", Slot: 1, Holder: "host-a", FencingToken: 301, StartedAt: m(0), FinishedAt: m(14), ExitCode: code(0), Outcome: lease.OutcomeExited},
+		{Job: "every_10m", Slot: 1, Holder: "host-b", StartedAt: m(10), FinishedAt: m(10), Outcome: lease.OutcomeSkipped},
+		{Job: "every_10m", Slot: 1, Holder: "host-b", StartedAt: m(20), FinishedAt: m(40), Outcome: lease.OutcomeMissed},
+		{Job: "every_10m", Slot: 1, Holder: "host-b", FencingToken: 302, StartedAt: m(50), FinishedAt: m(52), ExitCode: code(0), Outcome: lease.OutcomeExited},
 	}
 	var b bytes.Buffer
 	if err := printTimeline(&b, runs, at, m(60), 60); err != nil {
