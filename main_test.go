@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
@@ -157,11 +160,14 @@ func TestStolenLeaseStopsTheChildAndExits75(t *testing.T) {
 
 // A renewal that finds the row gone (or older than this holder wrote it)
 // says so distinctly: a failover or an operator lost a committed write.
+// The run is still recorded, once, as lost, from its start: no taker will
+// close it, since none finds the row it would close it from.
 func TestLostRowIsReportedAsSuch(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	p := lw(t, []string{child("trap ready block")}, d.args("--job", "j", "--", self())...)
+	p := lw(t, []string{child("trap ready block")}, d.args("--job", "j", "--id", "leader", "--", self())...)
 	p.Expect(t, "ready")
+	deleted := time.Now()
 	d.exec(t, `DELETE FROM TABLE`)
 	e := p.WaitLog(t, "lease lost")
 	if msg, _ := e["error"].(string); e["level"] != "error" || !strings.Contains(msg, "lost a committed write") {
@@ -169,6 +175,15 @@ func TestLostRowIsReportedAsSuch(t *testing.T) {
 	}
 	if got := p.Wait(t, 10*time.Second); got != 75 {
 		t.Errorf("exit %d, want 75", got)
+	}
+	runs := d.historyRuns(t, "leader")
+	if len(runs) != 1 || !strings.HasPrefix(runs[0], "1:") || !strings.HasSuffix(runs[0], ":lost") {
+		t.Errorf("history of the run whose row was deleted: %q, want one lost run", runs)
+	}
+	var started time.Time
+	if err := d.pool.QueryRow(context.Background(), `SELECT started_at FROM `+pgx.Identifier{d.table + "_history"}.Sanitize()).
+		Scan(&started); err == nil && !started.Before(deleted) {
+		t.Errorf("the lost run started at %v, after its row was deleted (%v): want its start", started, deleted)
 	}
 }
 

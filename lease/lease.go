@@ -309,6 +309,9 @@ type End struct {
 	// Output is what the run kept of its command's output (--keep-output),
 	// recorded with it; nil keeps none (an empty slice is an empty output).
 	Output []byte
+	// Ran is how long the attempt's command ran, for RecordLost, which
+	// has no lease row to read its start from (0: none ran).
+	Ran time.Duration
 }
 
 // Finish is Release that records the run in the history with end's
@@ -378,15 +381,16 @@ func (l *Lease) StartAttempt(ctx context.Context) error {
 	return err
 }
 
-// RecordLost records in the history, as end says (OutcomeLost or
-// OutcomeStopped, and the attempt), a run whose lease ended while no
-// command ran: during the wait for a retry, or when recording the attempt
-// before it found the row gone. The lease row may be gone or another
-// holder's by then, so the run is written without it, once: not if the
-// history already has this attempt (or a later one) of this lease, which
-// is how a taker closes a run its holder left started. It does nothing
-// without a history table. Call it after Finish, whose release (when the
-// row is still this holder's) keeps a taker from closing the run too.
+// RecordLost records in the history, as end says, a run whose lease row
+// was no longer this holder's when the run ended: the lease ended while no
+// command ran (during the wait for a retry, or when recording the attempt
+// before it found the row gone), or Finish found the row deleted or
+// another's (an operator's DELETE, or a take). The run is written without
+// the row, once: not if the history already has this attempt (or a later
+// one) of this lease, which is how a taker closes a run its holder left
+// started. It started end.Ran before now. It does nothing without a
+// history table. Call it after Finish, whose release (when the row is
+// still this holder's) keeps a taker from closing the run too.
 func (l *Lease) RecordLost(ctx context.Context, end End) error {
 	s := l.store
 	if s.hist() == nil {
@@ -396,7 +400,7 @@ func (l *Lease) RecordLost(ctx context.Context, end End) error {
 	defer cancel()
 	_, err := s.db.Exec(ctx, s.sql.recordLost,
 		l.job, l.slot, s.cfg.holder, l.token, max(end.Attempt, 1), end.ExitCode, end.Outcome,
-		end.Output, l.scheduledArg())
+		end.Output, l.scheduledArg(), end.Ran.Microseconds())
 	if err != nil {
 		return fmt.Errorf("cannot record attempt %d of lease %q: %w", end.Attempt, l.job, pgerr.Classify(err))
 	}

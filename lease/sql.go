@@ -318,13 +318,13 @@ SELECT $4::text, $5::integer, holder, fencing_token, $6::integer, coalesce(start
   $9::bytea, $10::timestamptz
 FROM ended`
 
-// recordLostSQL records a run whose lease ended while no command ran: $1
-// job, $2 slot, $3 holder, $4 token, $5 attempt, $6 exit code, $7 outcome,
-// $8 the output it kept (NULL: none), $9 the scheduled time (NULL: none);
-// not when the history already has this attempt (or a later one) of this
-// lease.
+// recordLostSQL records a run without its lease row (see Lease.RecordLost):
+// $1 job, $2 slot, $3 holder, $4 token, $5 attempt, $6 exit code, $7
+// outcome, $8 the output it kept (NULL: none), $9 the scheduled time
+// (NULL: none), $10 how long it ran (microseconds); not when the history
+// already has this attempt (or a later one) of this lease.
 const recordLostSQL = `INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome,
   output, scheduled_at)
-SELECT $1::text, $2::integer, $3::text, $4::bigint, $5::integer, now(), now(), $6::integer, $7::text,
+SELECT $1::text, $2::integer, $3::text, $4::bigint, $5::integer, now() - $10::bigint * interval '1 microsecond', now(), $6::integer, $7::text,
   $8::bytea, $9::timestamptz
 WHERE NOT EXISTS (SELECT FROM {history} WHERE job_name = $1::text AND fencing_token = $4::bigint AND attempt >= $5::integer)`
