@@ -18,6 +18,10 @@ import (
 // up on an unreachable database in bounded time.
 const DefaultConnectTimeout = 10 * time.Second
 
+// ApplicationName is the application_name of Connect's sessions, unless
+// the connection string sets one.
+const ApplicationName = "leasewrap"
+
 // Connect returns a small pool for a wrapper: one connection renews while
 // another may release or read, and a broken connection is replaced on the
 // next statement. An empty dsn means libpq's defaults and PG* variables. It
@@ -33,6 +37,11 @@ func Connect(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	// A DBA tells leasewrap's sessions apart in pg_stat_activity by this,
+	// unless the URL (or PGAPPNAME) names them otherwise.
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = ApplicationName
 	}
 	// Named prepared statements are session state that a pooler in
 	// transaction mode (PgBouncer) cannot keep; every statement here casts
