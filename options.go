@@ -132,7 +132,7 @@ func (s settings) duration(name string) (time.Duration, error) {
 	d, err := time.ParseDuration(text)
 	switch {
 	case err == nil && d < 0:
-		return 0, usagef("invalid %s %s: must be 0 or positive, as in 30s", s.source(name), text)
+		return 0, usagef("invalid %s %s: must not be negative, as in 30s", s.source(name), text)
 	case err == nil && d > limit.max:
 		return 0, usagef("invalid %s %s: must be at most %s", s.source(name), text, limit.text)
 	case err == nil:
