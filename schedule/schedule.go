@@ -148,6 +148,11 @@ func parseCron(spec string, fields []string, loc *time.Location, zone string) (*
 	if len(fields) != 5 {
 		return nil, invalid("schedule %q has %d fields; %s", spec, len(fields), validSyntax)
 	}
+	// Quartz's L, W and # are not enabled in the parser: say so, rather
+	// than pass on its words about options. No day or month name has an L.
+	if strings.ContainsAny(fields[2], "LlWw") || strings.ContainsAny(fields[4], "#Ll") {
+		return nil, invalid("schedule %q: L, W and # (last day, nearest weekday, nth weekday) are not supported; %s", spec, validSyntax)
+	}
 	canon := strings.ToLower(strings.Join(fields, " "))
 	sched, err := parser.Parse(canon)
 	if err != nil {
