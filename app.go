@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"regexp"
 
 	"github.com/urfave/cli/v2"
 )
@@ -127,7 +128,32 @@ func usageError(c *cli.Context, err error, _ bool) error {
 	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
 		name += " " + c.Command.Name
 	}
-	return usagef("%v (see %s --help)", err, name)
+	return usagef("%s (see %s --help)", flagError(err.Error()), name)
+}
+
+// urfave/cli's words for a flag it does not know or a boolean it cannot
+// read, which name the flag with one dash and pass on strconv's.
+var (
+	unknownFlag = regexp.MustCompile(`^flag provided but not defined: -+(\S+)$`)
+	badBool     = regexp.MustCompile(`^invalid boolean value "(.*)" for -+(\S+): parse error$`)
+	badEnvBool  = regexp.MustCompile(`^could not parse "(.*)" as bool value from environment variable "(\S+)" for flag (\S+): `)
+)
+
+// flagError says msg, urfave/cli's error, as leasewrap's other settings
+// errors do: the flag as written, with two dashes, and what is valid. Any
+// other message is left as it is.
+func flagError(msg string) string {
+	const bools = "want true or false (or 1, 0, t, f)"
+	if m := unknownFlag.FindStringSubmatch(msg); m != nil {
+		return "unknown flag --" + m[1]
+	}
+	if m := badBool.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("invalid --%s %q: %s", m[2], m[1], bools)
+	}
+	if m := badEnvBool.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("invalid %s (--%s) %q: %s", m[2], m[3], m[1], bools)
+	}
+	return msg
 }
 
 // noArgs refuses arguments a subcommand does not take.

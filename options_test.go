@@ -86,6 +86,10 @@ func TestBadSettingsSayWhatToChange(t *testing.T) {
 		{"table", nil, []string{"--table", "a.b.c"}, []string{"--table"}},
 		{"outer job inherited", map[string]string{"LEASEWRAP_JOB": "outer", "LEASEWRAP_FENCING_TOKEN": "7"}, nil,
 			[]string{"LEASEWRAP_JOB=outer", "--job"}},
+		{"unknown flag", nil, []string{"--schedul", "@daily"}, []string{"unknown flag --schedul"}},
+		{"bad boolean", nil, []string{"--wait=yes"}, []string{`invalid --wait "yes": want true or false`}},
+		{"bad boolean from the environment", map[string]string{"LEASEWRAP_WAIT": "yes"}, nil,
+			[]string{`invalid LEASEWRAP_WAIT (--wait) "yes": want true or false`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := []string{"--job", "j"}
