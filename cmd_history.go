@@ -117,7 +117,10 @@ func parseOutputQuery(s settings, o historyOptions) (*inspect.OutputQuery, error
 
 // parseSince reads a duration back from now, or a date or time.
 func parseSince(text string, now time.Time) (time.Time, error) {
-	if d, err := time.ParseDuration(text); err == nil && d > 0 {
+	if d, err := time.ParseDuration(text); err == nil {
+		if d <= 0 {
+			return time.Time{}, errors.New("a duration back from now must be positive, such as 24h or 90m")
+		}
 		return now.Add(-d), nil
 	}
 	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02"} {

@@ -281,3 +281,19 @@ func TestTimelineShortRunsAndEvenAxis(t *testing.T) {
 		t.Errorf("labels %q are not evenly spaced (gaps %v)", lines[3], gaps)
 	}
 }
+
+// --since reads a positive duration back from now, or a date or time; a
+// duration of none or less says it must be positive.
+func TestSinceReadsDurationsAndDates(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for text, want := range map[string]time.Time{"90m": now.Add(-90 * time.Minute), "2026-02-27": time.Date(2026, 2, 27, 0, 0, 0, 0, time.UTC)} {
+		if got, err := parseSince(text, now); err != nil || !got.Equal(want) {
+			t.Errorf("parseSince(%q) = %v, %v; want %v", text, got, err, want)
+		}
+	}
+	for _, text := range []string{"0s", "-5m"} {
+		if _, err := parseSince(text, now); err == nil || !strings.Contains(err.Error(), "must be positive") {
+			t.Errorf("parseSince(%q): %v, want it refused as not positive", text, err)
+		}
+	}
+}

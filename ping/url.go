@@ -31,7 +31,7 @@ func Parse(raw string) (*url.URL, error) {
 	case "":
 		return nil, errors.New("ping URL must start with http:// or https://")
 	default:
-		return nil, fmt.Errorf("ping URL must start with http:// or https://, not %s:", quoteScheme(u.Scheme))
+		return nil, fmt.Errorf("ping URL must start with http:// or https://, not %s", quoteScheme(u.Scheme+":"))
 	}
 	if u.Opaque != "" || u.Host == "" {
 		return nil, errors.New("ping URL has no host (want http[s]://host/path)")
