@@ -324,7 +324,7 @@ var claimMessages = map[string]string{
 // run runs the command for the time at under the lease c took, then
 // records the times that came due while it held the lease as skipped.
 func (sc *scheduler) run(c lease.Claim, at time.Time, log zerolog.Logger) error {
-	taken := c.Now
+	taken := sc.clock.now() // c.Now, as take set the clock to it
 	sc.mon.Leading(c.Lease)
 	err := sc.runLease(c.Lease)
 	sc.mon.NotLeading()
@@ -341,10 +341,15 @@ func (sc *scheduler) run(c lease.Claim, at time.Time, log zerolog.Logger) error 
 		log.Warn().Err(err).Msg("the scheduled run failed")
 	}
 	// Times that came due while the run held the lease are skipped: runs
-	// of one job never overlap.
+	// of one job never overlap. Not after a late time with more owed
+	// behind it (a catch-up): the times after those are late too, and the
+	// next step accounts for them all in order, as --catch-up says;
+	// recording them now would move last past the times still owed.
 	var during []lease.Missed
-	for _, t := range sc.w.o.sched.Between(maxTime(at, taken), sc.clock.now(), schedule.DefaultMaxRuns) {
-		during = append(during, lease.Missed{At: t})
+	if sc.w.o.sched.Next(at).After(taken) {
+		for _, t := range sc.w.o.sched.Between(maxTime(at, taken), sc.clock.now(), schedule.DefaultMaxRuns) {
+			during = append(during, lease.Missed{At: t})
+		}
 	}
 	if len(during) > 0 {
 		if err := sc.record(context.Background(), lease.OutcomeSkipped, during); err != nil {

@@ -169,3 +169,34 @@ func TestOnceRunsOnlyTheTimesDueAtItsStart(t *testing.T) {
 		t.Errorf("--once ran %v, want only %v", got, want)
 	}
 }
+
+// After an outage, --catch-up all runs every late time in order, even
+// when a catch-up run outlasts the next due time: that time is late too,
+// not skipped, and recording it must not move the scheduler past the late
+// times still owed (which would leave them neither run nor missed).
+func TestCatchUpRunsEveryLateTimeWhenARunOutlastsTheNextTime(t *testing.T) {
+	t.Parallel()
+	from := utcTimes("2025-06-01T00:04:45Z")[0]
+	sc, clock, d := testScheduler(t, "* * * * *", "UTC", schedule.CatchUp{Policy: schedule.CatchUpAll, Window: time.Hour}, false, from)
+	sc.last = utcTimes("2025-06-01T00:00:00Z")[0] // 00:01 to 00:04 are late
+	run := sc.runLease
+	sc.runLease = func(l *lease.Lease) error {
+		clock.at = clock.at.Add(20 * time.Second) // the first run ends after 00:05 came due
+		return run(l)
+	}
+	for steps := 0; clock.at.Before(utcTimes("2025-06-01T00:06:30Z")[0]); steps++ {
+		if steps > 100 {
+			t.Fatal("the scheduler does not move on")
+		}
+		wait, err := sc.step(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.at = clock.at.Add(max(wait, time.Millisecond))
+	}
+	want := utcTimes("2025-06-01T00:01:00Z", "2025-06-01T00:02:00Z", "2025-06-01T00:03:00Z", "2025-06-01T00:04:00Z",
+		"2025-06-01T00:05:00Z", "2025-06-01T00:06:00Z")
+	if got := d.runTimes(t); !slices.Equal(got, want) {
+		t.Errorf("--catch-up all ran %v, want every time from 00:01 to 00:06", got)
+	}
+}
