@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -19,7 +20,9 @@ func TestRequestedRunIsTakenOnce(t *testing.T) {
 	pool, table, a, _, _ := twoSchedulers(t)
 	var stores []*lease.Store
 	for _, h := range []string{"a", "b", "c", "d", "e"} {
-		s := newStore(t, pool, table, h)
+		// Five takes at once on a loaded machine need more than a 1s
+		// TTL's budget; nothing here waits for an expiry.
+		s := newStore(t, pool, table, h, lease.WithTTL(10*time.Second))
 		if _, err := s.Register(ctx(t), "job", everySpec); err != nil {
 			t.Fatal(err)
 		}
