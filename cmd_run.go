@@ -150,15 +150,7 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 		return exitStatus(res)
 	}
 	end := lease.End{ExitCode: &res.Status, Outcome: runOutcome(res), Attempt: attempt, Output: w.kept, Ran: w.ran}
-	err := l.Finish(context.Background(), end)
-	logRelease(err, log)
-	if errors.Is(err, lease.ErrLost) {
-		// The row was deleted (or is another's) and the release recorded
-		// nothing: the run is written without it, unless a taker closed it.
-		if err := l.RecordLost(context.Background(), end); err != nil {
-			log.Warn().Err(err).Msg("cannot record the run in the history")
-		}
-	}
+	logRelease(l.Finish(context.Background(), end), log)
 	return exitStatus(res)
 }
 

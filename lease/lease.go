@@ -316,8 +316,9 @@ type End struct {
 
 // Finish is Release that records the run in the history with end's
 // outcome, in the same statement as the release (when the history table
-// is there) and only if the release happened: a lease another holder took
-// records nothing, since the taker closed the run.
+// is there). When the row is no longer this holder's (deleted by an
+// operator, or taken), the run is recorded without it (see RecordLost):
+// not when a taker closed it already. An empty outcome records nothing.
 func (l *Lease) Finish(ctx context.Context, end End) error {
 	return l.release(ctx, l.store.cfg.holdFor, end)
 }
@@ -384,7 +385,7 @@ func (l *Lease) StartAttempt(ctx context.Context) error {
 // RecordLost records in the history, as end says, a run whose lease row
 // was no longer this holder's when the run ended: the lease ended while no
 // command ran (during the wait for a retry, or when recording the attempt
-// before it found the row gone), or Finish found the row deleted or
+// before it found the row gone), or the release found the row deleted or
 // another's (an operator's DELETE, or a take). The run is written without
 // the row, once: not if the history already has this attempt (or a later
 // one) of this lease, which is how a taker closes a run its holder left
@@ -429,6 +430,14 @@ func (l *Lease) release(ctx context.Context, holdFor time.Duration, end End) err
 		l.deadline = min(l.deadline, l.store.cfg.clock.Now())
 		l.mu.Unlock()
 		l.releaseErr = l.releaseRow(ctx, holdFor, end)
+		// The release found no row of this holder's and recorded nothing;
+		// a deleted row has no taker to close the run either.
+		if errors.Is(l.releaseErr, ErrLost) && end.Outcome != "" {
+			if err := l.RecordLost(ctx, end); err != nil {
+				log := l.logger()
+				log.Warn().Err(err).Msg("cannot record the run in the history")
+			}
+		}
 	})
 	return l.releaseErr
 }
