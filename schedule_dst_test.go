@@ -64,8 +64,16 @@ func testScheduler(t *testing.T, spec, zone string, catchUp schedule.CatchUp, on
 func runScheduler(t *testing.T, spec, zone string, from, to time.Time) []time.Time {
 	t.Helper()
 	sc, clock, d := testScheduler(t, spec, zone, schedule.CatchUp{Policy: schedule.CatchUpAll, Window: 48 * time.Hour}, false, from)
-	for steps := 0; clock.at.Before(to); steps++ {
-		if steps > 1000 {
+	stepUntil(t, sc, clock, to, 1000)
+	return d.runTimes(t)
+}
+
+// stepUntil steps sc until clock reaches to, each step's wait moving the
+// clock, in at most steps steps.
+func stepUntil(t *testing.T, sc *scheduler, clock *fakeClock, to time.Time, steps int) {
+	t.Helper()
+	for n := 0; clock.at.Before(to); n++ {
+		if n > steps {
 			t.Fatal("the scheduler does not move on")
 		}
 		wait, err := sc.step(context.Background())
@@ -74,7 +82,6 @@ func runScheduler(t *testing.T, spec, zone string, from, to time.Time) []time.Ti
 		}
 		clock.at = clock.at.Add(max(wait, time.Millisecond))
 	}
-	return d.runTimes(t)
 }
 
 // runTimes lists the scheduled times recorded as run, oldest first.
@@ -184,16 +191,7 @@ func TestCatchUpRunsEveryLateTimeWhenARunOutlastsTheNextTime(t *testing.T) {
 		clock.at = clock.at.Add(20 * time.Second) // the first run ends after 00:05 came due
 		return run(l)
 	}
-	for steps := 0; clock.at.Before(utcTimes("2025-06-01T00:06:30Z")[0]); steps++ {
-		if steps > 100 {
-			t.Fatal("the scheduler does not move on")
-		}
-		wait, err := sc.step(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		clock.at = clock.at.Add(max(wait, time.Millisecond))
-	}
+	stepUntil(t, sc, clock, utcTimes("2025-06-01T00:06:30Z")[0], 100)
 	want := utcTimes("2025-06-01T00:01:00Z", "2025-06-01T00:02:00Z", "2025-06-01T00:03:00Z", "2025-06-01T00:04:00Z",
 		"2025-06-01T00:05:00Z", "2025-06-01T00:06:00Z")
 	if got := d.runTimes(t); !slices.Equal(got, want) {
