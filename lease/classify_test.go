@@ -7,7 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/lease"
 )
 
@@ -16,12 +15,7 @@ import (
 // statement's does.
 func TestReleaseWithoutPrivilegeSaysSo(t *testing.T) {
 	t.Parallel()
-	admin := pgtest.Pool(t)
-	schema := leaseSchema(t, admin)
-	table, quoted := leaseTable(schema)
-	if _, err := newStore(t, admin, table, "admin").Migrate(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
+	admin, schema, table, quoted := migratedSchema(t)
 	pool := leastPrivileged(t, admin, schema)
 	// A TTL that leaves a first take on a loaded machine time to answer:
 	// nothing here waits for an expiry.

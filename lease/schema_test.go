@@ -39,6 +39,20 @@ func leaseSchema(t *testing.T, pool *pgxpool.Pool) string {
 	return name
 }
 
+// migratedSchema is a fresh schema (see leaseSchema) with leasewrap's
+// tables migrated by the admin pool it returns, and the lease table's name
+// as --table takes it and quoted.
+func migratedSchema(t *testing.T) (admin *pgxpool.Pool, schema, table, quoted string) {
+	t.Helper()
+	admin = pgtest.Pool(t)
+	schema = leaseSchema(t, admin)
+	table, quoted = leaseTable(schema)
+	if _, err := newStore(t, admin, table, "admin").Migrate(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	return admin, schema, table, quoted
+}
+
 // leaseTable is the lease table in schema, as --table takes it and quoted.
 func leaseTable(schema string) (string, string) {
 	return schema + ".lease", pgx.Identifier{schema, "lease"}.Sanitize()
@@ -404,12 +418,7 @@ GRANT SELECT, INSERT, UPDATE ON `+quoted+` TO `+r)
 // nothing created, and Migrate says what privilege is missing.
 func TestLeastPrivilegedRoleRunsWithoutTheCheckFunction(t *testing.T) {
 	t.Parallel()
-	admin := pgtest.Pool(t)
-	schema := leaseSchema(t, admin)
-	table, quoted := leaseTable(schema)
-	if _, err := newStore(t, admin, table, "admin").Migrate(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
+	admin, schema, table, quoted := migratedSchema(t)
 	mustExec(t, admin, `DROP FUNCTION `+pgx.Identifier{schema, lease.CheckFunction}.Sanitize()+`(text, bigint, text)`)
 	pool := leastPrivileged(t, admin, schema)
 	before := strings.SplitN(snapshot(t, admin, schema), "\nrows:", 2)[0]
@@ -497,12 +506,7 @@ func TestConcurrentFirstUseNeverRefusesTheNewTable(t *testing.T) {
 // to give.
 func TestMissingPrivilegeSaysWhichGrants(t *testing.T) {
 	t.Parallel()
-	admin := pgtest.Pool(t)
-	schema := leaseSchema(t, admin)
-	table, quoted := leaseTable(schema)
-	if _, err := newStore(t, admin, table, "admin").Migrate(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
+	admin, schema, table, quoted := migratedSchema(t)
 	pool := leastPrivileged(t, admin, schema)
 	var role string
 	if err := pool.QueryRow(ctx(t), `SELECT current_user`).Scan(&role); err != nil {
@@ -522,12 +526,7 @@ func TestMissingPrivilegeSaysWhichGrants(t *testing.T) {
 // owner's Migrate creates it and says so.
 func TestEarlierClaimsTableGetsItsIndexOfRequestedRuns(t *testing.T) {
 	t.Parallel()
-	admin := pgtest.Pool(t)
-	schema := leaseSchema(t, admin)
-	table, _ := leaseTable(schema)
-	if _, err := newStore(t, admin, table, "admin").Migrate(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
+	admin, schema, table, _ := migratedSchema(t)
 	objects := schemapkg.For(pgx.Identifier{schema, "lease"})
 	indexed := func() string {
 		var def string
