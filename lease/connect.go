@@ -43,6 +43,17 @@ func Connect(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = ApplicationName
 	}
+	// Times come back as text in the exec mode below, which pgx reads in
+	// the ISO style only: a database, role or URL whose DateStyle is, say,
+	// "SQL, DMY" must not make every read of a time fail. Only the output
+	// style is set; times sent are ISO 8601, read alike in any field order.
+	// PgBouncer passes DateStyle on to its server connections.
+	for name := range cfg.ConnConfig.RuntimeParams {
+		if strings.EqualFold(name, "datestyle") {
+			delete(cfg.ConnConfig.RuntimeParams, name)
+		}
+	}
+	cfg.ConnConfig.RuntimeParams["datestyle"] = "ISO"
 	// Named prepared statements are session state that a pooler in
 	// transaction mode (PgBouncer) cannot keep; every statement here casts
 	// its parameters, so the one-round-trip exec mode loses nothing.

@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/lease"
@@ -21,6 +22,26 @@ func TestConnectNamesItsSessions(t *testing.T) {
 		pool.Close()
 		if err != nil || got != want {
 			t.Errorf("application_name %q (%v), want %q", got, err, want)
+		}
+	}
+}
+
+// Connect's sessions send times in the ISO style, the only one pgx reads
+// as text (its exec mode), whatever DateStyle the database, the role or
+// the URL sets: a scheduler on a database with DateStyle "SQL, DMY" could
+// not read its first time.
+func TestConnectReadsTimesWhateverTheDateStyle(t *testing.T) {
+	t.Parallel()
+	for _, param := range []string{"options=-cdatestyle%3DSQL%2CDMY", "DateStyle=German"} {
+		pool, err := lease.Connect(ctx(t), pgtest.URL()+"&"+param)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var now time.Time
+		err = pool.QueryRow(ctx(t), `SELECT now()`).Scan(&now)
+		pool.Close()
+		if err != nil || time.Since(now).Abs() > time.Hour {
+			t.Errorf("with %s: read now() as %v (%v)", param, now, err)
 		}
 	}
 }
