@@ -179,12 +179,13 @@ UNION ALL
 FROM cur c, verdict v WHERE NOT EXISTS (SELECT FROM taken)
 ORDER BY (c.present AND c.expires_at > now()) DESC, c.expires_at LIMIT 1)`
 
-// holderSQL reads who holds $1 (a job's row) and for how long, with a
-// plain SELECT that writes and locks nothing: holder, microseconds left,
-// token, state.
-const holderSQL = `SELECT holder,
-  ` + schema.ExpiresInMicros + `,
-  fencing_token, ` + schema.HeldState + `
+// holderSQL reads who holds $1 (a job's row) with a plain SELECT that
+// writes and locks nothing: holder, token, the database's now() and the
+// row's times, bare. It is a standby's look, sent every retry interval
+// when it polls, so the server only fetches the row: readHolder works out
+// the time left and the state (schema.HeldState) from these, which spares
+// the server about a fifth of the statement's cost (BenchmarkLook).
+const holderSQL = `SELECT holder, fencing_token, now(), expires_at, released_at, last_finished_at
 FROM {lease} WHERE job_name = $1::text`
 
 // renewSQL extends a lease: $1 row, $2 holder, $3 token, $4 TTL. A lease

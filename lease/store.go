@@ -334,16 +334,33 @@ func (s *Store) held(ctx context.Context, db DB, job string) error {
 // left: free (deleted by hand, or never taken).
 func (s *Store) readHolder(ctx context.Context, db DB, job string) (*HeldError, error) {
 	e := &HeldError{Job: job}
-	var expiresInMicros int64
-	err := db.QueryRow(ctx, s.sql.holder, job).Scan(&e.Holder, &expiresInMicros, &e.Token, &e.State)
+	var now, expires time.Time
+	var released, finished *time.Time
+	err := db.QueryRow(ctx, s.sql.holder, job).
+		Scan(&e.Holder, &e.Token, &now, &expires, &released, &finished)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return e, nil
 	case err != nil:
 		return nil, fmt.Errorf("cannot read holder of lease %q: %w", job, pgerr.Classify(err))
 	}
-	e.ExpiresIn = time.Duration(expiresInMicros) * time.Microsecond
+	e.ExpiresIn = expires.Sub(now)
+	e.State = heldState(expires, released, finished)
 	return e, nil
+}
+
+// heldState is schema.HeldState worked out from a row's times.
+func heldState(expires time.Time, released, finished *time.Time) string {
+	switch {
+	case released == nil:
+		return StateHeld
+	case !expires.After(*released):
+		return StateReleased
+	case finished != nil:
+		return StateKept
+	default:
+		return StateReleasing
+	}
 }
 
 // logFailure logs a standby's failed attempt: at warn the first time and
