@@ -45,15 +45,17 @@ func Connect(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	}
 	// Times come back as text in the exec mode below, which pgx reads in
 	// the ISO style only: a database, role or URL whose DateStyle is, say,
-	// "SQL, DMY" must not make every read of a time fail. Only the output
-	// style is set; times sent are ISO 8601, read alike in any field order.
-	// PgBouncer passes DateStyle on to its server connections.
-	for name := range cfg.ConnConfig.RuntimeParams {
-		if strings.EqualFold(name, "datestyle") {
-			delete(cfg.ConnConfig.RuntimeParams, name)
+	// "SQL, DMY" must not make every read of a time fail. The style is set
+	// only where the server reports another: a start-up parameter would
+	// make PgBouncer, which compares it with the server's own words ("ISO,
+	// MDY"), send a SET ahead of every transaction.
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if strings.HasPrefix(conn.PgConn().ParameterStatus("DateStyle"), "ISO") {
+			return nil
 		}
+		_, err := conn.Exec(ctx, `SET DateStyle = ISO`)
+		return err
 	}
-	cfg.ConnConfig.RuntimeParams["datestyle"] = "ISO"
 	// Named prepared statements are session state that a pooler in
 	// transaction mode (PgBouncer) cannot keep; every statement here casts
 	// its parameters, so the one-round-trip exec mode loses nothing.

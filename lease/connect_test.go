@@ -1,6 +1,7 @@
 package lease_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +43,24 @@ func TestConnectReadsTimesWhateverTheDateStyle(t *testing.T) {
 		pool.Close()
 		if err != nil || time.Since(now).Abs() > time.Hour {
 			t.Errorf("with %s: read now() as %v (%v)", param, now, err)
+		}
+	}
+}
+
+// Connect asks for no DateStyle at start-up: PgBouncer compares a client's
+// start-up DateStyle with the server's own words for it ("ISO, MDY") and
+// sends a SET ahead of every transaction where they differ, which doubled
+// the transactions of a fleet of standbys polling through it.
+func TestConnectSendsNoDateStyleAtStartUp(t *testing.T) {
+	t.Parallel()
+	pool, err := lease.Connect(ctx(t), pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for name, value := range pool.Config().ConnConfig.RuntimeParams {
+		if strings.EqualFold(name, "datestyle") {
+			t.Errorf("start-up parameter %s=%q", name, value)
 		}
 	}
 }
