@@ -4,7 +4,7 @@
 //
 //	fleet -url URL [-admin-url URL] [-jobs 1000] [-per-job 10] [-duration 5m]
 //	      [-listen=false] [-kill 0.1] [-release 0.2] [-postmaster PID]
-//	      [-pgbouncer PID] [-out FILE]
+//	      [-pgbouncer PID] [-out FILE] [-floor]
 //
 // Each participant is what one `leasewrap --wait` process is, in a
 // goroutine: a pool of its own from lease.Connect (as each wrapper has its
@@ -34,6 +34,11 @@
 // of one job with different tokens whose [started_at, finished_at)
 // overlap.
 //
+// With -floor it runs no fleet but its reference: as many connections as
+// the fleet would have standbys, each sending SELECT 1 once per default
+// retry interval, and reports the same CPU figures and the statements per
+// second (see pollFloor).
+//
 // -admin-url (default: -url) must reach PostgreSQL itself, in the same
 // database: it migrates the table, reads the statistics and checks the
 // history. Use a database of its own, so that its statistics hold nothing
@@ -62,6 +67,7 @@ type config struct {
 	kill, release             float64
 	startRate                 int
 	postmaster, pgbouncer     int
+	floor                     bool
 }
 
 func main() {
@@ -79,6 +85,7 @@ func main() {
 	flag.IntVar(&c.startRate, "start-rate", 250, "participants started per second before the measurement")
 	flag.IntVar(&c.postmaster, "postmaster", 0, "PID of the postmaster, whose and whose children's CPU time is the database's (0: not measured)")
 	flag.IntVar(&c.pgbouncer, "pgbouncer", 0, "PID of PgBouncer, to measure its CPU time too (0: not measured)")
+	flag.BoolVar(&c.floor, "floor", false, "instead of a fleet, measure its polling floor: as many connections as it has standbys, each sending SELECT 1 once per default retry interval")
 	flag.Parse()
 	if err := c.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
@@ -86,7 +93,13 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := run(ctx, c)
+	var res any
+	var err error
+	if c.floor {
+		res, err = pollFloor(ctx, c)
+	} else {
+		res, err = run(ctx, c)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
@@ -119,7 +132,7 @@ func (c *config) check() error {
 }
 
 // write writes res as indented JSON to path, or to stdout for "-".
-func write(path string, res *result) error {
+func write(path string, res any) error {
 	b, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
 		return err

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // userHZ is the unit of the CPU times in /proc/<pid>/stat: Linux fixes it
@@ -32,15 +34,21 @@ type snapshot struct {
 // pg_stat_database (of the fleet's database) and the next transaction id
 // (reading it assigns none).
 func (f *fleet) sample(ctx context.Context) (snapshot, error) {
+	return sample(ctx, f.cfg, f.stats, f.dbname)
+}
+
+// sample reads the counters of the processes c names and of database
+// dbname, through stats (connected to another database).
+func sample(ctx context.Context, c config, stats *pgxpool.Pool, dbname string) (snapshot, error) {
 	s := snapshot{at: time.Now(), self: selfCPU()}
-	if f.cfg.postmaster > 0 {
-		s.dbTicks = clusterTicks(f.cfg.postmaster)
+	if c.postmaster > 0 {
+		s.dbTicks = clusterTicks(c.postmaster)
 	}
-	if f.cfg.pgbouncer > 0 {
-		s.pgbTicks, _, _ = procTicks(f.cfg.pgbouncer)
+	if c.pgbouncer > 0 {
+		s.pgbTicks, _, _ = procTicks(c.pgbouncer)
 	}
-	err := f.stats.QueryRow(ctx, `SELECT xact_commit, pg_snapshot_xmax(pg_current_snapshot())::text::bigint
-FROM pg_stat_database WHERE datname = $1`, f.dbname).Scan(&s.commits, &s.nextXid)
+	err := stats.QueryRow(ctx, `SELECT xact_commit, pg_snapshot_xmax(pg_current_snapshot())::text::bigint
+FROM pg_stat_database WHERE datname = $1`, dbname).Scan(&s.commits, &s.nextXid)
 	if err != nil {
 		return s, fmt.Errorf("cannot read the database's statistics: %w", err)
 	}
