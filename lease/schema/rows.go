@@ -29,6 +29,8 @@ const (
 	// first take of a wrapper runs after its shape checks, in their
 	// transaction, and a release that commits in between looks live to it
 	// for those milliseconds), or when the row is read after its expiry.
+	// A standby's look works it out in Go from the bare row (the lease
+	// package's heldState; TestLookAgreesWithTheSQLState keeps them alike).
 	HeldState = `CASE WHEN released_at IS NULL THEN 'held' WHEN expires_at <= released_at THEN 'released'
   WHEN last_finished_at IS NOT NULL THEN 'kept' ELSE 'releasing' END`
 
