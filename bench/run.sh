@@ -25,6 +25,10 @@ FLEET_SECONDS=${FLEET_SECONDS:-$([ -n "$QUICK" ] && echo 20 || echo 60)}
 # most as many as fit in 40% of the memory available now.
 SIM_JOBS=${SIM_JOBS:-$([ -n "$QUICK" ] && echo 100 || echo 1000)}
 SIM_SECONDS=${SIM_SECONDS:-$([ -n "$QUICK" ] && echo 45 || echo 300)}
+# Participants started per second: each direct one is a backend the
+# postmaster forks, and on a slow machine 250 a second saturated 2 cores
+# until connects timed out.
+SIM_START_RATE=${SIM_START_RATE:-100}
 SIM_FIT=$(awk '/^MemAvailable:/ { printf "%d", $2 * 0.4 / 1024 / 3 / 10 }' /proc/meminfo)
 if [ -n "${SIM_DIRECT_JOBS:-}" ]; then
   SIM_DIRECT_WHY="as set by SIM_DIRECT_JOBS for this run"
@@ -316,11 +320,11 @@ log "5/6 simulated fleet: $SIM_DIRECT_JOBS jobs directly, $SIM_JOBS through PgBo
 "${PSQL[@]}" -c "CREATE DATABASE fleet"
 SIM_DB="postgres://postgres@127.0.0.1:$PGPORT/fleet?sslmode=disable"
 SIM_BOUNCED="postgres://postgres@127.0.0.1:$BOUNCER_PORT/fleet?sslmode=disable"
-SIM_DIRECT_CMD="fleet -url DIRECT_URL -jobs $SIM_DIRECT_JOBS -duration ${SIM_SECONDS}s -postmaster PID"
-SIM_BOUNCED_CMD="fleet -url PGBOUNCER_URL -admin-url DIRECT_URL -listen=false -jobs $SIM_JOBS -duration ${SIM_SECONDS}s -postmaster PID -pgbouncer PID"
+SIM_DIRECT_CMD="fleet -start-rate $SIM_START_RATE -url DIRECT_URL -jobs $SIM_DIRECT_JOBS -duration ${SIM_SECONDS}s -postmaster PID"
+SIM_BOUNCED_CMD="fleet -start-rate $SIM_START_RATE -url PGBOUNCER_URL -admin-url DIRECT_URL -listen=false -jobs $SIM_JOBS -duration ${SIM_SECONDS}s -postmaster PID -pgbouncer PID"
 sim() { # out, then fleet's flags
   local out=$1; shift
-  "$W/fleet" -postmaster "$(head -1 "$W/pg/postmaster.pid")" -duration "${SIM_SECONDS}s" -out "$out" "$@"
+  "$W/fleet" -postmaster "$(head -1 "$W/pg/postmaster.pid")" -duration "${SIM_SECONDS}s" -start-rate "$SIM_START_RATE" -out "$out" "$@"
 }
 sim "$W/sim-direct.json" -url "$SIM_DB" -jobs "$SIM_DIRECT_JOBS"
 sim "$W/sim-bounced.json" -url "$SIM_BOUNCED" -admin-url "$SIM_DB" -listen=false -jobs "$SIM_JOBS" \
@@ -330,7 +334,7 @@ sim "$W/sim-bounced.json" -url "$SIM_BOUNCED" -admin-url "$SIM_DB" -listen=false
 FLOOR_SECONDS=$(( SIM_SECONDS < 60 ? SIM_SECONDS : 60 ))
 sim "$W/sim-floor.json" -floor -url "$SIM_BOUNCED" -admin-url "$SIM_DB" -jobs "$SIM_JOBS" -duration "${FLOOR_SECONDS}s" \
   -pgbouncer "$(cat "$W/bouncer/pgbouncer.pid")"
-SIM_FLOOR_CMD="fleet -floor -url PGBOUNCER_URL -admin-url DIRECT_URL -jobs $SIM_JOBS -duration ${FLOOR_SECONDS}s -postmaster PID -pgbouncer PID"
+SIM_FLOOR_CMD="fleet -floor -start-rate $SIM_START_RATE -url PGBOUNCER_URL -admin-url DIRECT_URL -jobs $SIM_JOBS -duration ${FLOOR_SECONDS}s -postmaster PID -pgbouncer PID"
 sim_md() { # goals | table
   python3 - "$1" "$W/sim-direct.json" "$W/sim-bounced.json" "$W/sim-floor.json" <<'PY'
 import json, sys
@@ -635,7 +639,8 @@ goroutine that is what one \`leasewrap --wait\` is: a pool of its own from
 grace 10 s, retry 2 s) and a holder id of its own. Nothing is shared between
 participants but the process, so PostgreSQL (or PgBouncer) sees the
 connections and statements that as many separate wrappers would send.
-Every job has one leader and nine standbys. After every job has a leader
+Every job has one leader and nine standbys, started at $SIM_START_RATE a
+second. After every job has a leader
 and 15 s more, the fleet is measured for ${SIM_SECONDS} s; meanwhile a tenth of
 the jobs lose their leader to a crash (its connections close without a
 release, the lease is left to expire) and a fifth have theirs released, at
