@@ -16,8 +16,8 @@ import (
 func TestLookAgreesWithTheSQLState(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	// The options are applied before Connect's own DateStyle, as a
-	// database's or role's setting would be.
+	// The options set DateStyle as a database's or role's setting would,
+	// and Connect then sets it to ISO.
 	pool, err := Connect(ctx, pgtest.URL()+"&options=-cdatestyle%3DSQL%2CDMY")
 	if err != nil {
 		t.Fatal(err)
