@@ -96,8 +96,6 @@ type wrapper struct {
 	// kept is what the last attempt kept of it, for its history row.
 	output *runOutput
 	kept   []byte
-	// ran is how long the last attempt's command ran.
-	ran time.Duration
 }
 
 // runChild runs the command while l holds, hands the lease back, and
@@ -149,7 +147,7 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 		logRelease(l.AbandonWith(context.Background(), end), log)
 		return exitStatus(res)
 	}
-	end := lease.End{ExitCode: &res.Status, Outcome: runOutcome(res), Attempt: attempt, Output: w.kept, Ran: w.ran}
+	end := lease.End{ExitCode: &res.Status, Outcome: runOutcome(res), Attempt: attempt, Output: w.kept, Ran: res.Ran}
 	logRelease(l.Finish(context.Background(), end), log)
 	return exitStatus(res)
 }
@@ -168,9 +166,7 @@ func (w *wrapper) attempt(path string, l *lease.Lease, mon *monitor.Monitor, log
 		Started:    mon.ChildStarted,
 		MaxRuntime: w.o.maxRuntime,
 	}
-	began := time.Now()
 	res := w.children.Run(cmd, l, cfg)
-	w.ran = time.Since(began)
 	// runner.Run stopped whatever the run left behind, so the pipes are
 	// closed and the copies end once they have read what is left in them.
 	w.kept = endOutput()

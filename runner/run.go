@@ -54,6 +54,8 @@ type Result struct {
 	Signal os.Signal
 	// TimedOut is set when the child ran past MaxRuntime and was stopped.
 	TimedOut bool
+	// Ran is how long the child ran, from its start to its exit.
+	Ran time.Duration
 }
 
 // pollInterval is how often a stopping child's deadlines are checked, and
@@ -198,12 +200,13 @@ func (sv *supervision) run(waited <-chan unix.WaitStatus) Result {
 
 // exited logs the child's end and stops whatever of the run is left.
 func (sv *supervision) exited(ws unix.WaitStatus) Result {
-	res := Result{Started: true, Status: waitStatus(ws), Lost: sv.lost, Signal: sv.signal, TimedOut: sv.timedOut}
+	res := Result{Started: true, Status: waitStatus(ws), Lost: sv.lost, Signal: sv.signal, TimedOut: sv.timedOut,
+		Ran: time.Since(sv.started)}
 	ev := sv.log.Info()
 	if res.Status != 0 {
 		ev = sv.log.Warn()
 	}
-	ev.Int("status", res.Status).Stringer("duration", time.Since(sv.started).Round(time.Millisecond)).Msg("child exited")
+	ev.Int("status", res.Status).Stringer("duration", res.Ran.Round(time.Millisecond)).Msg("child exited")
 	if alive, _ := sv.fam.signal(0, 0); sv.stop == nil && alive {
 		sv.log.Warn().Int("pgid", sv.fam.pgid).Msg("child left processes behind; stopping them")
 		sv.stop = newStopper(sv.fam, sv.lease, unix.SIGTERM)
