@@ -301,12 +301,12 @@ func TestRenewalSurvivesACutIdleConnection(t *testing.T) {
 		t.Error("Connect's pool pings connections idle for an hour before use")
 	}
 	obs := &renewals{}
-	l := mustAcquire(t, newStore(t, pool, table, "a", lease.WithObserver(obs)), "job")
+	l := mustAcquire(t, newStore(t, pool, table, "a", append(roomy, lease.WithObserver(obs))...), "job")
 	defer l.Release(ctx(t), nil)
-	pgtest.Eventually(t, 5*time.Second, "a first renewal", func() bool { ok, _ := obs.counts(); return ok >= 1 })
+	pgtest.Eventually(t, 15*time.Second, "a first renewal", func() bool { ok, _ := obs.counts(); return ok >= 1 })
 	mustExec(t, admin, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '`+app+`'`)
 	ok0, _ := obs.counts()
-	pgtest.Eventually(t, 5*time.Second, "three renewals after the cut", func() bool { ok, _ := obs.counts(); return ok >= ok0+3 })
+	pgtest.Eventually(t, 15*time.Second, "three renewals after the cut", func() bool { ok, _ := obs.counts(); return ok >= ok0+3 })
 	if _, failed := obs.counts(); failed != 0 {
 		t.Errorf("%d renewals failed after an idle connection was cut, want none", failed)
 	}
