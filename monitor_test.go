@@ -47,6 +47,11 @@ func TestHealthLeaderAndMetrics(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
 	proxy, viaProxy := pgtest.Proxied(t, d.pool)
+	// The standby's first connect must succeed (a --wait that cannot
+	// connect at start exits 69): 1 s is too little on a loaded machine,
+	// and 5 s still leaves the reconnect after the blackhole within the
+	// 10 s that /healthz is given to recover.
+	viaProxy = strings.Replace(viaProxy, "connect_timeout=1", "connect_timeout=5", 1)
 
 	leader := lw(t, []string{child("ignore-term ready block")}, d.args("--job", "j", "--id", "leader", "--http-addr", "127.0.0.1:0", "--", self())...)
 	leader.Expect(t, "ready")
