@@ -59,7 +59,10 @@ func TestRenewalsNeverWaitBehindAFencedTransaction(t *testing.T) {
 	}
 	taken := make(chan error, 1)
 	go func() {
-		_, err := newStore(t, pool, table, "b").TryAcquire(ctx(t), "job")
+		// The same long TTL: the take's budget, which follows from it,
+		// must outlast the checks below, or it stops waiting on a loaded
+		// machine before they see it queued.
+		_, err := newStore(t, pool, table, "b", lease.WithTTL(30*time.Second)).TryAcquire(ctx(t), "job")
 		taken <- err
 	}()
 	waitForLockWait(t, pool, table)
