@@ -212,16 +212,17 @@ func missedOf(p schedule.Plan) []lease.Missed {
 	return out
 }
 
-// record writes times with outcome, and moves last past those the
-// database found due.
+// record writes times with outcome, and moves last on to the job's mark:
+// the times recorded, or those another instance accounted for first (the
+// next step plans on from there).
 func (sc *scheduler) record(ctx context.Context, outcome string, times []lease.Missed) error {
 	var (
-		n   int
-		now time.Time
+		n           int
+		now, latest time.Time
 	)
 	sig, err := sc.w.watchSignals(ctx, func(ctx context.Context) error {
 		var err error
-		n, now, _, err = sc.w.store.RecordMissed(ctx, sc.w.o.job, outcome, times)
+		n, now, latest, err = sc.w.store.RecordMissed(ctx, sc.w.o.job, outcome, times)
 		return err
 	})
 	if sig != nil {
@@ -231,10 +232,8 @@ func (sc *scheduler) record(ctx context.Context, outcome string, times []lease.M
 		return err
 	}
 	sc.clock.set(now)
-	for _, m := range times {
-		if !m.At.After(now) && m.At.After(sc.last) {
-			sc.last = m.At
-		}
+	if latest.After(sc.last) {
+		sc.last = latest
 	}
 	if n > 0 {
 		ev := sc.log.Warn()
@@ -359,6 +358,9 @@ func (sc *scheduler) run(c lease.Claim, at time.Time, log zerolog.Logger) error 
 			log.Warn().Err(err).Msg("cannot record the times skipped during the run; the next step records them")
 		}
 	}
+	// Claims are kept as long as the runs (a pruned time stays accounted
+	// for: the job's mark covers it), and at least the catch-up window, so
+	// that status and check still show how each time in it went.
 	keep := max(sc.w.o.historyKeep, sc.w.o.catchUp.Window)
 	if sc.w.o.historyKeep == 0 {
 		keep = 0

@@ -55,7 +55,9 @@ func (e *ScheduleError) Unwrap() error { return ErrScheduleMismatch }
 type Registration struct {
 	// Now is the database clock when it answered.
 	Now time.Time
-	// Latest is the job's latest claimed scheduled time (zero: none).
+	// Latest is the job's mark: every scheduled time up to it is
+	// accounted for (run, skipped or missed), whatever the claims table
+	// still holds (zero: none is).
 	Latest time.Time
 }
 
@@ -279,9 +281,12 @@ type Missed struct {
 // RecordMissed records the times with outcome (OutcomeMissed, or
 // OutcomeSkipped for times that came due while this instance's own run
 // held the lease), with a history row each when runs are recorded,
-// leaving alone any already claimed or not yet due on the database clock.
-// It returns how many it recorded, the database clock and the job's
-// latest claim.
+// leaving alone any already accounted for (see Registration.Latest) or
+// not yet due on the database clock. It returns how many it recorded, the
+// database clock and the job's mark: every time up to it is accounted for,
+// and the caller plans on from it. A summary (Missed.First) that reaches
+// back to or before the mark is refused with all the times given: plan
+// again from the mark.
 func (s *Store) RecordMissed(ctx context.Context, job, outcome string, times []Missed) (n int, now, latest time.Time, err error) {
 	ats := make([]time.Time, len(times))
 	firsts := make([]*time.Time, len(times))
@@ -294,24 +299,36 @@ func (s *Store) RecordMissed(ctx context.Context, job, outcome string, times []M
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
 	defer cancel()
 	var (
-		count int64
-		last  *time.Time
+		count  int64
+		last   *time.Time
+		hasRow bool
 	)
 	args := []any{job, s.cfg.holder, ats, firsts, outcome}
-	dest := []any{&count, &now, &last}
+	dest := []any{&count, &now, &last, &hasRow}
 	sql := s.schedSQL()
 	query := sql.missed
 	if s.hist() != nil {
 		query = sql.missedRecording
 	}
-	err = s.db.QueryRow(ctx, query, args...).Scan(dest...)
-	if connectionLost(err) && ctx.Err() == nil {
-		// As in TakeScheduled: a connection that broke while idle. The
-		// claims make a second recording harmless.
-		err = s.db.QueryRow(ctx, query, args...).Scan(dest...)
+	record := func() error {
+		err := s.db.QueryRow(ctx, query, args...).Scan(dest...)
+		if connectionLost(err) && ctx.Err() == nil {
+			// As in TakeScheduled: a connection that broke while idle. The
+			// claims make a second recording harmless.
+			err = s.db.QueryRow(ctx, query, args...).Scan(dest...)
+		}
+		if err != nil && query != sql.missed {
+			err = s.withoutHistory(ctx, err, func() error { return s.db.QueryRow(ctx, sql.missed, args...).Scan(dest...) })
+		}
+		return err
 	}
-	if err != nil && query != sql.missed {
-		err = s.withoutHistory(ctx, err, func() error { return s.db.QueryRow(ctx, sql.missed, args...).Scan(dest...) })
+	err = record()
+	if err == nil && !hasRow {
+		// An operator deleted the job's lease row, whose lock decides
+		// between instances: make it again, and record.
+		if _, err = s.db.Exec(ctx, sql.freeRow, job, s.cfg.holder); err == nil {
+			err = record()
+		}
 	}
 	if err != nil {
 		err = fmt.Errorf("cannot record missed times of %q: %w", job, pgerr.Classify(err))
@@ -325,8 +342,8 @@ func (s *Store) RecordMissed(ctx context.Context, job, outcome string, times []M
 	return int(count), now, latest, nil
 }
 
-// LatestClaim reads the database clock and the job's latest claimed
-// scheduled time (zero: none).
+// LatestClaim reads the database clock and the job's mark (see
+// Registration.Latest; zero: none).
 func (s *Store) LatestClaim(ctx context.Context, job string) (now, latest time.Time, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
 	defer cancel()
@@ -345,10 +362,9 @@ func (s *Store) LatestClaim(ctx context.Context, job string) (now, latest time.T
 // move it.
 func BootClock() Clock { return bootClock{} }
 
-// PruneClaims deletes a batch of job's claims older than keep (0: none).
-// Call it with the longer of the history keep and the catch-up window:
-// a claim younger than the window is what keeps its time from being
-// accounted for twice.
+// PruneClaims deletes a batch of job's claims older than keep (0: none),
+// always keeping the latest. A pruned time stays accounted for: it is
+// before the job's mark.
 func (s *Store) PruneClaims(ctx context.Context, job string, keep time.Duration) error {
 	if keep <= 0 {
 		return nil

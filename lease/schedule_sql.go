@@ -38,11 +38,25 @@ import (
 // runs never overlap) gets the time a skipped claim in the same statement,
 // ON CONFLICT DO NOTHING: among the instances that find it held, one
 // writes it.
+//
+// A claim accounts for its own time only, and claims are pruned, and an
+// operator may empty the table; the lease row's accounted_through (the
+// mark) stands for every time up to it. Each instance accounts for the
+// times in order, so a time it claims has every time before it
+// accounted for: every statement that claims times moves the mark on to
+// the latest of them, holding the lease row's lock while it decides, and
+// claims no time at or before the mark. The mark a statement compares
+// with is the row's, and the latest claim when that is later (claims an
+// earlier version wrote without moving it). So instances that differ in
+// catch-up window or policy, or in how long they keep claims, cannot run
+// or record a time again: the first to account for a time decides it.
+// A summary of missed times (first_at to scheduled_at) that reaches back
+// to the mark is refused whole: the caller plans again from the mark.
 
 // scheduledStatements are a Store's statements of scheduled runs.
 type scheduledStatements struct {
 	register, take, takeRecording, missed, missedRecording string
-	latest, releaseScheduled, pruneClaims                  string
+	latest, releaseScheduled, pruneClaims, freeRow         string
 }
 
 func newScheduledStatements(o schema.Objects) scheduledStatements {
@@ -55,38 +69,41 @@ func newScheduledStatements(o schema.Objects) scheduledStatements {
 		latest:           o.Render(latestClaimSQL),
 		releaseScheduled: o.Render(releaseScheduledSQL),
 		pruneClaims:      o.Render(pruneClaimsSQL),
+		freeRow:          o.Render(freeRowSQL),
 	}
 }
 
-// latestClaim is the latest scheduled time accounted for: $1 job. A
-// requested or manual run (leasewrap trigger) is at the time it was asked
-// for, not a scheduled time, and accounts for none.
+// latestClaim is the latest scheduled time claimed: $1 job. A requested
+// or manual run (leasewrap trigger) is at the time it was asked for, not
+// a scheduled time, and accounts for none.
 const latestClaim = `(SELECT max(scheduled_at) FROM {claims} WHERE job_name = $1::text
   AND outcome NOT IN ('` + ClaimRequested + `', '` + ClaimManual + `'))`
+
 
 // registerSQL records a job's schedule if none is recorded: $1 job, $2
 // the canonical spec, $3 holder. A job without a row gets one, free
 // (released at once, as a lease handed back), so that an instance with
 // another schedule is refused when it starts, not at its first time. It
-// answers the schedule recorded, the database clock and the latest claim.
+// answers the schedule recorded, the database clock and the mark.
 const registerSQL = `WITH reg AS (
   INSERT INTO {lease} AS l (job_name, holder, expires_at, fencing_token, released_at, schedule)
   VALUES ($1::text, $3::text, now(), ` + clockToken + `, now(), $2::text)
   ON CONFLICT (job_name) DO UPDATE SET schedule = excluded.schedule WHERE l.schedule IS NULL
   RETURNING schedule)
 SELECT coalesce((SELECT schedule FROM reg), (SELECT schedule FROM {lease} WHERE job_name = $1::text)),
-  now(), ` + latestClaim
+  now(), greatest((SELECT accounted_through FROM {lease} WHERE job_name = $1::text), ` + latestClaim + `)`
 
-// latestClaimSQL reads the database clock and the latest claim: $1 job.
-const latestClaimSQL = `SELECT now(), ` + latestClaim
+// latestClaimSQL reads the database clock and the mark: $1 job.
+const latestClaimSQL = `SELECT now(), greatest((SELECT accounted_through FROM {lease} WHERE job_name = $1::text), ` + latestClaim + `)`
 
 // takeScheduledSQL takes the lease of a single-slot job for one scheduled
 // time and claims the time (see above): $1 job, $2 holder, $3 TTL, $4
 // the scheduled time, $5 the canonical spec, $6 whether a held lease
 // makes the time skipped. It answers: taken, token, the row as the
 // snapshot saw it (holder, microseconds left, state, slots, schedule),
-// the time's claim (outcome and holder: the one found, or the skipped one
-// written), the database clock and the latest claim.
+// the time's claim (outcome and holder: the one found, the skipped one
+// written, or "claimed" for a time at or before the mark), the database
+// clock and the mark.
 const takeScheduledSQL = takeScheduledCTEs + takeScheduledAnswer
 
 // takeScheduledRecordingSQL is takeScheduledSQL that also closes the run
@@ -112,37 +129,53 @@ lost AS (
   FROM old o WHERE EXISTS (SELECT FROM taken) AND o.last_started_at IS NOT NULL AND o.last_finished_at IS NULL)`
 
 const takeScheduledCTEs = `WITH old AS (
-  SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at, last_scheduled_at, schedule, slots
+  SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at, last_scheduled_at, schedule, slots,
+    accounted_through
   FROM {lease} WHERE job_name = $1::text),
+mark AS (
+  SELECT greatest((SELECT accounted_through FROM old), ` + latestClaim + `) AS at),
 claimed AS (
-  SELECT outcome, holder FROM {claims} WHERE job_name = $1::text AND scheduled_at = $4::timestamptz),
+  SELECT outcome, holder FROM {claims} WHERE job_name = $1::text AND scheduled_at = $4::timestamptz
+  UNION ALL
+  SELECT '` + ClaimedElsewhere + `', NULL FROM mark WHERE $4::timestamptz <= mark.at
+  LIMIT 1),
 due AS (
   SELECT WHERE $4::timestamptz <= now() AND NOT EXISTS (SELECT FROM claimed)
     AND coalesce((SELECT schedule FROM old), $5::text) = $5::text AND coalesce((SELECT slots FROM old), 1) = 1),
 taken AS (
 INSERT INTO {lease} AS l
-  (job_name, holder, expires_at, fencing_token, acquired_at, renewed_at, last_started_at, last_holder, schedule, last_scheduled_at)
+  (job_name, holder, expires_at, fencing_token, acquired_at, renewed_at, last_started_at, last_holder, schedule, last_scheduled_at,
+    accounted_through)
 SELECT $1::text, $2::text, now() + $3::bigint * interval '1 microsecond', ` + clockToken + `, now(), now(), now(), $2::text,
-  $5::text, $4::timestamptz
+  $5::text, $4::timestamptz, $4::timestamptz
 FROM due
 ON CONFLICT (job_name) DO UPDATE SET
   ` + takeSet + `,
   schedule = excluded.schedule,
-  last_scheduled_at = excluded.last_scheduled_at
+  last_scheduled_at = excluded.last_scheduled_at,
+  accounted_through = excluded.accounted_through
 WHERE l.expires_at <= now() AND coalesce(l.slots, 1) = 1 AND coalesce(l.schedule, $5::text) = $5::text
   AND l.fencing_token = (SELECT fencing_token FROM old)
   AND l.last_finished_at IS NOT DISTINCT FROM (SELECT last_finished_at FROM old)
+  AND $4::timestamptz > coalesce(l.accounted_through, '-infinity')
 RETURNING fencing_token),
 claim AS (
   INSERT INTO {claims} (job_name, scheduled_at, outcome, holder, fencing_token, claimed_at)
   SELECT $1::text, $4::timestamptz, '` + ClaimRun + `', $2::text, fencing_token, now() FROM taken
   RETURNING 1),
+held AS (
+  SELECT holder, fencing_token, expires_at, accounted_through FROM {lease}
+  WHERE job_name = $1::text AND $6::boolean AND EXISTS (SELECT FROM due) AND NOT EXISTS (SELECT FROM taken)
+  FOR UPDATE),
 skipped AS (
   INSERT INTO {claims} (job_name, scheduled_at, outcome, holder, fencing_token, claimed_at)
-  SELECT $1::text, $4::timestamptz, '` + OutcomeSkipped + `', o.holder, o.fencing_token, now()
-  FROM old o, due WHERE $6::boolean AND o.expires_at > now() AND NOT EXISTS (SELECT FROM taken)
+  SELECT $1::text, $4::timestamptz, '` + OutcomeSkipped + `', h.holder, h.fencing_token, now()
+  FROM held h WHERE h.expires_at > now() AND $4::timestamptz > coalesce(h.accounted_through, '-infinity')
   ON CONFLICT DO NOTHING
-  RETURNING holder)`
+  RETURNING holder),
+skippedMark AS (
+  UPDATE {lease} SET accounted_through = $4::timestamptz
+  WHERE job_name = $1::text AND EXISTS (SELECT FROM skipped))`
 
 const takeScheduledAnswer = `
 SELECT EXISTS (SELECT FROM taken) AND EXISTS (SELECT FROM claim),
@@ -150,7 +183,7 @@ SELECT EXISTS (SELECT FROM taken) AND EXISTS (SELECT FROM claim),
   l.holder, ` + schema.ExpiresInMicros + `, ` + schema.HeldState + `, coalesce(l.slots, 1), l.schedule,
   coalesce((SELECT outcome FROM claimed), (SELECT '` + OutcomeSkipped + `'::text FROM skipped)),
   coalesce((SELECT holder FROM claimed), (SELECT holder FROM skipped)),
-  now(), ` + latestClaim + `
+  now(), (SELECT at FROM mark)
 FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = $1::text`
 
 // missedSQL records scheduled times nobody ran: $1 job, $2 the recording
@@ -158,9 +191,13 @@ FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = $1::text`
 // itself alone; set for a long outage summarised in one row), $5 the
 // outcome (missed, or skipped for the times that came due while this
 // holder's run held the lease).
-// A time already claimed, or not yet due on the database clock, is left
-// alone. It answers how many it recorded, the database clock and the
-// latest claim.
+// A time already claimed, at or before the mark, or not yet due on the
+// database clock, is left alone; so is every time when a summary reaches
+// back to the mark (the caller plans again from it), and when the job has
+// no lease row (it answers so, and the caller makes one). It moves the mark on to the
+// latest time it accounted for, under the lease row's lock. It answers
+// how many it recorded, the database clock, the mark and whether the job
+// has a lease row.
 const missedSQL = missedCTE + missedAnswer
 
 // missedRecordingSQL is missedSQL that also writes each time's history
@@ -172,17 +209,34 @@ run AS (
   SELECT $1::text, 1, $2::text, 0, 1, coalesce(first_at, scheduled_at), scheduled_at, $5::text, scheduled_at
   FROM m)` + missedAnswer
 
-const missedCTE = `WITH m AS (
+const missedCTE = `WITH locked AS (
+  SELECT greatest(accounted_through, ` + latestClaim + `) AS mark FROM {lease} WHERE job_name = $1::text FOR UPDATE),
+times AS (
+  SELECT t.at, t.first FROM unnest($3::timestamptz[], $4::timestamptz[]) AS t(at, first)),
+todo AS (
+  SELECT t.at, t.first FROM times t, locked r
+  WHERE t.at <= now() AND t.at > coalesce(r.mark, '-infinity')
+    AND NOT EXISTS (SELECT FROM times s WHERE s.first <= coalesce(r.mark, '-infinity') AND s.at > coalesce(r.mark, '-infinity'))),
+m AS (
   INSERT INTO {claims} (job_name, scheduled_at, first_at, outcome, holder, fencing_token, claimed_at)
-  SELECT $1::text, t.at, t.first, $5::text, $2::text, 0, now()
-  FROM unnest($3::timestamptz[], $4::timestamptz[]) AS t(at, first)
-  WHERE t.at <= now()
-  ORDER BY t.at
+  SELECT $1::text, at, first, $5::text, $2::text, 0, now() FROM todo
+  ORDER BY at
   ON CONFLICT DO NOTHING
-  RETURNING scheduled_at, first_at)`
+  RETURNING scheduled_at, first_at),
+moved AS (
+  UPDATE {lease} SET accounted_through = greatest(accounted_through, (SELECT max(at) FROM todo))
+  WHERE job_name = $1::text AND EXISTS (SELECT FROM todo))`
 
 const missedAnswer = `
-SELECT (SELECT count(*) FROM m), now(), greatest((SELECT max(scheduled_at) FROM m), ` + latestClaim + `)`
+SELECT (SELECT count(*) FROM m), now(), greatest((SELECT max(at) FROM todo), (SELECT mark FROM locked)),
+  EXISTS (SELECT FROM locked)`
+
+// freeRowSQL gives a job whose lease row an operator deleted a free one
+// again, as registerSQL does, without a schedule (its next take records
+// it): $1 job, $2 holder.
+const freeRowSQL = `INSERT INTO {lease} (job_name, holder, expires_at, fencing_token, released_at)
+VALUES ($1::text, $2::text, now(), ` + clockToken + `, now())
+ON CONFLICT (job_name) DO NOTHING`
 
 // releaseScheduledSQL is the release of a scheduled run that records it
 // with its scheduled time: releasePruningSQL's parameters ($12 0: keep
@@ -200,7 +254,10 @@ pruned AS (
     ORDER BY job_name, finished_at LIMIT 100)))` + releaseAnswer
 
 // pruneClaimsSQL deletes at most 1000 of a job's claims older than $2
-// microseconds: $1 job. It goes through the primary key, oldest first.
+// microseconds: $1 job. It goes through the primary key, oldest first. It
+// keeps the latest claim, which stands for the mark where the lease row
+// is gone.
 const pruneClaimsSQL = `DELETE FROM {claims} WHERE ctid = ANY (ARRAY(SELECT ctid FROM {claims}
   WHERE job_name = $1::text AND scheduled_at < now() - $2::bigint * interval '1 microsecond'
+    AND scheduled_at < ` + latestClaim + `
   ORDER BY job_name, scheduled_at LIMIT 1000))`

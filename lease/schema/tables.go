@@ -106,6 +106,13 @@ var Leases = Table{
 		// not clear it).
 		{"schedule", "text", "text", NullsAny, false},
 		{"last_scheduled_at", "timestamp with time zone", "timestamptz", NullsAny, false},
+		// accounted_through is the latest scheduled time of the job
+		// accounted for (run, skipped or missed), with every time before
+		// it. Each statement that claims scheduled times moves it on under
+		// the row's lock, and a time not after it is never run or recorded
+		// again: it holds when claims are pruned, deleted or truncated, and
+		// when instances differ in window or catch-up policy.
+		{"accounted_through", "timestamp with time zone", "timestamptz", NullsAny, false},
 	},
 	Kinds: []string{"r", "p"},
 	Kind:  "a table",
