@@ -79,7 +79,6 @@ func newScheduledStatements(o schema.Objects) scheduledStatements {
 const latestClaim = `(SELECT max(scheduled_at) FROM {claims} WHERE job_name = $1::text
   AND outcome NOT IN ('` + ClaimRequested + `', '` + ClaimManual + `'))`
 
-
 // registerSQL records a job's schedule if none is recorded: $1 job, $2
 // the canonical spec, $3 holder. A job without a row gets one, free
 // (released at once, as a lease handed back), so that an instance with
