@@ -82,7 +82,7 @@ func (w *wrapper) runScheduled(ctx context.Context, path string, mon *monitor.Mo
 	var reg lease.Registration
 	sig, err := w.watchSignals(ctx, func(ctx context.Context) error {
 		var err error
-		reg, err = w.store.Register(ctx, w.o.job, w.o.sched.Spec())
+		reg, err = w.store.Register(ctx, w.o.job, w.o.sched.Spec(), w.o.sched.ZoneRules)
 		return err
 	})
 	if sig != nil {

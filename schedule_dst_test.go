@@ -46,7 +46,7 @@ func testScheduler(t *testing.T, spec, zone string, catchUp schedule.CatchUp, on
 	// No command runs: a child of the test process would need a
 	// supervisor here, whose reaping would take other tests' children.
 	w := &wrapper{o: o, log: zerolog.Nop(), db: database, store: store, sigs: make(chan os.Signal)}
-	if _, err := store.Register(ctx, o.job, s.Spec()); err != nil {
+	if _, err := store.Register(ctx, o.job, s.Spec(), s.ZoneRules); err != nil {
 		t.Fatal(err)
 	}
 	clock := &fakeClock{at: from}

@@ -68,7 +68,7 @@ func TestEmptiedClaimsLetNoTimeRunAgain(t *testing.T) {
 			at := reg.Now.Truncate(2 * time.Second)
 			runTime(t, a, at)
 			mustExec(t, pool, empty+pgx.Identifier{table + "_schedule"}.Sanitize())
-			again, err := b.Register(ctx(t), "job", everySpec)
+			again, err := b.Register(ctx(t), "job", everySpec, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

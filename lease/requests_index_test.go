@@ -29,7 +29,7 @@ func TestLookingForRequestsReadsOnlyTheRequested(t *testing.T) {
 		t.Fatal(err)
 	}
 	const spec, claims = "@every 10s", 5000
-	if _, err := s.Register(ctx, "job", spec); err != nil {
+	if _, err := s.Register(ctx, "job", spec, nil); err != nil {
 		t.Fatal(err)
 	}
 	claimsTable := schema.ClaimsTable(pgx.Identifier{table})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redbite/leasewrap/lease/internal/pgerr"
 	"github.com/redbite/leasewrap/lease/schema"
+	"github.com/redbite/leasewrap/schedule"
 )
 
 // Outcomes of a claim that are not history outcomes.
@@ -40,12 +41,31 @@ type ScheduleError struct {
 	Table string // quoted, as in SQL
 	Want  string // this instance's, canonical
 	Found string // the job's recorded one
+	// ZoneData: the schedules are the same, but the zone data this
+	// instance computes its times with are not those of the instance
+	// that recorded it: the two would run at different times.
+	ZoneData bool
 }
 
 func (e *ScheduleError) Error() string {
+	if e.ZoneData {
+		return fmt.Sprintf("job %q runs on schedule %q computed with other zone data than this host's (another offset for %s in the years ahead): "+
+			"every instance of a job must compute the same times; give them all the same zone data (the same tzdata package, "+
+			"or ZONEINFO naming one copy); to move the job to this host's, stop the others, then UPDATE %s SET schedule = NULL WHERE job_name = '%s'",
+			e.Job, e.Found, zoneOf(e.Found), e.Table, strings.ReplaceAll(e.Job, "'", "''"))
+	}
 	return fmt.Sprintf("job %q runs on schedule %q (recorded in its lease row), this instance has %q: start every instance of it with the same "+
 		"--schedule and --timezone; to change the schedule, stop them all, then UPDATE %s SET schedule = NULL WHERE job_name = '%s'",
 		e.Job, e.Found, e.Want, e.Table, strings.ReplaceAll(e.Job, "'", "''"))
+}
+
+// zoneOf names the zone of a canonical spec.
+func zoneOf(spec string) string {
+	if z, ok := strings.CutPrefix(spec, "CRON_TZ="); ok {
+		z, _, _ = strings.Cut(z, " ")
+		return z
+	}
+	return "its zone"
 }
 
 // Unwrap makes errors.Is(err, ErrScheduleMismatch) true.
@@ -61,12 +81,18 @@ type Registration struct {
 	Latest time.Time
 }
 
+// ZoneRules gives the fingerprint of the zone data a schedule's times are
+// computed with, over the years from year on (schedule.Schedule.ZoneRules;
+// "": its times depend on no zone data). Nil: none matters.
+type ZoneRules func(year int) string
+
 // Register prepares job to run on the schedule spec (a canonical spec,
-// as schedule.Schedule.Spec gives, time zone included): it creates or
-// checks the tables (the claims table too), records spec with the job if
-// no schedule is recorded, and refuses with a *ScheduleError when another
-// one is.
-func (s *Store) Register(ctx context.Context, job, spec string) (Registration, error) {
+// as schedule.Schedule.Spec gives, time zone included) computed with the
+// zone data rules says: it creates or checks the tables (the claims table
+// too), records spec and the zone data's fingerprint with the job if no
+// schedule is recorded, and refuses with a *ScheduleError when another
+// schedule is, or the same computed with other zone data.
+func (s *Store) Register(ctx context.Context, job, spec string, rules ZoneRules) (Registration, error) {
 	if err := CheckJob(job); err != nil {
 		return Registration{}, err
 	}
@@ -76,11 +102,16 @@ func (s *Store) Register(ctx context.Context, job, spec string) (Registration, e
 	sctx, cancel := context.WithTimeout(ctx, schemaTimeout)
 	defer cancel()
 	var (
-		found  *string
-		reg    Registration
-		latest *time.Time
+		found, zone, recorded *string
+		reg                   Registration
+		latest                *time.Time
 	)
-	err := s.db.QueryRow(sctx, s.schedSQL().register, job, spec, s.cfg.holder).Scan(&found, &reg.Now, &latest)
+	if rules != nil {
+		if own := rules(time.Now().Year()); own != "" {
+			zone = &own
+		}
+	}
+	err := s.db.QueryRow(sctx, s.schedSQL().register, job, spec, s.cfg.holder, zone).Scan(&found, &recorded, &reg.Now, &latest)
 	if err != nil {
 		err = fmt.Errorf("cannot register the schedule of %q: %w", job, pgerr.Classify(err))
 		s.cfg.observer.Failed(err)
@@ -89,6 +120,13 @@ func (s *Store) Register(ctx context.Context, job, spec string) (Registration, e
 	s.cfg.observer.Contacted()
 	if found != nil && *found != spec {
 		return Registration{}, &ScheduleError{Job: job, Table: s.table.Sanitize(), Want: spec, Found: *found}
+	}
+	if recorded != nil && rules != nil {
+		// Compared over the years the recorded one covers.
+		year, err := schedule.ZoneRulesYear(*recorded)
+		if own := rules(year); err != nil || own != *recorded {
+			return Registration{}, &ScheduleError{Job: job, Table: s.table.Sanitize(), Want: spec, Found: *found, ZoneData: true}
+		}
 	}
 	if latest != nil {
 		reg.Latest = *latest

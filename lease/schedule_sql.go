@@ -80,17 +80,25 @@ const latestClaim = `(SELECT max(scheduled_at) FROM {claims} WHERE job_name = $1
   AND outcome NOT IN ('` + ClaimRequested + `', '` + ClaimManual + `'))`
 
 // registerSQL records a job's schedule if none is recorded: $1 job, $2
-// the canonical spec, $3 holder. A job without a row gets one, free
-// (released at once, as a lease handed back), so that an instance with
-// another schedule is refused when it starts, not at its first time. It
-// answers the schedule recorded, the database clock and the mark.
+// the canonical spec, $3 holder, $4 the fingerprint of the zone data its
+// times are computed with (NULL: none matters). A job without a row gets
+// one, free (released at once, as a lease handed back), so that an
+// instance with another schedule is refused when it starts, not at its
+// first time. The fingerprint is recorded with the schedule, and with a
+// schedule recorded before fingerprints were. It answers the schedule
+// and the fingerprint recorded, the database clock and the mark.
 const registerSQL = `WITH reg AS (
-  INSERT INTO {lease} AS l (job_name, holder, expires_at, fencing_token, released_at, schedule)
-  VALUES ($1::text, $3::text, now(), ` + clockToken + `, now(), $2::text)
-  ON CONFLICT (job_name) DO UPDATE SET schedule = excluded.schedule WHERE l.schedule IS NULL
-  RETURNING schedule)
-SELECT coalesce((SELECT schedule FROM reg), (SELECT schedule FROM {lease} WHERE job_name = $1::text)),
-  now(), greatest((SELECT accounted_through FROM {lease} WHERE job_name = $1::text), ` + latestClaim + `)`
+  INSERT INTO {lease} AS l (job_name, holder, expires_at, fencing_token, released_at, schedule, schedule_zone)
+  VALUES ($1::text, $3::text, now(), ` + clockToken + `, now(), $2::text, $4::text)
+  ON CONFLICT (job_name) DO UPDATE SET schedule = excluded.schedule,
+    schedule_zone = CASE WHEN l.schedule IS NULL THEN excluded.schedule_zone ELSE coalesce(l.schedule_zone, excluded.schedule_zone) END
+  WHERE l.schedule IS NULL OR l.schedule = excluded.schedule AND l.schedule_zone IS NULL AND excluded.schedule_zone IS NOT NULL
+  RETURNING schedule, schedule_zone),
+cur AS (
+  SELECT schedule, schedule_zone, accounted_through FROM {lease} WHERE job_name = $1::text)
+SELECT coalesce((SELECT schedule FROM reg), (SELECT schedule FROM cur)),
+  CASE WHEN EXISTS (SELECT FROM reg) THEN (SELECT schedule_zone FROM reg) ELSE (SELECT schedule_zone FROM cur) END,
+  now(), greatest((SELECT accounted_through FROM cur), ` + latestClaim + `)`
 
 // latestClaimSQL reads the database clock and the mark: $1 job.
 const latestClaimSQL = `SELECT now(), greatest((SELECT accounted_through FROM {lease} WHERE job_name = $1::text), ` + latestClaim + `)`

@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,11 +24,11 @@ func twoSchedulers(t *testing.T) (*pgxpool.Pool, string, *lease.Store, *lease.St
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
 	a, b := newStore(t, pool, table, "a"), newStore(t, pool, table, "b")
-	reg, err := a.Register(ctx(t), "job", everySpec)
+	reg, err := a.Register(ctx(t), "job", everySpec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Register(ctx(t), "job", everySpec); err != nil {
+	if _, err := b.Register(ctx(t), "job", everySpec, nil); err != nil {
 		t.Fatal(err)
 	}
 	return pool, table, a, b, reg
@@ -37,7 +38,7 @@ func TestScheduledTakeClaimsEachTimeOnce(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	reg, err := newStore(t, pool, table, "a").Register(ctx(t), "job", everySpec)
+	reg, err := newStore(t, pool, table, "a").Register(ctx(t), "job", everySpec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestScheduledTakeClaimsEachTimeOnce(t *testing.T) {
 	)
 	for _, h := range []string{"a", "b", "c", "d", "e"} {
 		s := newStore(t, pool, table, h)
-		if _, err := s.Register(ctx(t), "job", everySpec); err != nil {
+		if _, err := s.Register(ctx(t), "job", everySpec, nil); err != nil {
 			t.Fatal(err)
 		}
 		wg.Add(1)
@@ -157,10 +158,10 @@ func TestInstancesWithAnotherScheduleAreRefused(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	if _, err := newStore(t, pool, table, "a").Register(ctx(t), "job", everySpec); err != nil {
+	if _, err := newStore(t, pool, table, "a").Register(ctx(t), "job", everySpec, nil); err != nil {
 		t.Fatal(err)
 	}
-	_, err := newStore(t, pool, table, "b").Register(ctx(t), "job", "@every 3s")
+	_, err := newStore(t, pool, table, "b").Register(ctx(t), "job", "@every 3s", nil)
 	var se *lease.ScheduleError
 	if !errors.As(err, &se) || se.Found != everySpec {
 		t.Fatalf("got %v, want a *ScheduleError naming %q", err, everySpec)
@@ -183,7 +184,7 @@ func TestScheduledTakeSurvivesAConnectionThatBrokeWhileIdle(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	s := newStore(t, pool, table, "a")
-	reg, err := s.Register(ctx(t), "job", everySpec)
+	reg, err := s.Register(ctx(t), "job", everySpec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +207,7 @@ func TestScheduledTakeMakesAgainATableDroppedUnderIt(t *testing.T) {
 			pool := pgtest.Pool(t)
 			table := pgtest.Table(t, pool)
 			s := newStore(t, pool, table, "a")
-			reg, err := s.Register(ctx(t), "job", everySpec)
+			reg, err := s.Register(ctx(t), "job", everySpec, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -227,5 +228,39 @@ func TestScheduledTakeMakesAgainATableDroppedUnderIt(t *testing.T) {
 				t.Errorf("the time's claim: %q %v, want run", outcome, err)
 			}
 		})
+	}
+}
+
+// Instances whose zone data compute other times for one spec are refused
+// as for another schedule; a job recorded before fingerprints were gets
+// the first one that registers; resetting the schedule resets it too.
+func TestInstancesWithOtherZoneDataAreRefused(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	const spec = "CRON_TZ=Europe/Berlin 24 16 * * *"
+	rules := func(fp string) lease.ZoneRules {
+		return func(year int) string { return strconv.Itoa(year) + ":" + fp }
+	}
+	if _, err := newStore(t, pool, table, "a").Register(ctx(t), "job", spec, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newStore(t, pool, table, "b").Register(ctx(t), "job", spec, rules("old")); err != nil {
+		t.Fatalf("the first fingerprint of a recorded schedule: %v", err)
+	}
+	_, err := newStore(t, pool, table, "c").Register(ctx(t), "job", spec, rules("new"))
+	var se *lease.ScheduleError
+	if !errors.As(err, &se) || !se.ZoneData || !strings.Contains(err.Error(), "other zone data") {
+		t.Fatalf("other zone data: %v, want a *ScheduleError saying so", err)
+	}
+	if _, err := newStore(t, pool, table, "d").Register(ctx(t), "job", spec, rules("old")); err != nil {
+		t.Fatalf("the same zone data: %v", err)
+	}
+	mustExec(t, pool, `UPDATE `+pgx.Identifier{table}.Sanitize()+` SET schedule = NULL`)
+	if _, err := newStore(t, pool, table, "c").Register(ctx(t), "job", spec, rules("new")); err != nil {
+		t.Fatalf("after the schedule was reset: %v", err)
+	}
+	if _, err := newStore(t, pool, table, "b").Register(ctx(t), "job", spec, rules("old")); !errors.As(err, &se) {
+		t.Fatalf("the old zone data after the reset: %v, want refused", err)
 	}
 }

@@ -23,7 +23,7 @@ func TestRequestedRunIsTakenOnce(t *testing.T) {
 		// Five takes at once on a loaded machine need more than a 1s
 		// TTL's budget; nothing here waits for an expiry.
 		s := newStore(t, pool, table, h, lease.WithTTL(10*time.Second))
-		if _, err := s.Register(ctx(t), "job", everySpec); err != nil {
+		if _, err := s.Register(ctx(t), "job", everySpec, nil); err != nil {
 			t.Fatal(err)
 		}
 		stores = append(stores, s)
@@ -90,7 +90,7 @@ func TestRequestsDoNotAccountForScheduledTimes(t *testing.T) {
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
 	s := newStore(t, pool, table, "a")
-	if _, err := s.Register(ctx(t), "job", everySpec); err != nil {
+	if _, err := s.Register(ctx(t), "job", everySpec, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.RequestRun(ctx(t), "job"); err != nil {
@@ -106,7 +106,7 @@ func TestRequestsDoNotAccountForScheduledTimes(t *testing.T) {
 	if _, err := s.RequestRun(ctx(t), "job"); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := newStore(t, pool, table, "b").Register(ctx(t), "job", everySpec)
+	reg, err := newStore(t, pool, table, "b").Register(ctx(t), "job", everySpec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestRequestRunNeedsASchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = l.Release(ctx(t), nil)
-	if _, err := s.Register(ctx(t), "job", everySpec); err != nil {
+	if _, err := s.Register(ctx(t), "job", everySpec, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, job := range []string{"plain", "none"} {

@@ -231,7 +231,7 @@ func TestIndexShowsTheNextScheduledTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store("host-b").Register(context.Background(), "scheduled_job", s.Spec()); err != nil {
+	if _, err := f.store("host-b").Register(context.Background(), "scheduled_job", s.Spec(), s.ZoneRules); err != nil {
 		t.Fatal(err)
 	}
 	srv := f.serve(f.pool)

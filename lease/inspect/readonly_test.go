@@ -101,7 +101,7 @@ func TestReaderRunsReadOnly(t *testing.T) {
 	if err := l.Release(ctx, &code); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Register(ctx, "scheduled", "@every 1h"); err != nil { // creates the claims table
+	if _, err := s.Register(ctx, "scheduled", "@every 1h", nil); err != nil { // creates the claims table
 		t.Fatal(err)
 	}
 	before := objects()

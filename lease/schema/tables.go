@@ -113,6 +113,11 @@ var Leases = Table{
 		// again: it holds when claims are pruned, deleted or truncated, and
 		// when instances differ in window or catch-up policy.
 		{"accounted_through", "timestamp with time zone", "timestamptz", NullsAny, false},
+		// schedule_zone is a fingerprint of the zone data the schedule's
+		// times were computed with by the instance that recorded it
+		// (schedule.Schedule.ZoneRules; NULL: none recorded). An instance
+		// whose zone data differ is refused, as one with another schedule.
+		{"schedule_zone", "text", "text", NullsAny, false},
 	},
 	Kinds: []string{"r", "p"},
 	Kind:  "a table",
