@@ -154,3 +154,29 @@ func TestMissedTimesAreRecordedWhenTheLeaseRowIsGone(t *testing.T) {
 	}
 	wantAccounted(t, b, base.Add(-2*time.Second), "recorded without a lease row")
 }
+
+// A scheduled run whose holder never released is closed as lost with its
+// scheduled time even when an operator emptied the claims meanwhile: the
+// time keeps its one account.
+func TestALostScheduledRunKeepsItsTimeWhenTheClaimsAreEmptied(t *testing.T) {
+	t.Parallel()
+	pool, table, a, b, reg := twoSchedulers(t)
+	base := reg.Now.Truncate(2 * time.Second)
+	c, err := a.TakeScheduled(ctx(t), "job", everySpec, base.Add(-2*time.Second), true)
+	if err != nil || c.Lease == nil {
+		t.Fatalf("take: %v %+v", err, c)
+	}
+	defer c.Lease.Release(ctx(t), nil)
+	// The holder is gone: its lease expired, and the claims were emptied.
+	mustExec(t, pool, `UPDATE `+pgx.Identifier{table}.Sanitize()+` SET expires_at = now() - interval '1 second'`)
+	mustExec(t, pool, `TRUNCATE `+pgx.Identifier{table+"_schedule"}.Sanitize())
+	runTime(t, b, base)
+	var scheduled *time.Time
+	if err := pool.QueryRow(ctx(t), `SELECT scheduled_at FROM `+pgx.Identifier{table + "_history"}.Sanitize()+
+		` WHERE outcome = 'lost'`).Scan(&scheduled); err != nil {
+		t.Fatal(err)
+	}
+	if scheduled == nil || !scheduled.Equal(base.Add(-2*time.Second)) {
+		t.Errorf("the lost run is recorded for %v, want %v", scheduled, base.Add(-2*time.Second))
+	}
+}

@@ -195,7 +195,13 @@ func (s *Store) confirmed(ctx context.Context, db DB, l *Lease) (*Lease, error) 
 	if rerr := rs.replayed(ctx); rerr != nil {
 		err := rerr.as(fmt.Sprintf("cannot take lease %q (token %d)", l.job, l.token))
 		s.cfg.observer.Failed(err)
-		if rerr := l.Abandon(context.WithoutCancel(ctx)); rerr != nil {
+		// A scheduled take claimed its time: the hand-back records it as a
+		// run that could not start, so that the time is accounted for.
+		var end End
+		if !l.scheduledAt.IsZero() {
+			end.Outcome = OutcomeCouldNotStart
+		}
+		if rerr := l.AbandonWith(context.WithoutCancel(ctx), end); rerr != nil {
 			s.log.Debug().Err(rerr).Str("job", l.job).Msg("cannot hand back a take the standbys did not confirm; it expires after its TTL")
 		}
 		return nil, err

@@ -124,15 +124,18 @@ skippedRun AS (
 
 // lostScheduledRun closes as lost, after a take (CTEs old and taken; $1
 // job), the run of a holder that never released, with its scheduled time
-// when its claim proves it.
+// (last_scheduled_at: a plain take clears it) unless a claim of that time
+// carries another token (a plain take of an earlier version, which kept
+// it). An operator who emptied the claims took the claim's proof away,
+// not the time's account.
 const lostScheduledRun = `,
 lost AS (
   INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome, scheduled_at)
   SELECT $1::text, 1, o.holder, o.fencing_token,
     1 + (SELECT count(*) FROM {history} h WHERE h.job_name = $1::text AND h.fencing_token = o.fencing_token),
     o.last_started_at, greatest(o.expires_at, o.last_started_at), '` + OutcomeLost + `',
-    (SELECT c.scheduled_at FROM {claims} c
-      WHERE c.job_name = $1::text AND c.scheduled_at = o.last_scheduled_at AND c.fencing_token = o.fencing_token)
+    CASE WHEN NOT EXISTS (SELECT FROM {claims} c WHERE c.job_name = $1::text AND c.scheduled_at = o.last_scheduled_at
+      AND c.fencing_token <> o.fencing_token) THEN o.last_scheduled_at END
   FROM old o WHERE EXISTS (SELECT FROM taken) AND o.last_started_at IS NOT NULL AND o.last_finished_at IS NULL)`
 
 const takeScheduledCTEs = `WITH old AS (

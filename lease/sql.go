@@ -104,7 +104,8 @@ INSERT INTO {lease} AS l
   (job_name, holder, expires_at, fencing_token, acquired_at, renewed_at, last_started_at, last_holder)
 VALUES ($1::text, $2::text, now() + $3::bigint * interval '1 microsecond', ` + clockToken + `, now(), now(), now(), $2)
 ON CONFLICT (job_name) DO UPDATE SET
-  ` + takeSet + `
+  ` + takeSet + `,
+  last_scheduled_at = NULL
 WHERE l.expires_at <= now() AND coalesce(l.slots, 1) = 1
   AND l.fencing_token = (SELECT fencing_token FROM old)
   AND l.last_finished_at IS NOT DISTINCT FROM (SELECT last_finished_at FROM old)
@@ -165,7 +166,8 @@ FROM pick
 ON CONFLICT (job_name) DO UPDATE SET
   ` + takeSet + `,
   slot = excluded.slot,
-  slots = excluded.slots
+  slots = excluded.slots,
+  last_scheduled_at = NULL
 WHERE l.expires_at <= now() AND l.fencing_token = (SELECT fencing_token FROM pick)
   AND l.last_finished_at IS NOT DISTINCT FROM (SELECT last_finished_at FROM pick)
 RETURNING fencing_token, slot)`

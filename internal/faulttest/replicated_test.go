@@ -108,6 +108,31 @@ func TestRequireReplicated(t *testing.T) {
 		}
 	})
 
+	// Replication still held back: a scheduled take that the standbys do
+	// not confirm starts nothing, and its time, claimed by the take, is
+	// accounted for in the history as a run that could not start.
+	t.Run("accounts for a scheduled time the standbys did not confirm", func(t *testing.T) {
+		p := run(t, pair.DSN(), "ready exit:0", "--schedule", "@every 2s", "--once")
+		if code := p.Wait(t, ttl+slack); code != 69 {
+			t.Errorf("leasewrap exited %d, want 69", code)
+		}
+		if strings.Contains(p.Logs.String(), "child started") {
+			t.Errorf("the child started without a confirmed take: %s", p.Logs)
+		}
+		conn := pair.Conn(t)
+		defer conn.Close(context.Background())
+		var claims, unaccounted int
+		err := conn.QueryRow(context.Background(), `SELECT count(*), count(*) FILTER (WHERE NOT EXISTS (
+  SELECT FROM `+table+`_history h WHERE h.job_name = c.job_name AND h.scheduled_at = c.scheduled_at))
+FROM `+table+`_schedule c WHERE c.job_name = 'work' AND c.outcome = 'run'`).Scan(&claims, &unaccounted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if claims == 0 || unaccounted != 0 {
+			t.Errorf("%d times claimed as run, %d of them without a history row; want each accounted for", claims, unaccounted)
+		}
+	})
+
 	// The standby goes away: renewals fail at once (no standby streams),
 	// the child is stopped before the lease could expire, and new runs
 	// are refused.

@@ -30,6 +30,8 @@ type scheduler struct {
 	proc  *lwtest.Proc
 	// child is the command's script.
 	child string
+	// flags are this instance's own, after the fleet's.
+	flags []string
 }
 
 // fleet is N schedulers of one job on one table.
@@ -66,6 +68,7 @@ func (f *fleet) start(m *scheduler) *lwtest.Proc {
 	args := append([]string{"--database-url", url, "--table", f.table, "--job", "work", "--id", m.id, "--log-format", "json",
 		"--ttl", ttl.String(), "--renew-interval", renew.String(), "--grace", grace.String(), "--retry-interval", retry.String(),
 		"--schedule", f.spec}, f.extra...)
+	args = append(args, m.flags...)
 	m.proc = lwtest.Start(f.t, binary, []string{lwtest.Child(m.child)}, append(args, "--", lwtest.Self())...)
 	return m.proc
 }
@@ -191,6 +194,14 @@ func (f *fleet) checkExactlyOnce(from, to time.Time, period time.Duration) map[s
 			counts[a.history[0]]++
 		}
 	}
+	f.checkTokensRise()
+	return counts
+}
+
+// checkTokensRise checks that the children's fencing tokens rise in the
+// order they started.
+func (f *fleet) checkTokensRise() {
+	f.t.Helper()
 	runs := lwtest.ReadHistory(f.t, f.records)
 	sort.Slice(runs, func(i, j int) bool { return runs[i].Start < runs[j].Start })
 	for i := 1; i < len(runs); i++ {
@@ -198,7 +209,6 @@ func (f *fleet) checkExactlyOnce(from, to time.Time, period time.Duration) map[s
 			f.t.Errorf("fencing token went from %d (%s) to %d (%s)", runs[i-1].Token, runs[i-1].Holder, runs[i].Token, runs[i].Holder)
 		}
 	}
-	return counts
 }
 
 // dbNow reads the database's clock.

@@ -101,9 +101,9 @@ var Leases = Table{
 		// scheduled instance of the job must have the same. Resetting it
 		// to NULL is how an operator changes a job's schedule.
 		// last_scheduled_at is the scheduled time the current (or last)
-		// scheduled take was for; a run is that time's only when the
-		// claim of that time carries the row's token (a plain take does
-		// not clear it).
+		// scheduled take was for (NULL after a plain take; an earlier
+		// version's plain take kept it, so a claim of that time with
+		// another token says the run is not that time's).
 		{"schedule", "text", "text", NullsAny, false},
 		{"last_scheduled_at", "timestamp with time zone", "timestamptz", NullsAny, false},
 		// accounted_through is the latest scheduled time of the job
