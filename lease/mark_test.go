@@ -169,7 +169,7 @@ func TestALostScheduledRunKeepsItsTimeWhenTheClaimsAreEmptied(t *testing.T) {
 	defer c.Lease.Release(ctx(t), nil)
 	// The holder is gone: its lease expired, and the claims were emptied.
 	mustExec(t, pool, `UPDATE `+pgx.Identifier{table}.Sanitize()+` SET expires_at = now() - interval '1 second'`)
-	mustExec(t, pool, `TRUNCATE `+pgx.Identifier{table+"_schedule"}.Sanitize())
+	mustExec(t, pool, `TRUNCATE `+pgx.Identifier{table + "_schedule"}.Sanitize())
 	runTime(t, b, base)
 	var scheduled *time.Time
 	if err := pool.QueryRow(ctx(t), `SELECT scheduled_at FROM `+pgx.Identifier{table + "_history"}.Sanitize()+
