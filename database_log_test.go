@@ -9,7 +9,7 @@ import (
 	"github.com/redbite/leasewrap/internal/pgtest"
 )
 
-// With no connection string, libpq's defaults pick the database: the logs
+// With no connection string, the PG* variables pick the database: the logs
 // say which one, at debug on every start and at info when a table is
 // created there. No password is among what they name.
 func TestLogsNameTheDatabase(t *testing.T) {

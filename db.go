@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,8 +27,13 @@ type database struct {
 
 // openDatabase opens the pool for a connection string, and says at debug
 // level which database it is. A string it cannot parse is refused with a
-// usage error that says which part is wrong and never repeats the password.
+// usage error that says which part is wrong and never repeats the password;
+// so is the lack of one where nothing else names a database (namedDatabase).
+// Every command that uses a database opens it here.
 func openDatabase(ctx context.Context, dsn string, redact *redactor, log zerolog.Logger) (*database, error) {
+	if err := namedDatabase(dsn); err != nil {
+		return nil, err
+	}
 	pool, err := lease.Connect(ctx, dsn)
 	if err != nil {
 		return nil, usagef("invalid --database-url (or LEASEWRAP_DATABASE_URL, DATABASE_URL): %w", redact.wrap(err))
@@ -36,6 +42,31 @@ func openDatabase(ctx context.Context, dsn string, redact *redactor, log zerolog
 	d := &database{pool: pool, redact: redact}
 	d.named(log.Debug()).Str("user", pool.Config().ConnConfig.User).Msg("lease database")
 	return d, nil
+}
+
+// namingVariables are the environment variables that name a database
+// without a connection string. pgx reads the PG* variables itself, and of
+// those these alone say where: PGPORT, PGUSER, PGPASSWORD and the rest
+// only adjust the default, and PGHOSTADDR and PGSERVICEFILE (without
+// PGSERVICE) are not read or not used at all.
+var namingVariables = []string{"PGHOST", "PGDATABASE", "PGSERVICE"}
+
+// namedDatabase refuses to go on when neither dsn nor a naming variable
+// says which database to use. libpq's defaults would pick the local socket
+// (or localhost) and a database named after the user: on hosts that each
+// run a PostgreSQL, a crontab that lost its environment line would have
+// each host take its own lease, and every host run the job. Any non-empty
+// connection string counts, even "postgres://": writing it is the choice.
+func namedDatabase(dsn string) error {
+	if strings.TrimSpace(dsn) != "" {
+		return nil
+	}
+	for _, name := range namingVariables {
+		if os.Getenv(name) != "" {
+			return nil
+		}
+	}
+	return usagef("no database named: give --database-url (or LEASEWRAP_DATABASE_URL, DATABASE_URL), or set PGHOST, PGDATABASE or PGSERVICE")
 }
 
 // where names the database without the password: its hosts and ports

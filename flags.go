@@ -30,7 +30,7 @@ func jsonFlag(usage string) cli.Flag { return &cli.BoolFlag{Name: "json", Usage:
 func storeFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "database-url", EnvVars: []string{"LEASEWRAP_DATABASE_URL", "DATABASE_URL"},
-			Usage: "PostgreSQL URL or key=value string; prefer the environment or ~/.pgpass for passwords (default: libpq's PG* variables)"},
+			Usage: "PostgreSQL URL or key=value string; needed unless PGHOST, PGDATABASE or PGSERVICE names the database; prefer the environment or ~/.pgpass for passwords"},
 		&cli.StringFlag{Name: "table", EnvVars: []string{"LEASEWRAP_TABLE"}, Value: lease.DefaultTable,
 			Usage: "lease table, may be schema.table"},
 		&cli.StringFlag{Name: "log-level", EnvVars: []string{"LEASEWRAP_LOG_LEVEL"}, Value: "info",

@@ -2,7 +2,15 @@
 // row in PostgreSQL, so that exactly one of N instances runs it.
 package main
 
-import "os"
+import (
+	"os"
+
+	// The IANA zone database, for --timezone where the host has none
+	// (scratch and most minimal images): time.LoadLocation falls back to
+	// it after ZONEINFO and the system's copy. A program's main package
+	// decides this, not a library (see the package's documentation).
+	_ "time/tzdata"
+)
 
 func main() {
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))

@@ -121,9 +121,22 @@ func loadZone(name string) (*time.Location, string, error) {
 	}
 	loc, err := time.LoadLocation(name)
 	if err != nil {
-		return nil, "", invalid("unknown time zone %q; valid: an IANA name such as \"Europe/Berlin\", \"America/New_York\" or \"UTC\"", name)
+		return nil, "", unknownZone(name)
 	}
 	return loc, name, nil
+}
+
+// zoneExamples are the zones an unknown zone's message offers, in order.
+var zoneExamples = []string{"Europe/Berlin", "America/New_York"}
+
+// unknownZone refuses name, offering as the example a zone that is not
+// name: a message must not suggest the value it refuses.
+func unknownZone(name string) error {
+	example := zoneExamples[0]
+	if example == name {
+		example = zoneExamples[1]
+	}
+	return invalid("unknown time zone %q; valid: an IANA name such as %q, or \"UTC\"", name, example)
 }
 
 func parseEvery(spec string, fields []string) (*Schedule, error) {

@@ -2,7 +2,9 @@ package schedule
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +69,22 @@ func TestParseErrors(t *testing.T) {
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") {
 			t.Errorf("Parse(%q, %q) = %q, want one line wrapping ErrInvalid containing %q", tc.spec, tc.zone, msg, tc.want)
 		}
+	}
+}
+
+// The refusal of a zone offers an example that is a valid zone and not the
+// one refused: without zone data even "Europe/Berlin" is refused.
+func TestUnknownZoneOffersAnotherZone(t *testing.T) {
+	for _, name := range append([]string{"Mars/Olympus"}, zoneExamples...) {
+		msg := unknownZone(name).Error()
+		_, example, ok := strings.Cut(msg, "such as ")
+		example, _, _ = strings.Cut(example, ",")
+		zone, err := strconv.Unquote(example)
+		if !ok || err != nil || zone == name || !strings.HasPrefix(msg, fmt.Sprintf("unknown time zone %q; ", name)) {
+			t.Errorf("refusing %q: %q, want the zone named and another offered", name, msg)
+			continue
+		}
+		mustLoad(t, zone)
 	}
 }
 
