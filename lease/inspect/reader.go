@@ -50,7 +50,9 @@ type Reader struct {
 // reads NULL in their place (output is then empty).
 type statements struct {
 	status, history, freshness, summary, output string
-	legacy                                      *statements
+	// historyOrigin is history that also reads each run's claim.
+	historyOrigin, facts string
+	legacy               *statements
 }
 
 // pick returns the statements for the history table hs describes.
@@ -64,18 +66,22 @@ func (s *statements) pick(hs schema.HistoryState) *statements {
 // render renders the statements for o's tables; with legacy, the history
 // columns added since the first version are read as NULL.
 func render(o schema.Objects, legacy bool) statements {
-	cols := strings.NewReplacer("{scheduled_at}", "scheduled_at", "{output_bytes}", "octet_length(output)")
+	cols := strings.NewReplacer("{scheduled_at}", "h.scheduled_at", "{output_bytes}", "octet_length(h.output)")
 	output := o.Render(outputSQL)
 	if legacy {
 		cols = strings.NewReplacer("{scheduled_at}", "NULL::timestamptz", "{output_bytes}", "NULL::integer")
 		output = ""
 	}
+	plain := strings.NewReplacer("{origin_cols}", noOriginCols, "{origin_join}", "")
+	origin := strings.NewReplacer("{origin_cols}", originCols, "{origin_join}", originJoin)
 	return statements{
-		status:    o.Render(statusSQL),
-		history:   cols.Replace(o.Render(historySQL)),
-		freshness: o.Render(freshnessSQL),
-		summary:   o.Render(summarySQL),
-		output:    output,
+		status:        o.Render(statusSQL),
+		history:       cols.Replace(o.Render(plain.Replace(historySQL))),
+		historyOrigin: cols.Replace(o.Render(origin.Replace(historySQL))),
+		freshness:     o.Render(freshnessSQL),
+		summary:       o.Render(summarySQL),
+		facts:         o.Render(factsSQL),
+		output:        output,
 	}
 }
 
