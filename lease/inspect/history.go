@@ -54,23 +54,10 @@ type HistoryQuery struct {
 
 // historySQL reads finished runs, newest first: $1 the job (NULL: every
 // job), $2 the earliest finish (NULL: any), $3 the most runs (NULL: all).
-// With the claims table ({origin}), each run also reads its scheduled
-// time's claim (by the claims' primary key) and its job's schedule, which
-// tell how it came to be; without it, NULLs.
 const historySQL = `SELECT h.job_name, h.slot, h.holder, h.fencing_token, h.attempt, h.started_at, h.finished_at, h.exit_code, h.outcome,
-  {scheduled_at}, coalesce({output_bytes}, 0), {origin_cols}
-FROM {history} h{origin_join} WHERE ($1::text IS NULL OR h.job_name = $1::text) AND ($2::timestamptz IS NULL OR h.finished_at >= $2::timestamptz)
+  {scheduled_at}, coalesce({output_bytes}, 0)
+FROM {history} h WHERE ($1::text IS NULL OR h.job_name = $1::text) AND ($2::timestamptz IS NULL OR h.finished_at >= $2::timestamptz)
 ORDER BY h.finished_at DESC, h.started_at DESC, h.fencing_token DESC LIMIT $3::integer`
-
-// originCols and originJoin fill historySQL's {origin_cols} and
-// {origin_join} when the claims table can be read.
-const (
-	originCols = `c.outcome, c.claimed_at, l.schedule`
-	originJoin = `
-LEFT JOIN {claims} c ON c.job_name = h.job_name AND c.scheduled_at = h.scheduled_at
-LEFT JOIN {lease} l ON l.job_name = h.job_name`
-	noOriginCols = `NULL::text, NULL::timestamptz, NULL::text`
-)
 
 // History reads finished runs from the history table. Without one it
 // returns an error wrapping ErrNoHistory; without the lease table, one
@@ -92,33 +79,23 @@ func (r *Reader) History(ctx context.Context, q HistoryQuery) ([]Run, error) {
 	if q.Limit > 0 {
 		limit = &q.Limit
 	}
-	sql := r.sql.pick(hs).history
-	if sql == r.sql.history {
-		claims, err := r.readableClaims(ctx)
-		if err != nil {
-			return nil, r.historyError(err)
-		}
-		if claims {
-			sql = r.sql.historyOrigin
-		}
-	}
-	rows, err := r.db.Query(ctx, sql, job, since, limit)
+	rows, err := r.db.Query(ctx, r.sql.pick(hs).history, job, since, limit)
 	if err != nil {
 		return nil, r.historyError(err)
 	}
 	var (
-		out         []Run
-		run         Run
-		claim, spec *string
-		claimedAt   *time.Time
+		out []Run
+		run Run
 	)
 	_, err = pgx.ForEachRow(rows, []any{&run.Job, &run.Slot, &run.Holder, &run.FencingToken, &run.Attempt, &run.StartedAt,
-		&run.FinishedAt, &run.ExitCode, &run.Outcome, &run.ScheduledAt, &run.OutputBytes, &claim, &claimedAt, &spec}, func() error {
-		run.Origin = originOf(run.ScheduledAt, claim, claimedAt, deref(spec))
+		&run.FinishedAt, &run.ExitCode, &run.Outcome, &run.ScheduledAt, &run.OutputBytes}, func() error {
 		out = append(out, run)
-		run, claim, claimedAt, spec = Run{}, nil, nil, nil
+		run = Run{}
 		return nil
 	})
+	if err == nil {
+		err = r.origins(ctx, out)
+	}
 	if err != nil {
 		return nil, r.historyError(err)
 	}

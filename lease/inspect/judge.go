@@ -79,6 +79,10 @@ type Facts struct {
 	// not be read (DueErr says why).
 	Due    *Account
 	DueErr error
+	// FirstClaim is the job's earliest scheduled time its claims keep
+	// (nil: none). A due time before it came before the job was
+	// scheduled (or before what the claims keep): it is not judged.
+	FirstClaim *time.Time
 }
 
 // Policy is how strictly Judge reads the facts of a job without a
@@ -147,6 +151,10 @@ func judgeScheduled(v *Verdict, f Facts, job string) {
 	acc := f.Due
 	if acc == nil {
 		v.Reason = fmt.Sprintf("%s has no scheduled time due yet", job)
+		return
+	}
+	if f.FirstClaim != nil && acc.At.Before(*f.FirstClaim) && acc.Claim == "" && acc.Run == nil {
+		v.Reason = fmt.Sprintf("%s has no scheduled time due since its first", job)
 		return
 	}
 	at := acc.At.UTC()

@@ -2,7 +2,10 @@ package inspect
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/internal/pgerr"
@@ -57,14 +60,63 @@ func originOf(scheduledAt *time.Time, claim *string, claimedAt *time.Time, spec 
 	return ""
 }
 
-// readableClaims reports whether the claims table is there and this role
-// may read it: without it, no run's origin beyond plain can be told.
-func (r *Reader) readableClaims(ctx context.Context) (bool, error) {
-	var ok bool
-	err := r.db.QueryRow(ctx, `SELECT coalesce(pg_catalog.has_table_privilege(pg_catalog.to_regclass($1), 'SELECT'), false)`,
-		r.objects.Claims).Scan(&ok)
-	if err != nil {
-		return false, pgerr.Classify(err)
+// originsSQL reads the claims of scheduled times, and their jobs'
+// schedules: $1 the jobs, $2 the times, each through a primary key.
+const originsSQL = `SELECT d.n, c.outcome, c.claimed_at, l.schedule
+FROM unnest($1::text[], $2::timestamptz[]) WITH ORDINALITY AS d(job, at, n)
+LEFT JOIN {claims} c ON c.job_name = d.job AND c.scheduled_at = d.at
+LEFT JOIN {lease} l ON l.job_name = d.job`
+
+// origins sets how each of runs came to be. Only runs with a scheduled
+// time need the claims table, in one more statement: a job with a
+// schedule created it. Without it (dropped, or not readable by this role)
+// their origin stays unknown.
+func (r *Reader) origins(ctx context.Context, runs []Run) error {
+	var (
+		jobs  []string
+		times []time.Time
+		index []int
+	)
+	for i := range runs {
+		if runs[i].ScheduledAt == nil {
+			runs[i].Origin = OriginPlain
+			continue
+		}
+		jobs, times, index = append(jobs, runs[i].Job), append(times, *runs[i].ScheduledAt), append(index, i)
 	}
-	return ok, nil
+	if len(jobs) == 0 {
+		return nil
+	}
+	rows, err := r.db.Query(ctx, r.sql.origins, jobs, times)
+	if err != nil {
+		return r.claimsError(err)
+	}
+	var (
+		n           int64
+		claim, spec *string
+		claimedAt   *time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&n, &claim, &claimedAt, &spec}, func() error {
+		if n >= 1 && int(n) <= len(index) {
+			run := &runs[index[n-1]]
+			run.Origin = originOf(run.ScheduledAt, claim, claimedAt, deref(spec))
+		}
+		claim, claimedAt, spec = nil, nil, nil
+		return nil
+	})
+	return r.claimsError(err)
+}
+
+// claimsError is nil for a claims table that is not there or not
+// readable (what it would tell stays unknown), and says so otherwise.
+func (r *Reader) claimsError(err error) error {
+	switch pgerr.SQLState(err) {
+	case "":
+		if err == nil {
+			return nil
+		}
+	case pgerr.CodeUndefinedTable, pgerr.CodeNoPrivilege:
+		return nil
+	}
+	return fmt.Errorf("cannot read claims table %s: %w", r.objects.Claims, pgerr.Classify(err))
 }

@@ -50,9 +50,10 @@ type Reader struct {
 // reads NULL in their place (output is then empty).
 type statements struct {
 	status, history, freshness, summary, output string
-	// historyOrigin is history that also reads each run's claim.
-	historyOrigin, facts string
-	legacy               *statements
+	// origins reads the claims of runs, facts what a verdict needs
+	// beyond the summary.
+	origins, facts string
+	legacy         *statements
 }
 
 // pick returns the statements for the history table hs describes.
@@ -72,16 +73,14 @@ func render(o schema.Objects, legacy bool) statements {
 		cols = strings.NewReplacer("{scheduled_at}", "NULL::timestamptz", "{output_bytes}", "NULL::integer")
 		output = ""
 	}
-	plain := strings.NewReplacer("{origin_cols}", noOriginCols, "{origin_join}", "")
-	origin := strings.NewReplacer("{origin_cols}", originCols, "{origin_join}", originJoin)
 	return statements{
-		status:        o.Render(statusSQL),
-		history:       cols.Replace(o.Render(plain.Replace(historySQL))),
-		historyOrigin: cols.Replace(o.Render(origin.Replace(historySQL))),
-		freshness:     o.Render(freshnessSQL),
-		summary:       o.Render(summarySQL),
-		facts:         o.Render(factsSQL),
-		output:        output,
+		status:    o.Render(statusSQL),
+		history:   cols.Replace(o.Render(historySQL)),
+		origins:   o.Render(originsSQL),
+		freshness: o.Render(freshnessSQL),
+		summary:   o.Render(summarySQL),
+		facts:     o.Render(factsSQL),
+		output:    output,
 	}
 }
 

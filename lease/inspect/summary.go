@@ -47,7 +47,8 @@ type JobSummary struct {
 
 // summarySQL reads every job of the lease table with its history, in one
 // statement and one snapshot: $1 is the window of the run counts, in
-// microseconds. The jobs come from the lease table (a small
+// microseconds, $2 the job (NULL: every job), $3 the claims table, which
+// it says whether this role may read. The jobs come from the lease table (a small
 // table, one row per slot). Each job's newest run and newest success are
 // read from the (job_name, finished_at) index, newest first, so that a
 // scrape costs the same however long the history has grown; the job is
@@ -72,7 +73,8 @@ recent AS (
   GROUP BY job_name)
 SELECT j.job, coalesce(j.slots, 1), j.held, j.holders, now() - $1::bigint * interval '1 microsecond',
   lr.slot, lr.holder, lr.fencing_token, lr.attempt, lr.started_at, lr.finished_at, lr.exit_code, lr.outcome,
-  ls.finished_at, ls.holder, coalesce(r.outcomes, '{}'), coalesce(r.counts, '{}'), coalesce(j.schedule, ''), now()
+  ls.finished_at, ls.holder, coalesce(r.outcomes, '{}'), coalesce(r.counts, '{}'), coalesce(j.schedule, ''), now(),
+  coalesce(pg_catalog.has_table_privilege(pg_catalog.to_regclass($3::text), 'SELECT'), false)
 FROM jobs j
 LEFT JOIN LATERAL (
   SELECT slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome FROM {history} h
@@ -114,7 +116,7 @@ func (r *Reader) Summary(ctx context.Context, job string, window time.Duration) 
 }
 
 func (r *Reader) summaries(ctx context.Context, job *string, window time.Duration) ([]JobSummary, error) {
-	rows, err := r.db.Query(ctx, r.sql.summary, window.Microseconds(), job)
+	rows, err := r.db.Query(ctx, r.sql.summary, window.Microseconds(), job, r.objects.Claims)
 	if err != nil {
 		return nil, r.summaryError(ctx, err)
 	}
@@ -126,8 +128,11 @@ func (r *Reader) summaries(ctx context.Context, job *string, window time.Duratio
 		reasons []string
 	)
 	dest := append([]any{&js.Job, &js.Slots, &js.SlotsHeld, &js.Holders, &js.Since}, last.dest()...)
-	var by *string
-	dest = append(dest, &js.LastSuccess, &by, &reasons, &counts, &js.Schedule, &js.Now)
+	var (
+		by     *string
+		claims bool
+	)
+	dest = append(dest, &js.LastSuccess, &by, &reasons, &counts, &js.Schedule, &js.Now, &claims)
 	_, err = pgx.ForEachRow(rows, dest, func() error {
 		js.LastRun = last.run(js.Job)
 		js.LastSuccessBy = deref(by)
@@ -142,7 +147,7 @@ func (r *Reader) summaries(ctx context.Context, job *string, window time.Duratio
 	if err != nil {
 		return nil, r.summaryError(ctx, err)
 	}
-	if err := r.judge(ctx, out); err != nil {
+	if err := r.judge(ctx, out, claims); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -155,6 +160,7 @@ func (r *Reader) summaries(ctx context.Context, job *string, window time.Duratio
 // history's (job_name, finished_at) index.
 const factsSQL = `SELECT d.n,
   (SELECT outcome FROM {claims} WHERE job_name = d.job AND scheduled_at = d.due),
+  (SELECT min(scheduled_at) FROM {claims} WHERE job_name = d.job),
   r.slot, r.holder, r.fencing_token, r.attempt, r.started_at, r.finished_at, r.exit_code, r.outcome,
   lh.scheduled_at, lc.outcome, lc.claimed_at
 FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::bigint[], $5::integer[]) WITH ORDINALITY
@@ -167,7 +173,8 @@ LEFT JOIN {claims} lc ON lc.job_name = d.job AND lc.scheduled_at = lh.scheduled_
 
 // judge reads what the summaries lack for a verdict (the accounts of the
 // due times, the origins of the newest runs) and judges each job.
-func (r *Reader) judge(ctx context.Context, out []JobSummary) error {
+// claims says whether this role may read the claims table.
+func (r *Reader) judge(ctx context.Context, out []JobSummary, claims bool) error {
 	facts := make([]Facts, len(out))
 	var (
 		jobs     []string
@@ -201,10 +208,6 @@ func (r *Reader) judge(ctx context.Context, out []JobSummary) error {
 		}
 	}
 	if len(jobs) > 0 {
-		claims, err := r.readableClaims(ctx)
-		if err != nil {
-			return fmt.Errorf("cannot read claims table %s: %w", r.objects.Claims, err)
-		}
 		if claims {
 			if err := r.readFacts(ctx, out, facts, jobs, dues, finished, tokens, attempts); err != nil {
 				return err
@@ -246,8 +249,9 @@ func (r *Reader) readFacts(ctx context.Context, out []JobSummary, facts []Facts,
 		claim, lastClaim   *string
 		run                nullableRun
 		scheduled, claimed *time.Time
+		first              *time.Time
 	)
-	dest := append(append([]any{&n, &claim}, run.dest()...), &scheduled, &lastClaim, &claimed)
+	dest := append(append([]any{&n, &claim, &first}, run.dest()...), &scheduled, &lastClaim, &claimed)
 	_, err = pgx.ForEachRow(rows, dest, func() error {
 		if n < 1 || int(n) > len(jobs) {
 			return fmt.Errorf("row %d of %d", n, len(jobs))
@@ -260,13 +264,13 @@ func (r *Reader) readFacts(ctx context.Context, out []JobSummary, facts []Facts,
 				if claim != nil {
 					acc.Claim = *claim
 				}
-				facts[i].Due = acc
+				facts[i].Due, facts[i].FirstClaim = acc, first
 			}
 			if js.LastRun != nil {
 				js.LastRun.Origin = originOf(scheduled, lastClaim, claimed, js.Schedule)
 			}
 		}
-		claim, lastClaim, run, scheduled, claimed = nil, nil, nullableRun{}, nil, nil
+		claim, lastClaim, run, scheduled, claimed, first = nil, nil, nullableRun{}, nil, nil, nil
 		return nil
 	})
 	if err != nil {
