@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,8 +48,11 @@ func checkCommand() *cli.Command {
 
 // checkResult is the verdict, and the stable JSON shape of check --json.
 type checkResult struct {
-	Job                   string     `json:"job"`
-	Status                string     `json:"status"` // ok, critical or unknown
+	Job    string `json:"job"`
+	Status string `json:"status"` // ok, critical or unknown
+	// State is the job's state as every view shows it (inspect.Judge):
+	// healthy, failing, stale, missed, overdue, absent or unknown.
+	State                 string     `json:"state"`
 	Message               string     `json:"message"`
 	MaxAgeSeconds         float64    `json:"max_age_seconds"`
 	LastSuccessAt         *time.Time `json:"last_success_at"`
@@ -87,69 +91,36 @@ func checkAction(c *cli.Context) error {
 	if err != nil {
 		return unknown(c, job, a.db.redact.wrap(err))
 	}
-	known := true
-	if f.LastRun == nil {
-		// No run at all: a job that has not run yet, or no such job.
-		_, err := a.read.Status(c.Context, job)
-		known = !errors.Is(err, lease.ErrNoJob)
+	known, held := true, false
+	if f.LastRun == nil || f.LastSuccess == nil {
+		// No run at all (a job that has not run yet, or no such job), or
+		// none that succeeded: is it running its first?
+		rows, err := a.read.Status(c.Context, job)
+		known = f.LastRun != nil || !errors.Is(err, lease.ErrNoJob)
+		held = slices.ContainsFunc(rows, inspect.JobStatus.Live)
 	}
-	res := judge(f, maxAge, c.Bool("fail-on-last-failure"), known)
+	res := judge(f, maxAge, c.Bool("fail-on-last-failure"), known, held)
 	return res.print(c.App.Writer, c.Bool("json"))
 }
 
-// judge decides the check from what the history says; known is false when
-// the lease table has no row for the job either.
-func judge(f inspect.Freshness, maxAge time.Duration, failOnLastFailure, known bool) checkResult {
-	r := checkResult{Job: f.Job, MaxAgeSeconds: maxAge.Seconds(), code: checkOK, Status: "ok"}
+// judge decides the check from what the history says, by inspect.Judge
+// with the check's policy: known is false when the lease table has no row
+// for the job either, held when a slot of it is live.
+func judge(f inspect.Freshness, maxAge time.Duration, failOnLastFailure, known, held bool) checkResult {
+	facts := inspect.Facts{Job: f.Job, Now: f.Now, Known: known, Held: held, LastRun: f.LastRun}
+	if run := f.LastSuccess; run != nil {
+		facts.LastSuccess, facts.LastSuccessBy = &run.FinishedAt, run.Holder
+	}
+	r := verdictResult(inspect.Judge(facts, inspect.Policy{MaxAge: maxAge, FailOnLastFailure: failOnLastFailure}))
+	r.MaxAgeSeconds = maxAge.Seconds()
 	if run := f.LastRun; run != nil {
 		r.LastRunAt, r.LastRunOutcome, r.LastExitCode = utc(&run.FinishedAt), &run.Outcome, run.ExitCode
 	}
-	var age time.Duration
 	if run := f.LastSuccess; run != nil {
-		age = f.Now.Sub(run.FinishedAt)
+		age := f.Now.Sub(run.FinishedAt)
 		r.LastSuccessAt, r.LastSuccessAgeSeconds = utc(&run.FinishedAt), ptr(math.Round(age.Seconds()*1000)/1000)
 	}
-	lastFailed := f.LastRun != nil && !f.LastRun.Succeeded()
-	switch {
-	case !known:
-		r.code, r.Message = checkCritical, fmt.Sprintf("no such job %s: no lease and no run in the history (check --job and --table)", printable(f.Job))
-	case f.LastSuccess == nil:
-		r.code, r.Message = checkCritical, fmt.Sprintf("%s has no successful run in the history", printable(f.Job))
-	case age > maxAge:
-		r.code, r.Message = checkCritical, fmt.Sprintf("%s last succeeded %s ago, longer than --max-age %s",
-			printable(f.Job), roundAge(age), maxAge)
-	case failOnLastFailure && lastFailed:
-		r.code, r.Message = checkCritical, fmt.Sprintf("%s last run failed, %s ago", printable(f.Job), roundAge(f.Now.Sub(f.LastRun.FinishedAt)))
-	default:
-		r.Message = fmt.Sprintf("%s last succeeded %s ago on %s", printable(f.Job), roundAge(age), printable(f.LastSuccess.Holder))
-	}
-	if lastFailed && r.code == checkOK {
-		r.Message += "; its newest run failed"
-	}
-	if f.LastRun != nil && lastFailed {
-		r.Message += fmt.Sprintf(" (%s%s on %s)", f.LastRun.Outcome, exitSuffix(f.LastRun.ExitCode), printable(f.LastRun.Holder))
-	}
-	if r.code == checkCritical {
-		r.Status = "critical"
-	}
 	return r
-}
-
-func exitSuffix(code *int) string {
-	if code == nil {
-		return ""
-	}
-	return fmt.Sprintf(" %d", *code)
-}
-
-func roundAge(d time.Duration) time.Duration {
-	switch {
-	case d < time.Second:
-		return d.Round(time.Millisecond)
-	case d < time.Minute:
-		return d.Round(time.Second)
-	}
-	return d.Round(time.Minute)
 }
 
 // print writes the verdict and returns its exit status.
@@ -178,6 +149,6 @@ func unknown(c *cli.Context, job string, err error) error {
 	if msg == nil {
 		msg = err
 	}
-	r := checkResult{Job: job, Status: "unknown", Message: strings.ReplaceAll(msg.Error(), "\n\t", "; "), code: checkUnknown}
+	r := checkResult{Job: job, Status: "unknown", State: inspect.StateUnknown, Message: strings.ReplaceAll(msg.Error(), "\n\t", "; "), code: checkUnknown}
 	return r.print(c.App.Writer, c.Bool("json"))
 }

@@ -154,6 +154,20 @@ func historyAction(c *cli.Context) error {
 	case err != nil:
 		return a.db.unavailable(err, a.log)
 	}
+	// The job's state (every job's that is not healthy, without --job),
+	// as every view shows it, after the runs.
+	var health []inspect.Verdict
+	if !o.json {
+		v := judgeJobs(c.Context, a.read, o.query.Job, true)
+		if v.err == nil {
+			for _, vd := range v.byJob {
+				if o.query.Job != "" || !vd.Healthy() {
+					health = append(health, vd)
+				}
+			}
+			slices.SortFunc(health, func(a, b inspect.Verdict) int { return strings.Compare(a.Job, b.Job) })
+		}
+	}
 	var print func(io.Writer) error
 	switch {
 	case o.json:
@@ -174,7 +188,25 @@ func historyAction(c *cli.Context) error {
 	if err := print(c.App.Writer); err != nil {
 		return &exitError{code: exitIOErr, err: fmt.Errorf("cannot write history: %w", err)}
 	}
+	if err := printHealth(c.App.Writer, health); err != nil {
+		return &exitError{code: exitIOErr, err: fmt.Errorf("cannot write history: %w", err)}
+	}
 	return nil
+}
+
+// printHealth writes the jobs' verdicts, one line each after a blank one:
+// "health: overdue: nightly: the time due at ... was not run ...".
+func printHealth(w io.Writer, health []inspect.Verdict) error {
+	if len(health) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("\n")
+	for _, v := range health {
+		fmt.Fprintf(&b, "health: %s: %s\n", v.State, v.Reason)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // printOutput writes the output a run kept to stdout, byte for byte.
@@ -221,6 +253,10 @@ type historyJSON struct {
 	// OutputBytes is the size of the output the run kept (history
 	// --output prints it), 0 when it kept none.
 	OutputBytes int `json:"output_bytes"`
+	// Origin is how the run came to be: schedule, catch-up, manual or
+	// plain; null when that cannot be told (its scheduled time's claim
+	// is gone).
+	Origin *string `json:"origin"`
 }
 
 func printHistoryJSON(w io.Writer, runs []inspect.Run) error {
@@ -229,9 +265,17 @@ func printHistoryJSON(w io.Writer, runs []inspect.Run) error {
 		out = append(out, historyJSON{Job: r.Job, Slot: r.Slot, Holder: r.Holder, FencingToken: r.FencingToken,
 			Attempt: r.Attempt, StartedAt: r.StartedAt.UTC(), FinishedAt: r.FinishedAt.UTC(),
 			DurationSeconds: runDuration(r).Seconds(), ExitCode: r.ExitCode, Outcome: r.Outcome,
-			ScheduledAt: utc(r.ScheduledAt), OutputBytes: r.OutputBytes})
+			ScheduledAt: utc(r.ScheduledAt), OutputBytes: r.OutputBytes, Origin: origin(r)})
 	}
 	return escape.JSON(w, out)
+}
+
+// origin is how r came to be, nil when that cannot be told.
+func origin(r inspect.Run) *string {
+	if r.Origin == "" {
+		return nil
+	}
+	return &r.Origin
 }
 
 func runDuration(r inspect.Run) time.Duration {
@@ -246,7 +290,7 @@ func printHistoryTable(w io.Writer, runs []inspect.Run) error {
 	} else {
 		fmt.Fprint(tw, "JOB\t")
 	}
-	fmt.Fprintln(tw, "HOLDER\tTOKEN\tATTEMPT\tSTARTED\tDURATION\tEXIT\tOUTCOME")
+	fmt.Fprintln(tw, "HOLDER\tTOKEN\tATTEMPT\tSTARTED\tDURATION\tEXIT\tOUTCOME\tORIGIN")
 	for _, r := range runs {
 		fmt.Fprintf(tw, "%s\t", printable(r.Job))
 		if slotted {
@@ -256,8 +300,12 @@ func printHistoryTable(w io.Writer, runs []inspect.Run) error {
 		if r.ExitCode != nil {
 			exit = strconv.Itoa(*r.ExitCode)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", printable(r.Holder), r.FencingToken, r.Attempt,
-			stamp(r.StartedAt), runDuration(r), exit, printable(r.Outcome))
+		how := "-"
+		if r.Origin != "" {
+			how = r.Origin
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", printable(r.Holder), r.FencingToken, r.Attempt,
+			stamp(r.StartedAt), runDuration(r), exit, printable(r.Outcome), how)
 	}
 	return tw.Flush()
 }

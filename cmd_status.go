@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
+	"github.com/redbite/leasewrap/monitor"
 	"github.com/redbite/leasewrap/schedule"
 )
 
@@ -53,11 +55,12 @@ func statusCommand() *cli.Command {
 			case err != nil:
 				return a.db.unavailable(err, a.log)
 			}
+			verdicts := judgeJobs(c.Context, a.read, job, len(jobs) > 0)
 			print := printStatusTable
 			if c.Bool("json") {
 				print = printStatusJSON
 			}
-			if err := print(c.App.Writer, jobs); err != nil {
+			if err := print(c.App.Writer, jobs, verdicts); err != nil {
 				return &exitError{code: exitIOErr, err: fmt.Errorf("cannot write status: %w", err)}
 			}
 			if c.Bool("fail-on-error") && anyFailed(jobs) {
@@ -66,6 +69,63 @@ func statusCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// judgeJobs reads the verdicts of job's (every job's, when "") summaries:
+// a job's state as every view shows it. Status reads the lease table
+// alone, and answers without the history: when the summaries cannot be
+// read, each job's verdict is unknown, with the reason.
+func judgeJobs(ctx context.Context, read *inspect.Reader, job string, some bool) verdicts {
+	v := verdicts{byJob: map[string]inspect.Verdict{}}
+	if !some {
+		return v
+	}
+	var (
+		sums []inspect.JobSummary
+		err  error
+	)
+	if job != "" {
+		var js inspect.JobSummary
+		js, err = read.Summary(ctx, job, monitor.RunsWindow)
+		sums = []inspect.JobSummary{js}
+	} else {
+		sums, err = read.Summaries(ctx, monitor.RunsWindow)
+	}
+	if err != nil {
+		v.err = err
+		return v
+	}
+	for _, s := range sums {
+		v.byJob[s.Job] = s.Verdict
+	}
+	return v
+}
+
+// verdicts are the jobs' verdicts status shows, or why none could be read.
+type verdicts struct {
+	byJob map[string]inspect.Verdict
+	err   error
+}
+
+// of is job's verdict; an unknown one when it could not be read.
+func (v verdicts) of(job string) inspect.Verdict {
+	if vd, ok := v.byJob[job]; ok {
+		return vd
+	}
+	reason := "not judged"
+	if v.err != nil {
+		reason = v.err.Error()
+	}
+	return inspect.Verdict{Job: job, State: inspect.StateUnknown, Reason: reason}
+}
+
+// next is job's next scheduled time: the verdict's, on the database
+// clock, or by the host's when there is none.
+func (v verdicts) next(j inspect.JobStatus) *time.Time {
+	if vd, ok := v.byJob[j.Job]; ok {
+		return utc(vd.Next)
+	}
+	return nextScheduled(j.Schedule, time.Now())
 }
 
 func anyFailed(jobs []inspect.JobStatus) bool {
@@ -96,9 +156,13 @@ type statusJSON struct {
 	// Schedule and NextScheduledAt are there for a job with a schedule.
 	Schedule        *string    `json:"schedule,omitempty"`
 	NextScheduledAt *time.Time `json:"next_scheduled_at,omitempty"`
+	// Health and HealthReason are the job's state as every view shows it
+	// (healthy, failing, stale, missed, overdue, unknown) and why.
+	Health       string `json:"health"`
+	HealthReason string `json:"health_reason"`
 }
 
-func printStatusJSON(w io.Writer, jobs []inspect.JobStatus) error {
+func printStatusJSON(w io.Writer, jobs []inspect.JobStatus, v verdicts) error {
 	out := make([]statusJSON, 0, len(jobs))
 	for _, j := range jobs {
 		s := statusJSON{Job: j.Job, Holder: j.Holder, State: j.State, FencingToken: j.FencingToken,
@@ -112,13 +176,15 @@ func printStatusJSON(w io.Writer, jobs []inspect.JobStatus) error {
 		if j.Slots > 1 {
 			s.Slot, s.Slots = ptr(j.Slot), ptr(j.Slots)
 		}
-		s.Schedule, s.NextScheduledAt = j.Schedule, nextScheduled(j.Schedule, time.Now())
+		s.Schedule, s.NextScheduledAt = j.Schedule, v.next(j)
+		vd := v.of(j.Job)
+		s.Health, s.HealthReason = vd.State, vd.Reason
 		out = append(out, s)
 	}
 	return escape.JSON(w, out)
 }
 
-func printStatusTable(w io.Writer, jobs []inspect.JobStatus) error {
+func printStatusTable(w io.Writer, jobs []inspect.JobStatus, v verdicts) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	// A SLOT column only when a job has several: a fleet without slots
 	// reads as it always did.
@@ -130,7 +196,7 @@ func printStatusTable(w io.Writer, jobs []inspect.JobStatus) error {
 	}
 	// SCHEDULE and NEXT columns only when a job has a schedule.
 	scheduled := slices.ContainsFunc(jobs, func(j inspect.JobStatus) bool { return j.Schedule != nil })
-	fmt.Fprint(tw, "HOLDER\tSTATE\tEXPIRES IN\tTOKEN\tLAST START\tDURATION\tEXIT\tBY")
+	fmt.Fprint(tw, "HEALTH\tHOLDER\tSTATE\tEXPIRES IN\tTOKEN\tLAST START\tDURATION\tEXIT\tBY")
 	if scheduled {
 		fmt.Fprint(tw, "\tSCHEDULE\tNEXT")
 	}
@@ -158,14 +224,14 @@ func printStatusTable(w io.Writer, jobs []inspect.JobStatus) error {
 		if slotted {
 			fmt.Fprintf(tw, "%d/%d\t", max(j.Slot, 1), max(j.Slots, 1))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s", printable(j.Holder), j.State,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s", v.of(j.Job).State, printable(j.Holder), j.State,
 			expires, j.FencingToken, start, duration, exit, printable(by))
 		if scheduled {
 			spec, next := "-", "-"
 			if j.Schedule != nil {
 				spec = printable(*j.Schedule)
 			}
-			if at := nextScheduled(j.Schedule, time.Now()); at != nil {
+			if at := v.next(j); at != nil {
 				next = stamp(*at)
 			}
 			fmt.Fprintf(tw, "\t%s\t%s", spec, next)

@@ -179,7 +179,7 @@ func TestChildEnvironmentLosesLeasewrapsSettings(t *testing.T) {
 func TestStatusTableEscapesTerminalControls(t *testing.T) {
 	var buf bytes.Buffer
 	evil := "evil\x1b[2J\rSPOOF\tx"
-	err := printStatusTable(&buf, []inspect.JobStatus{{Job: "j", Holder: evil, State: lease.StateHeld, ExpiresIn: time.Second}})
+	err := printStatusTable(&buf, []inspect.JobStatus{{Job: "j", Holder: evil, State: lease.StateHeld, ExpiresIn: time.Second}}, verdicts{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,11 +233,15 @@ func TestStatusGolden(t *testing.T) {
 			FencingToken: 1772330460000000, LastStarted: &later, LastHolder: ptr("host-b")},
 		{Job: "never-ran", Holder: "host-c", State: lease.StateExpired, FencingToken: 7},
 	}
+	v := verdicts{byJob: map[string]inspect.Verdict{
+		"nightly_report": {State: inspect.StateFailing, Reason: "nightly_report last run failed, 1m0s ago (exited 4 on host-a)"},
+		"scheduler":      {State: inspect.StateHealthy, Reason: "scheduler is running; no run of it has finished yet"},
+	}}
 	var table, js bytes.Buffer
-	if err := printStatusTable(&table, jobs); err != nil {
+	if err := printStatusTable(&table, jobs, v); err != nil {
 		t.Fatal(err)
 	}
-	if err := printStatusJSON(&js, jobs); err != nil {
+	if err := printStatusJSON(&js, jobs, v); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "status.txt", table.String())

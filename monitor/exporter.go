@@ -15,7 +15,6 @@ import (
 	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
-	"github.com/redbite/leasewrap/schedule"
 )
 
 // RunsWindow is how far back leasewrap_job_runs counts finished runs.
@@ -43,7 +42,7 @@ type Exporter struct {
 	lastErr string // the last failed scrape's error; "" after a success
 
 	up, duration, lastSuccess, lastRun, lastExit, runs, held, slotsHeld, slots, holder *prometheus.Desc
-	nextScheduled                                                                      *prometheus.Desc
+	nextScheduled, state, lastOrigin                                                   *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Exporter)(nil)
@@ -68,7 +67,13 @@ func NewExporter(ctx context.Context, src Summarizer, timeout time.Duration, log
 				"for a job with a schedule also missed and skipped, the scheduled times nobody ran).",
 			[]string{"lease", "outcome"}, nil),
 		nextScheduled: prometheus.NewDesc("leasewrap_job_next_scheduled_timestamp_seconds",
-			"The job's next scheduled time, in Unix seconds, by the schedule recorded with it (--schedule); absent for a job without one.", lease, nil),
+			"The job's next scheduled time, in Unix seconds, by the schedule recorded with it (--schedule) and the database clock; absent for a job without one.", lease, nil),
+		state: prometheus.NewDesc("leasewrap_job_state",
+			"1 for the job's state, 0 for the others: healthy, failing, stale, missed, overdue (a due time no instance ran or recorded), "+
+				"unknown; the same judgement as leasewrap check, status, history and the web page.", []string{"lease", "state"}, nil),
+		lastOrigin: prometheus.NewDesc("leasewrap_job_last_run_origin",
+			"1 for how the job's newest finished run came to be: schedule, catch-up, manual (leasewrap trigger) or plain; "+
+				"absent when there is none or it cannot be told.", []string{"lease", "origin"}, nil),
 		held: prometheus.NewDesc("leasewrap_job_lease_held",
 			"1 while any slot of the job's lease is live (no other instance can take it), else 0.", lease, nil),
 		slotsHeld: prometheus.NewDesc("leasewrap_job_slots_held",
@@ -83,7 +88,7 @@ func NewExporter(ctx context.Context, src Summarizer, timeout time.Duration, log
 // Describe sends every series' description.
 func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{e.up, e.duration, e.lastSuccess, e.lastRun, e.lastExit, e.runs, e.held, e.slotsHeld, e.slots, e.holder,
-		e.nextScheduled} {
+		e.nextScheduled, e.state, e.lastOrigin} {
 		ch <- d
 	}
 }
@@ -138,8 +143,16 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 		for _, h := range j.Holders {
 			gauge(e.holder, 1, j.Job, h)
 		}
-		if next, ok := schedule.NextOf(j.Schedule, time.Now()); ok {
-			gauge(e.nextScheduled, unixSeconds(next), j.Job)
+		if next := j.Verdict.Next; next != nil {
+			gauge(e.nextScheduled, unixSeconds(*next), j.Job)
+		}
+		for _, s := range inspect.States {
+			if s != inspect.StateAbsent {
+				gauge(e.state, boolValue(j.Verdict.State == s), j.Job, s)
+			}
+		}
+		if j.LastRun != nil && j.LastRun.Origin != "" {
+			gauge(e.lastOrigin, 1, j.Job, j.LastRun.Origin)
 		}
 	}
 }

@@ -34,26 +34,21 @@ type jobRow struct {
 	Recent []inspect.Run
 	// RunsInWindow counts the runs that finished in DefaultWindow.
 	RunsInWindow int
+	// Verdict is the job's state as check, status and the exporter show
+	// it; unknown when the history could not be read.
+	Verdict inspect.Verdict
 }
 
-// Failing reports whether the job's newest run did not succeed.
-func (j jobRow) Failing() bool {
-	return j.LastRun != nil && kindOf(*j.LastRun) != kindSucceeded
-}
-
-// Stale reports whether nothing of the job finished in the window and it
-// is not running now.
-func (j jobRow) Stale() bool { return j.RunsInWindow == 0 && j.State != lease.StateHeld }
-
-// rank orders /: failing jobs first, then stale ones, then the others.
+// rank orders / by the verdict: jobs that need acting on first (failing,
+// missed, overdue, unknown), then stale ones, then the healthy.
 func (j jobRow) rank() int {
-	switch {
-	case j.Failing():
-		return 0
-	case j.Stale():
+	switch j.Verdict.State {
+	case inspect.StateHealthy:
+		return 2
+	case inspect.StateStale:
 		return 1
 	}
-	return 2
+	return 0
 }
 
 // readJobs reads /'s rows in three statements and their catalog checks,
@@ -80,7 +75,8 @@ func (p *Pages) readJobs(ctx context.Context) ([]jobRow, error) {
 		if r, ok := rows[job]; ok {
 			return r
 		}
-		r := &jobRow{Job: job, State: "free", Slots: 1}
+		r := &jobRow{Job: job, State: "free", Slots: 1,
+			Verdict: inspect.Verdict{Job: job, State: inspect.StateUnknown, Reason: "no run history to judge it by"}}
 		rows[job] = r
 		order = append(order, r)
 		return r
@@ -92,6 +88,7 @@ func (p *Pages) readJobs(ctx context.Context) ([]jobRow, error) {
 			r.Holders = append(r.Holders, s.Holder)
 		}
 		r.State = strongerState(r.State, s.State)
+		// By the host's clock until the summary gives the database's.
 		if s.Schedule != nil && r.NextScheduled == nil {
 			if next, ok := schedule.NextOf(*s.Schedule, p.now()); ok {
 				r.NextScheduled = &next
@@ -100,7 +97,10 @@ func (p *Pages) readJobs(ctx context.Context) ([]jobRow, error) {
 	}
 	for _, s := range summaries {
 		r := row(s.Job)
-		r.LastRun = s.LastRun
+		r.LastRun, r.Verdict = s.LastRun, s.Verdict
+		if s.Verdict.Next != nil {
+			r.NextScheduled = s.Verdict.Next
+		}
 		for _, n := range s.Runs {
 			r.RunsInWindow += n
 		}
@@ -161,8 +161,8 @@ func renderIndex(jobs []jobRow, now time.Time) []byte {
 	b.int(int64(len(jobs)))
 	b.raw(` jobs, read at `)
 	b.time(now)
-	b.raw(` UTC. Failing and stale jobs first.</p></header><main><div class="scroll"><table class="jobs"><thead><tr>` +
-		`<th>Job</th><th>State</th><th>Holder</th><th>Last run</th><th>Duration</th><th>Outcome</th><th>Exit</th>` +
+	b.raw(` UTC. Jobs to act on first, then stale ones.</p></header><main><div class="scroll"><table class="jobs"><thead><tr>` +
+		`<th>Job</th><th>Health</th><th>State</th><th>Holder</th><th>Last run</th><th>Duration</th><th>Outcome</th><th>Origin</th><th>Exit</th>` +
 		`<th>Next</th><th>Recent runs</th></tr></thead><tbody>`)
 	for _, j := range jobs {
 		b.raw(`<tr class="job`)
@@ -184,6 +184,8 @@ func renderIndex(jobs []jobRow, now time.Time) []byte {
 			b.int(int64(j.Slots))
 			b.raw(` slots</span>`)
 		}
+		b.raw(`</td><td>`)
+		health(&b, j.Verdict)
 		b.raw(`</td><td><span class="state s-`)
 		b.attr(j.State)
 		b.raw(`">`)
@@ -207,10 +209,12 @@ func renderIndex(jobs []jobRow, now time.Time) []byte {
 			b.raw(`">`)
 			b.raw(kind)
 			b.raw(`</span></td><td>`)
+			origin(&b, run.Origin)
+			b.raw(`</td><td>`)
 			exitCode(&b, run.ExitCode)
 			b.raw(`</td>`)
 		} else {
-			b.raw(`<td colspan="4" class="none">no run in the history</td>`)
+			b.raw(`<td colspan="5" class="none">no run in the history</td>`)
 		}
 		b.raw(`<td>`)
 		if j.NextScheduled != nil {
@@ -258,6 +262,33 @@ func recentBar(b *html, runs []inspect.Run) {
 		b.raw(` UTC</title></rect>`)
 	}
 	b.raw(`</svg>`)
+}
+
+// health writes a verdict: its state, with the reason as its title, in
+// the data-health attribute a test or a script reads.
+func health(b *html, v inspect.Verdict) {
+	b.raw(`<span class="health h-`)
+	b.attr(v.State)
+	b.raw(`" data-health="`)
+	b.attr(v.State)
+	b.raw(`" title="`)
+	b.attr(v.Reason)
+	b.raw(`">`)
+	b.text(v.State)
+	b.raw(`</span>`)
+}
+
+// origin writes how a run came to be, a dash when that cannot be told.
+func origin(b *html, o string) {
+	if o == "" {
+		b.raw(`—`)
+		return
+	}
+	b.raw(`<span class="origin" data-origin="`)
+	b.attr(o)
+	b.raw(`">`)
+	b.text(o)
+	b.raw(`</span>`)
 }
 
 func exitCode(b *html, code *int) {

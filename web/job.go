@@ -26,6 +26,9 @@ type jobPage struct {
 	Selected  *inspect.Run
 	// Output is the selected run's kept output, nil when it kept none.
 	Output []byte
+	// Verdict is the job's state as check, status and the exporter show
+	// it; unknown when the history could not be read.
+	Verdict inspect.Verdict
 }
 
 // runID names a run in a page's links: slot, fencing token and attempt,
@@ -79,6 +82,16 @@ func (p *Pages) readJob(ctx context.Context, job string, q url.Values) (jobPage,
 	runs, err := p.src.History(ctx, inspect.HistoryQuery{Job: job, Since: page.From, Limit: MaxRuns + 1})
 	if err != nil && !errors.Is(err, inspect.ErrNoHistory) {
 		return page, err
+	}
+	page.Verdict = inspect.Verdict{Job: job, State: inspect.StateUnknown, Reason: "no run history to judge it by"}
+	if err == nil {
+		js, err := p.src.Summary(ctx, job, DefaultWindow)
+		if err != nil && !errors.Is(err, lease.ErrNoJob) {
+			return page, err
+		}
+		if err == nil {
+			page.Verdict = js.Verdict
+		}
 	}
 	if len(runs) > MaxRuns {
 		runs, page.Truncated = runs[:MaxRuns], true
@@ -158,6 +171,10 @@ func renderJob(page jobPage, root string) []byte {
 		b.int(MaxRuns)
 		b.raw(` only)`)
 	}
+	b.raw(`</p><p class="verdict">`)
+	health(&b, page.Verdict)
+	b.raw(` `)
+	b.text(page.Verdict.Reason)
 	b.raw(`</p><nav class="windows">`)
 	for _, w := range []string{"1h", "6h", "24h", "7d", "30d"} {
 		b.raw(`<a href="?since=`)
@@ -208,6 +225,8 @@ func selected(b *html, page jobPage) {
 	b.int(r.FencingToken)
 	b.raw(`</dd><dt>Attempt</dt><dd>`)
 	b.int(int64(r.Attempt))
+	b.raw(`</dd><dt>Origin</dt><dd>`)
+	origin(b, r.Origin)
 	b.raw(`</dd><dt>Exit status</dt><dd>`)
 	exitCode(b, r.ExitCode)
 	b.raw(`</dd><dt>Started</dt><dd>`)
@@ -228,7 +247,7 @@ func selected(b *html, page jobPage) {
 // runTable writes the runs as a table, newest first.
 func runTable(b *html, page jobPage) {
 	b.raw(`<h2>Runs</h2><div class="scroll"><table class="runs"><thead><tr><th>Started (UTC)</th><th>Duration</th>` +
-		`<th>Holder</th><th>Slot</th><th>Token</th><th>Attempt</th><th>Exit</th><th>Outcome</th><th>Output</th></tr></thead><tbody>`)
+		`<th>Holder</th><th>Slot</th><th>Token</th><th>Attempt</th><th>Exit</th><th>Outcome</th><th>Origin</th><th>Output</th></tr></thead><tbody>`)
 	for _, r := range page.Runs {
 		kind := kindOf(r)
 		b.raw(`<tr data-outcome="`)
@@ -254,6 +273,8 @@ func runTable(b *html, page jobPage) {
 		b.raw(`">`)
 		b.raw(kind)
 		b.raw(`</span></td><td>`)
+		origin(b, r.Origin)
+		b.raw(`</td><td>`)
 		if r.OutputBytes > 0 {
 			b.raw(`<a href="`)
 			selectLink(b, page, r)

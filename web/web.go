@@ -22,11 +22,12 @@ import (
 )
 
 // Source is what the pages are read from (*inspect.Reader has it): the
-// lease rows, the jobs' summaries, a job's runs and the output one run
+// lease rows, the jobs' summaries (with their verdicts), a job's runs and the output one run
 // kept. Nothing in it writes.
 type Source interface {
 	Status(ctx context.Context, job string) ([]inspect.JobStatus, error)
 	Summaries(ctx context.Context, window time.Duration) ([]inspect.JobSummary, error)
+	Summary(ctx context.Context, job string, window time.Duration) (inspect.JobSummary, error)
 	History(ctx context.Context, q inspect.HistoryQuery) ([]inspect.Run, error)
 	Output(ctx context.Context, q inspect.OutputQuery) (out []byte, token int64, attempt int, err error)
 }

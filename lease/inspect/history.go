@@ -31,6 +31,10 @@ type Run struct {
 	// OutputBytes is the size of the output the run kept (Reader.Output
 	// reads it), 0 when it kept none.
 	OutputBytes int
+	// Origin is how the run came to be (OriginSchedule, OriginCatchUp,
+	// OriginManual or OriginPlain), "" when that cannot be told: its
+	// scheduled time's claim is gone. History and Summaries set it.
+	Origin string
 }
 
 // Succeeded reports whether the run exited on its own with status 0, the
@@ -50,10 +54,10 @@ type HistoryQuery struct {
 
 // historySQL reads finished runs, newest first: $1 the job (NULL: every
 // job), $2 the earliest finish (NULL: any), $3 the most runs (NULL: all).
-const historySQL = `SELECT job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome,
+const historySQL = `SELECT h.job_name, h.slot, h.holder, h.fencing_token, h.attempt, h.started_at, h.finished_at, h.exit_code, h.outcome,
   {scheduled_at}, coalesce({output_bytes}, 0)
-FROM {history} WHERE ($1::text IS NULL OR job_name = $1::text) AND ($2::timestamptz IS NULL OR finished_at >= $2::timestamptz)
-ORDER BY finished_at DESC, started_at DESC, fencing_token DESC LIMIT $3::integer`
+FROM {history} h WHERE ($1::text IS NULL OR h.job_name = $1::text) AND ($2::timestamptz IS NULL OR h.finished_at >= $2::timestamptz)
+ORDER BY h.finished_at DESC, h.started_at DESC, h.fencing_token DESC LIMIT $3::integer`
 
 // History reads finished runs from the history table. Without one it
 // returns an error wrapping ErrNoHistory; without the lease table, one
@@ -89,6 +93,9 @@ func (r *Reader) History(ctx context.Context, q HistoryQuery) ([]Run, error) {
 		run = Run{}
 		return nil
 	})
+	if err == nil {
+		err = r.origins(ctx, out)
+	}
 	if err != nil {
 		return nil, r.historyError(err)
 	}
@@ -139,6 +146,13 @@ func (r *Reader) Freshness(ctx context.Context, job string) (Freshness, error) {
 	}
 	f.LastSuccess, f.LastRun = success.run(job), last.run(job)
 	return f, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // nullableRun scans a run that a LEFT JOIN may leave out.

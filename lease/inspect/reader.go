@@ -50,7 +50,10 @@ type Reader struct {
 // reads NULL in their place (output is then empty).
 type statements struct {
 	status, history, freshness, summary, output string
-	legacy                                      *statements
+	// origins reads the claims of runs, facts what a verdict needs
+	// beyond the summary.
+	origins, facts string
+	legacy         *statements
 }
 
 // pick returns the statements for the history table hs describes.
@@ -64,7 +67,7 @@ func (s *statements) pick(hs schema.HistoryState) *statements {
 // render renders the statements for o's tables; with legacy, the history
 // columns added since the first version are read as NULL.
 func render(o schema.Objects, legacy bool) statements {
-	cols := strings.NewReplacer("{scheduled_at}", "scheduled_at", "{output_bytes}", "octet_length(output)")
+	cols := strings.NewReplacer("{scheduled_at}", "h.scheduled_at", "{output_bytes}", "octet_length(h.output)")
 	output := o.Render(outputSQL)
 	if legacy {
 		cols = strings.NewReplacer("{scheduled_at}", "NULL::timestamptz", "{output_bytes}", "NULL::integer")
@@ -73,8 +76,10 @@ func render(o schema.Objects, legacy bool) statements {
 	return statements{
 		status:    o.Render(statusSQL),
 		history:   cols.Replace(o.Render(historySQL)),
+		origins:   o.Render(originsSQL),
 		freshness: o.Render(freshnessSQL),
 		summary:   o.Render(summarySQL),
+		facts:     o.Render(factsSQL),
 		output:    output,
 	}
 }

@@ -27,8 +27,10 @@ type JobSummary struct {
 	// A scheduled time missed or skipped is not a run.
 	LastRun *Run
 	// LastSuccess is when the newest run that exited with status 0
-	// (OutcomeExited, exit code 0) finished, nil when none did.
-	LastSuccess *time.Time
+	// (OutcomeExited, exit code 0) finished, nil when none did, and
+	// LastSuccessBy its holder.
+	LastSuccess   *time.Time
+	LastSuccessBy string
 	// Runs counts the runs that finished at or after Since, by outcome.
 	// An outcome with no run is not in the map.
 	Runs map[string]int
@@ -37,11 +39,16 @@ type JobSummary struct {
 	Since time.Time
 	// Schedule is the job's schedule in its canonical form ("": none).
 	Schedule string
+	// Now is the database clock the summary was read at.
+	Now time.Time
+	// Verdict is the job's state, as Judge decides it with ViewPolicy.
+	Verdict Verdict
 }
 
 // summarySQL reads every job of the lease table with its history, in one
 // statement and one snapshot: $1 is the window of the run counts, in
-// microseconds. The jobs come from the lease table (a small
+// microseconds, $2 the job (NULL: every job), $3 the claims table, which
+// it says whether this role may read. The jobs come from the lease table (a small
 // table, one row per slot). Each job's newest run and newest success are
 // read from the (job_name, finished_at) index, newest first, so that a
 // scrape costs the same however long the history has grown; the job is
@@ -58,7 +65,7 @@ const summarySQL = `WITH rows AS (
 jobs AS (
   SELECT job, max(slots) FILTER (WHERE slot = 1) AS slots, max(schedule) FILTER (WHERE slot = 1) AS schedule, count(*) FILTER (WHERE live) AS held,
     coalesce(array_agg(DISTINCT holder ORDER BY holder) FILTER (WHERE live), '{}') AS holders
-  FROM rows GROUP BY job),
+  FROM rows WHERE $2::text IS NULL OR job = $2::text GROUP BY job),
 recent AS (
   SELECT job_name, array_agg(outcome ORDER BY outcome) AS outcomes, array_agg(n ORDER BY outcome) AS counts
   FROM (SELECT job_name, outcome, count(*)::integer AS n FROM {history}
@@ -66,27 +73,50 @@ recent AS (
   GROUP BY job_name)
 SELECT j.job, coalesce(j.slots, 1), j.held, j.holders, now() - $1::bigint * interval '1 microsecond',
   lr.slot, lr.holder, lr.fencing_token, lr.attempt, lr.started_at, lr.finished_at, lr.exit_code, lr.outcome,
-  ls.finished_at, coalesce(r.outcomes, '{}'), coalesce(r.counts, '{}'), coalesce(j.schedule, '')
+  ls.finished_at, ls.holder, coalesce(r.outcomes, '{}'), coalesce(r.counts, '{}'), coalesce(j.schedule, ''), now(),
+  coalesce(pg_catalog.has_table_privilege(pg_catalog.to_regclass($3::text), 'SELECT'), false)
 FROM jobs j
 LEFT JOIN LATERAL (
   SELECT slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome FROM {history} h
   WHERE h.job_name >= j.job AND h.job_name <= j.job AND h.outcome NOT IN ('` + lease.OutcomeMissed + `', '` + lease.OutcomeSkipped + `')
   ORDER BY h.job_name DESC, h.finished_at DESC, h.started_at DESC, h.fencing_token DESC LIMIT 1) lr ON true
 LEFT JOIN LATERAL (
-  SELECT finished_at FROM {history} h
+  SELECT finished_at, holder FROM {history} h
   WHERE h.job_name >= j.job AND h.job_name <= j.job AND h.outcome = '` + lease.OutcomeExited + `' AND h.exit_code = 0
   ORDER BY h.job_name DESC, h.finished_at DESC LIMIT 1) ls ON true
 LEFT JOIN recent r ON r.job_name = j.job
 ORDER BY j.job`
 
 // Summaries reads every job of the lease table with what the history says
-// of it, counting in Runs the runs that finished within window. It only
-// reads (one SELECT, which a role with nothing but SELECT on the two tables
-// may run) and never creates or alters a table: without the lease table it
-// returns an error matching ErrNoTable, without the history table one
-// wrapping ErrNoHistory.
+// of it, counting in Runs the runs that finished within window, and
+// judges each (Verdict). It only reads (SELECTs, which a role with
+// nothing but SELECT on the tables may run) and never creates or alters a
+// table: without the lease table it returns an error matching ErrNoTable,
+// without the history table one wrapping ErrNoHistory. It reads the
+// summary in one statement and, for the jobs with a schedule and the
+// origin of each newest run, the claims in one more.
 func (r *Reader) Summaries(ctx context.Context, window time.Duration) ([]JobSummary, error) {
-	rows, err := r.db.Query(ctx, r.sql.summary, window.Microseconds())
+	return r.summaries(ctx, nil, window)
+}
+
+// Summary is Summaries of job alone; for a job without a lease row it
+// returns an error matching lease.ErrNoJob.
+func (r *Reader) Summary(ctx context.Context, job string, window time.Duration) (JobSummary, error) {
+	if err := lease.CheckJob(job); err != nil {
+		return JobSummary{}, err
+	}
+	out, err := r.summaries(ctx, &job, window)
+	if err != nil {
+		return JobSummary{}, err
+	}
+	if len(out) == 0 {
+		return JobSummary{}, fmt.Errorf("job %q: %w", job, lease.ErrNoJob)
+	}
+	return out[0], nil
+}
+
+func (r *Reader) summaries(ctx context.Context, job *string, window time.Duration) ([]JobSummary, error) {
+	rows, err := r.db.Query(ctx, r.sql.summary, window.Microseconds(), job, r.objects.Claims)
 	if err != nil {
 		return nil, r.summaryError(ctx, err)
 	}
@@ -98,21 +128,155 @@ func (r *Reader) Summaries(ctx context.Context, window time.Duration) ([]JobSumm
 		reasons []string
 	)
 	dest := append([]any{&js.Job, &js.Slots, &js.SlotsHeld, &js.Holders, &js.Since}, last.dest()...)
-	dest = append(dest, &js.LastSuccess, &reasons, &counts, &js.Schedule)
+	var (
+		by     *string
+		claims bool
+	)
+	dest = append(dest, &js.LastSuccess, &by, &reasons, &counts, &js.Schedule, &js.Now, &claims)
 	_, err = pgx.ForEachRow(rows, dest, func() error {
 		js.LastRun = last.run(js.Job)
+		js.LastSuccessBy = deref(by)
 		js.Runs = make(map[string]int, len(reasons))
 		for i, outcome := range reasons {
 			js.Runs[outcome] = counts[i]
 		}
 		out = append(out, js)
-		js, last = JobSummary{}, nullableRun{}
+		js, last, by = JobSummary{}, nullableRun{}, nil
 		return nil
 	})
 	if err != nil {
 		return nil, r.summaryError(ctx, err)
 	}
+	if err := r.judge(ctx, out, claims); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// factsSQL reads, for each job of $1, how its latest due time $2 (NULL:
+// none) is accounted for, as Scheduled does, and the scheduled time and
+// claim of its newest run, which finished at $3 under token $4, attempt
+// $5 (NULL: no run): each through the claims' primary key and the
+// history's (job_name, finished_at) index.
+const factsSQL = `SELECT d.n,
+  (SELECT outcome FROM {claims} WHERE job_name = d.job AND scheduled_at = d.due),
+  (SELECT min(scheduled_at) FROM {claims} WHERE job_name = d.job),
+  r.slot, r.holder, r.fencing_token, r.attempt, r.started_at, r.finished_at, r.exit_code, r.outcome,
+  lh.scheduled_at, lc.outcome, lc.claimed_at
+FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::bigint[], $5::integer[]) WITH ORDINALITY
+  AS d(job, due, finished, token, attempt, n)
+LEFT JOIN LATERAL (SELECT * FROM {history} WHERE d.due IS NOT NULL AND job_name = d.job AND finished_at >= d.due
+  AND scheduled_at = d.due ORDER BY finished_at DESC LIMIT 1) r ON true
+LEFT JOIN LATERAL (SELECT scheduled_at FROM {history} WHERE d.finished IS NOT NULL AND job_name = d.job
+  AND finished_at = d.finished AND fencing_token = d.token AND attempt = d.attempt LIMIT 1) lh ON true
+LEFT JOIN {claims} lc ON lc.job_name = d.job AND lc.scheduled_at = lh.scheduled_at`
+
+// judge reads what the summaries lack for a verdict (the accounts of the
+// due times, the origins of the newest runs) and judges each job.
+// claims says whether this role may read the claims table.
+func (r *Reader) judge(ctx context.Context, out []JobSummary, claims bool) error {
+	facts := make([]Facts, len(out))
+	var (
+		jobs     []string
+		dues     []*time.Time
+		finished []*time.Time
+		tokens   []*int64
+		attempts []*int
+	)
+	for i := range out {
+		js := &out[i]
+		facts[i] = Facts{Job: js.Job, Now: js.Now, Known: true, Held: js.SlotsHeld > 0, Schedule: js.Schedule,
+			LastRun: js.LastRun, LastSuccess: js.LastSuccess, LastSuccessBy: js.LastSuccessBy}
+		var due *time.Time
+		if js.Schedule != "" {
+			at, err := DueTime(js.Schedule, js.Now)
+			switch {
+			case err != nil:
+				facts[i].DueErr = fmt.Errorf("cannot read its schedule %q: %w", js.Schedule, err)
+			case !at.IsZero():
+				due = &at
+			}
+		}
+		if due == nil && js.LastRun == nil {
+			continue
+		}
+		jobs, dues = append(jobs, js.Job), append(dues, due)
+		if run := js.LastRun; run != nil {
+			finished, tokens, attempts = append(finished, &run.FinishedAt), append(tokens, &run.FencingToken), append(attempts, &run.Attempt)
+		} else {
+			finished, tokens, attempts = append(finished, nil), append(tokens, nil), append(attempts, nil)
+		}
+	}
+	if len(jobs) > 0 {
+		if claims {
+			if err := r.readFacts(ctx, out, facts, jobs, dues, finished, tokens, attempts); err != nil {
+				return err
+			}
+		} else {
+			// No job with a schedule has run on this table (or its claims
+			// were dropped): a newest run of a job without one was plain.
+			noClaims := fmt.Errorf("no claims table %s that this role may read", r.objects.Claims)
+			for i := range facts {
+				if facts[i].Schedule != "" && facts[i].DueErr == nil {
+					facts[i].DueErr = noClaims
+				}
+				if out[i].LastRun != nil && out[i].Schedule == "" {
+					out[i].LastRun.Origin = OriginPlain
+				}
+			}
+		}
+	}
+	for i := range out {
+		out[i].Verdict = Judge(facts[i], ViewPolicy)
+	}
+	return nil
+}
+
+// readFacts reads factsSQL into facts (the accounts) and out (the
+// origins of the newest runs).
+func (r *Reader) readFacts(ctx context.Context, out []JobSummary, facts []Facts, jobs []string, dues, finished []*time.Time,
+	tokens []*int64, attempts []*int) error {
+	index := make(map[string]int, len(out))
+	for i := range out {
+		index[out[i].Job] = i
+	}
+	rows, err := r.db.Query(ctx, r.sql.facts, jobs, dues, finished, tokens, attempts)
+	if err != nil {
+		return fmt.Errorf("cannot read claims table %s and history table %s: %w", r.objects.Claims, r.objects.History, pgerr.Classify(err))
+	}
+	var (
+		n                  int64
+		claim, lastClaim   *string
+		run                nullableRun
+		scheduled, claimed *time.Time
+		first              *time.Time
+	)
+	dest := append(append([]any{&n, &claim, &first}, run.dest()...), &scheduled, &lastClaim, &claimed)
+	_, err = pgx.ForEachRow(rows, dest, func() error {
+		if n < 1 || int(n) > len(jobs) {
+			return fmt.Errorf("row %d of %d", n, len(jobs))
+		}
+		job := jobs[n-1]
+		if i, ok := index[job]; ok {
+			js := &out[i]
+			if due := dues[n-1]; due != nil {
+				acc := &Account{At: *due, Now: js.Now, Run: run.run(job)}
+				if claim != nil {
+					acc.Claim = *claim
+				}
+				facts[i].Due, facts[i].FirstClaim = acc, first
+			}
+			if js.LastRun != nil {
+				js.LastRun.Origin = originOf(scheduled, lastClaim, claimed, js.Schedule)
+			}
+		}
+		claim, lastClaim, run, scheduled, claimed, first = nil, nil, nullableRun{}, nil, nil, nil
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cannot read claims table %s and history table %s: %w", r.objects.Claims, r.objects.History, pgerr.Classify(err))
+	}
+	return nil
 }
 
 // summaryError says which table is missing when the summary found one

@@ -47,7 +47,7 @@ SELECT 'failing', 'h', g, now() - g * interval '1 hour', now() - g * interval '1
 			t.Fatal(err)
 		}
 	}
-	rows, err := pool.Query(ctx, `EXPLAIN (COSTS OFF) `+r.sql.summary, (24 * time.Hour).Microseconds())
+	rows, err := pool.Query(ctx, `EXPLAIN (COSTS OFF) `+r.sql.summary, (24 * time.Hour).Microseconds(), nil, r.objects.Claims)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,244 @@
+package inspect
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/redbite/leasewrap/internal/escape"
+	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/schedule"
+)
+
+// A job's states, as Judge decides them and every view shows them.
+const (
+	// StateHealthy: nothing to act on. A job with a schedule: its latest
+	// due time ran and succeeded, is running, or was skipped because the
+	// run before it still held the lease. A job without one: it last
+	// succeeded within the policy's age, and (by the views' policy) its
+	// newest run did not fail.
+	StateHealthy = "healthy"
+	// StateFailing: the run judged (of the latest due time, or the newest
+	// run) did not succeed.
+	StateFailing = "failing"
+	// StateStale: a job without a schedule has no success recent enough.
+	StateStale = "stale"
+	// StateMissed: the latest due time was recorded missed: no instance
+	// could run it in time.
+	StateMissed = "missed"
+	// StateOverdue: the latest due time was neither run nor recorded
+	// missed by any instance: its schedulers are all down (or cannot reach
+	// the database).
+	StateOverdue = "overdue"
+	// StateAbsent: no lease row and no run of the job.
+	StateAbsent = "absent"
+	// StateUnknown: the facts could not be read (no claims table, a
+	// schedule this version cannot read).
+	StateUnknown = "unknown"
+)
+
+// States lists every state, healthy first, for a view that shows one
+// series or class per state.
+var States = []string{StateHealthy, StateFailing, StateStale, StateMissed, StateOverdue, StateAbsent, StateUnknown}
+
+// Verdict is a job's state and why, decided once by Judge for every view.
+type Verdict struct {
+	Job    string
+	State  string
+	Reason string
+	// Due is the scheduled time judged, for a job with a schedule (nil
+	// before its first due time).
+	Due *time.Time
+	// Next is the job's next scheduled time after Now, by the database
+	// clock (nil without a schedule).
+	Next *time.Time
+	// Now is the database clock the verdict was decided at.
+	Now time.Time
+}
+
+// Healthy reports whether the verdict asks nothing of an operator.
+func (v Verdict) Healthy() bool { return v.State == StateHealthy }
+
+// Facts are what Judge decides from, all read in one snapshot with the
+// database clock as Now.
+type Facts struct {
+	Job string
+	Now time.Time
+	// Known is false when the job has neither a lease row nor a run.
+	Known bool
+	// Held: a slot of the job is live now.
+	Held bool
+	// Schedule is the job's schedule in its canonical form ("": none).
+	Schedule string
+	// LastRun is the newest finished run; LastSuccess when the newest run
+	// that exited 0 finished, and LastSuccessBy its holder.
+	LastRun       *Run
+	LastSuccess   *time.Time
+	LastSuccessBy string
+	// Due is how the latest due time (DueTime) is accounted for, for a
+	// job with a schedule; nil before its first due time, or when it could
+	// not be read (DueErr says why).
+	Due    *Account
+	DueErr error
+	// FirstClaim is the job's earliest scheduled time its claims keep
+	// (nil: none). A due time before it came before the job was
+	// scheduled (or before what the claims keep): it is not judged.
+	FirstClaim *time.Time
+}
+
+// Policy is how strictly Judge reads the facts of a job without a
+// schedule: how old its last success may be, and whether a failed newest
+// run counts against it when a success is recent enough. ViewPolicy is
+// the one status, history, the exporter and the web page use; check takes
+// its --max-age and --fail-on-last-failure.
+type Policy struct {
+	MaxAge            time.Duration
+	FailOnLastFailure bool
+}
+
+// ViewPolicy is the policy of the views: a success within a day, and a
+// newest run that did not fail.
+var ViewPolicy = Policy{MaxAge: 24 * time.Hour, FailOnLastFailure: true}
+
+// Judge decides a job's state. A job with a schedule is judged by its
+// latest due time alone, whatever the policy; one without, by the age of
+// its last success and its newest run, as the policy says.
+func Judge(f Facts, p Policy) Verdict {
+	v := Verdict{Job: f.Job, Now: f.Now, State: StateHealthy}
+	job := escape.Printable(f.Job)
+	if f.Schedule != "" {
+		if next, ok := schedule.NextOf(f.Schedule, f.Now); ok {
+			v.Next = &next
+		}
+		judgeScheduled(&v, f, job)
+		return v
+	}
+	lastFailed := f.LastRun != nil && !f.LastRun.Succeeded()
+	var age time.Duration
+	if f.LastSuccess != nil {
+		age = f.Now.Sub(*f.LastSuccess)
+	}
+	switch {
+	case !f.Known:
+		v.State, v.Reason = StateAbsent, fmt.Sprintf("no such job %s: no lease and no run in the history", job)
+	case f.LastSuccess == nil && lastFailed:
+		v.State, v.Reason = StateFailing, fmt.Sprintf("%s has no successful run in the history", job)
+	case f.LastSuccess == nil && f.Held:
+		v.Reason = fmt.Sprintf("%s is running; no run of it has finished yet", job)
+	case f.LastSuccess == nil:
+		v.State, v.Reason = StateStale, fmt.Sprintf("%s has no successful run in the history", job)
+	case age > p.MaxAge:
+		v.State, v.Reason = StateStale, fmt.Sprintf("%s last succeeded %s ago, longer than %s", job, RoundAge(age), p.MaxAge)
+	case p.FailOnLastFailure && lastFailed:
+		v.State, v.Reason = StateFailing, fmt.Sprintf("%s last run failed, %s ago", job, RoundAge(f.Now.Sub(f.LastRun.FinishedAt)))
+	default:
+		v.Reason = fmt.Sprintf("%s last succeeded %s ago on %s", job, RoundAge(age), escape.Printable(f.LastSuccessBy))
+		if lastFailed {
+			v.Reason += "; its newest run failed"
+		}
+	}
+	if lastFailed && v.State != StateAbsent {
+		v.Reason += fmt.Sprintf(" (%s%s on %s)", f.LastRun.Outcome, exitSuffix(f.LastRun.ExitCode), escape.Printable(f.LastRun.Holder))
+	}
+	return v
+}
+
+// judgeScheduled decides from how the latest due time is accounted for.
+func judgeScheduled(v *Verdict, f Facts, job string) {
+	if f.DueErr != nil {
+		v.State, v.Reason = StateUnknown, fmt.Sprintf("%s: cannot tell how its latest due time is accounted for: %v", job, f.DueErr)
+		return
+	}
+	acc := f.Due
+	if acc == nil {
+		v.Reason = fmt.Sprintf("%s has no scheduled time due yet", job)
+		return
+	}
+	if f.FirstClaim != nil && acc.At.Before(*f.FirstClaim) && acc.Claim == "" && acc.Run == nil {
+		v.Reason = fmt.Sprintf("%s has no scheduled time due since its first", job)
+		return
+	}
+	at := acc.At.UTC()
+	v.Due = &at
+	when := at.Format("2006-01-02 15:04:05Z")
+	switch {
+	case acc.Claim == "" && acc.Run == nil:
+		v.State, v.Reason = StateOverdue, fmt.Sprintf("%s: the time due at %s was not run, and no instance recorded it missed (are its schedulers running?)", job, when)
+	case acc.Claim == lease.OutcomeMissed:
+		v.State, v.Reason = StateMissed, fmt.Sprintf("%s: the time due at %s was missed", job, when)
+	case acc.Claim == lease.OutcomeSkipped:
+		v.Reason = fmt.Sprintf("%s: the time due at %s was skipped: the run before it still held the lease", job, when)
+	case acc.Run == nil:
+		v.Reason = fmt.Sprintf("%s: the time due at %s is running", job, when)
+	case !acc.Run.Succeeded():
+		v.State, v.Reason = StateFailing, fmt.Sprintf("%s: the run of the time due at %s failed (%s%s on %s)", job, when,
+			acc.Run.Outcome, exitSuffix(acc.Run.ExitCode), escape.Printable(acc.Run.Holder))
+	default:
+		v.Reason = fmt.Sprintf("%s: the time due at %s ran and succeeded on %s", job, when, escape.Printable(acc.Run.Holder))
+	}
+}
+
+func exitSuffix(code *int) string {
+	if code == nil {
+		return ""
+	}
+	return fmt.Sprintf(" %d", *code)
+}
+
+// RoundAge rounds an age for a sentence: to the millisecond under a
+// second, the second under a minute, the minute above.
+func RoundAge(d time.Duration) time.Duration {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond)
+	case d < time.Minute:
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Minute)
+}
+
+// DueTime is the scheduled time of spec that decides a job's state at now
+// (the database clock): the latest at or before now that is past its
+// grace (a minute, at most half the period, as the schedulers give a time
+// to start), or the zero time if none is within a year or spec cannot be
+// read. Until a time's grace has passed, the one before it decides.
+func DueTime(spec string, now time.Time) (time.Time, error) {
+	s, err := schedule.Parse(spec, "")
+	if err != nil {
+		return time.Time{}, err
+	}
+	t := latestDue(s, now)
+	if t.IsZero() {
+		return t, nil
+	}
+	if now.Sub(t) < grace(s, t) {
+		return latestDue(s, t.Add(-time.Nanosecond)), nil
+	}
+	return t, nil
+}
+
+// grace is how late scheduled time t may start and still be on time: the
+// schedulers' default, capped at half the gap to the time after it.
+func grace(s *schedule.Schedule, t time.Time) time.Duration {
+	g := schedule.DefaultGrace
+	if gap := s.Next(t).Sub(t) / 2; gap > 0 && gap < g {
+		g = gap
+	}
+	return g
+}
+
+// latestDue is the latest scheduled time at or before now, looking back
+// at most a year. The look-back doubles from a minute, so that it walks
+// few times whatever the period.
+func latestDue(s *schedule.Schedule, now time.Time) time.Time {
+	for back := time.Minute; back <= 2*366*24*time.Hour; back *= 2 {
+		t := s.Next(now.Add(-back))
+		if t.IsZero() || t.After(now) {
+			continue
+		}
+		for next := s.Next(t); !next.IsZero() && !next.After(now); next = s.Next(t) {
+			t = next
+		}
+		return t
+	}
+	return time.Time{}
+}

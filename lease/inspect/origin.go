@@ -1,0 +1,122 @@
+package inspect
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
+	"github.com/redbite/leasewrap/schedule"
+)
+
+// How a run came to be: its Origin.
+const (
+	// OriginSchedule: a scheduler ran a scheduled time on time (within its
+	// grace); a missed or skipped time has it too.
+	OriginSchedule = "schedule"
+	// OriginCatchUp: a scheduler ran a scheduled time late, past its grace
+	// (--catch-up, after the schedulers were down or busy).
+	OriginCatchUp = "catch-up"
+	// OriginManual: leasewrap trigger asked for it.
+	OriginManual = "manual"
+	// OriginPlain: a run without a schedule (cron, an entrypoint, a run of
+	// leasewrap by hand).
+	OriginPlain = "plain"
+)
+
+// Origins lists the origins a run may have. A run whose scheduled time's
+// claim is gone (pruned, or its table dropped) has none: "".
+var Origins = []string{OriginSchedule, OriginCatchUp, OriginManual, OriginPlain}
+
+// originOf decides how a run came to be from its scheduled time (nil: a
+// run without a schedule), the outcome of that time's claim and when it
+// was claimed (nil: no claim read), and the job's schedule: a run claimed
+// later than its grace after its time was a catch-up.
+func originOf(scheduledAt *time.Time, claim *string, claimedAt *time.Time, spec string) string {
+	if scheduledAt == nil {
+		return OriginPlain
+	}
+	if claim == nil {
+		return ""
+	}
+	switch *claim {
+	case lease.ClaimManual:
+		return OriginManual
+	case lease.OutcomeMissed, lease.OutcomeSkipped:
+		return OriginSchedule
+	case lease.ClaimRun:
+		g := schedule.DefaultGrace
+		if s, err := schedule.Parse(spec, ""); err == nil && spec != "" {
+			g = grace(s, *scheduledAt)
+		}
+		if claimedAt != nil && claimedAt.Sub(*scheduledAt) >= g {
+			return OriginCatchUp
+		}
+		return OriginSchedule
+	}
+	return ""
+}
+
+// originsSQL reads the claims of scheduled times, and their jobs'
+// schedules: $1 the jobs, $2 the times, each through a primary key.
+const originsSQL = `SELECT d.n, c.outcome, c.claimed_at, l.schedule
+FROM unnest($1::text[], $2::timestamptz[]) WITH ORDINALITY AS d(job, at, n)
+LEFT JOIN {claims} c ON c.job_name = d.job AND c.scheduled_at = d.at
+LEFT JOIN {lease} l ON l.job_name = d.job`
+
+// origins sets how each of runs came to be. Only runs with a scheduled
+// time need the claims table, in one more statement: a job with a
+// schedule created it. Without it (dropped, or not readable by this role)
+// their origin stays unknown.
+func (r *Reader) origins(ctx context.Context, runs []Run) error {
+	var (
+		jobs  []string
+		times []time.Time
+		index []int
+	)
+	for i := range runs {
+		if runs[i].ScheduledAt == nil {
+			runs[i].Origin = OriginPlain
+			continue
+		}
+		jobs, times, index = append(jobs, runs[i].Job), append(times, *runs[i].ScheduledAt), append(index, i)
+	}
+	if len(jobs) == 0 {
+		return nil
+	}
+	rows, err := r.db.Query(ctx, r.sql.origins, jobs, times)
+	if err != nil {
+		return r.claimsError(err)
+	}
+	var (
+		n           int64
+		claim, spec *string
+		claimedAt   *time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&n, &claim, &claimedAt, &spec}, func() error {
+		if n >= 1 && int(n) <= len(index) {
+			run := &runs[index[n-1]]
+			run.Origin = originOf(run.ScheduledAt, claim, claimedAt, deref(spec))
+		}
+		claim, claimedAt, spec = nil, nil, nil
+		return nil
+	})
+	return r.claimsError(err)
+}
+
+// claimsError is nil for a claims table that is not there or not
+// readable (what it would tell stays unknown), and says so otherwise.
+func (r *Reader) claimsError(err error) error {
+	switch pgerr.SQLState(err) {
+	case "":
+		if err == nil {
+			return nil
+		}
+	case pgerr.CodeUndefinedTable, pgerr.CodeNoPrivilege:
+		return nil
+	}
+	return fmt.Errorf("cannot read claims table %s: %w", r.objects.Claims, pgerr.Classify(err))
+}
