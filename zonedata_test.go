@@ -59,7 +59,13 @@ exec "$@"`
 	probe := wrap("sh", "-c", `for d; do [ -z "$(ls -A "$d")" ] || exit 1; done`, "sh")
 	probe.Args = append(probe.Args, hide...)
 	if out, err := probe.CombinedOutput(); err != nil {
-		t.Skipf("cannot hide the zone database %v from a process here (unshare: %v %s)", hide, err, out)
+		// CI runs as root with util-linux: there, a test that cannot run
+		// has failed.
+		report := t.Skipf
+		if os.Getenv("CI") != "" {
+			report = t.Fatalf
+		}
+		report("cannot hide the zone database %v from a process here (unshare: %v %s)", hide, err, out)
 	}
 
 	cmd := wrap(binary, "--job", "j", "--schedule", "0 2 * * *", "--timezone", "Europe/Berlin",
