@@ -77,9 +77,16 @@ type HeldError struct {
 	// with one slot). With several slots every one is held, and this one
 	// expires first.
 	Slot, Slots int
+	// Paused is set, with State StatePaused, when an operator paused the
+	// job: ExpiresIn is then how long until it runs out (at most a minute,
+	// when to look again).
+	Paused *Pause
 }
 
 func (e *HeldError) Error() string {
+	if e.Paused != nil {
+		return fmt.Sprintf("lease %q not taken: the job is paused by %q", e.Job, e.Paused.By)
+	}
 	if e.Slots > 1 {
 		return fmt.Sprintf("all %d slots of lease %q held; slot %d by %q for another %s", e.Slots, e.Job, e.Slot, e.Holder, e.ExpiresIn.Round(time.Millisecond))
 	}

@@ -119,7 +119,7 @@ const takeScheduledSQL = takeScheduledCTEs + takeScheduledAnswer
 const takeScheduledRecordingSQL = takeScheduledCTEs + lostScheduledRun + `,
 skippedRun AS (
   INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome, scheduled_at)
-  SELECT $1::text, 1, holder, 0, 1, $4::timestamptz, $4::timestamptz, '` + OutcomeSkipped + `', $4::timestamptz
+  SELECT $1::text, 1, holder, 0, 1, $4::timestamptz, $4::timestamptz, outcome, $4::timestamptz
   FROM skipped)` + takeScheduledAnswer
 
 // lostScheduledRun closes as lost, after a take (CTEs old and taken; $1
@@ -167,22 +167,24 @@ ON CONFLICT (job_name) DO UPDATE SET
 WHERE l.expires_at <= now() AND coalesce(l.slots, 1) = 1 AND coalesce(l.schedule, $5::text) = $5::text
   AND l.fencing_token = (SELECT fencing_token FROM old)
   AND l.last_finished_at IS NOT DISTINCT FROM (SELECT last_finished_at FROM old)
-  AND $4::timestamptz > coalesce(l.accounted_through, '-infinity')
+  AND $4::timestamptz > coalesce(l.accounted_through, '-infinity') AND NOT coalesce(l.` + pausedCondition + `, false)
 RETURNING fencing_token),
 claim AS (
   INSERT INTO {claims} (job_name, scheduled_at, outcome, holder, fencing_token, claimed_at)
   SELECT $1::text, $4::timestamptz, '` + ClaimRun + `', $2::text, fencing_token, now() FROM taken
   RETURNING 1),
 held AS (
-  SELECT holder, fencing_token, expires_at, accounted_through FROM {lease}
-  WHERE job_name = $1::text AND $6::boolean AND EXISTS (SELECT FROM due) AND NOT EXISTS (SELECT FROM taken)
+  SELECT holder, fencing_token, expires_at, accounted_through, coalesce(` + pausedCondition + `, false) AS paused, paused_by
+  FROM {lease}
+  WHERE job_name = $1::text AND EXISTS (SELECT FROM due) AND NOT EXISTS (SELECT FROM taken)
   FOR UPDATE),
 skipped AS (
   INSERT INTO {claims} (job_name, scheduled_at, outcome, holder, fencing_token, claimed_at)
-  SELECT $1::text, $4::timestamptz, '` + OutcomeSkipped + `', h.holder, h.fencing_token, now()
-  FROM held h WHERE h.expires_at > now() AND $4::timestamptz > coalesce(h.accounted_through, '-infinity')
+  SELECT $1::text, $4::timestamptz, CASE WHEN h.paused THEN '` + OutcomePaused + `' ELSE '` + OutcomeSkipped + `' END,
+    CASE WHEN h.paused THEN coalesce(h.paused_by, '') ELSE h.holder END, h.fencing_token, now()
+  FROM held h WHERE (h.paused OR $6::boolean AND h.expires_at > now()) AND $4::timestamptz > coalesce(h.accounted_through, '-infinity')
   ON CONFLICT DO NOTHING
-  RETURNING holder),
+  RETURNING outcome, holder),
 skippedMark AS (
   UPDATE {lease} SET accounted_through = $4::timestamptz
   WHERE job_name = $1::text AND EXISTS (SELECT FROM skipped))`
@@ -191,7 +193,7 @@ const takeScheduledAnswer = `
 SELECT EXISTS (SELECT FROM taken) AND EXISTS (SELECT FROM claim),
   coalesce((SELECT fencing_token FROM taken), l.fencing_token, 0),
   l.holder, ` + schema.ExpiresInMicros + `, ` + schema.HeldState + `, coalesce(l.slots, 1), l.schedule,
-  coalesce((SELECT outcome FROM claimed), (SELECT '` + OutcomeSkipped + `'::text FROM skipped)),
+  coalesce((SELECT outcome FROM claimed), (SELECT outcome FROM skipped)),
   coalesce((SELECT holder FROM claimed), (SELECT holder FROM skipped)),
   now(), (SELECT at FROM mark)
 FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = $1::text`
@@ -216,23 +218,25 @@ const missedSQL = missedCTE + missedAnswer
 const missedRecordingSQL = missedCTE + `,
 run AS (
   INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome, scheduled_at)
-  SELECT $1::text, 1, $2::text, 0, 1, coalesce(first_at, scheduled_at), scheduled_at, $5::text, scheduled_at
+  SELECT $1::text, 1, $2::text, 0, 1, coalesce(first_at, scheduled_at), scheduled_at, outcome, scheduled_at
   FROM m)` + missedAnswer
 
 const missedCTE = `WITH locked AS (
-  SELECT greatest(accounted_through, ` + latestClaim + `) AS mark FROM {lease} WHERE job_name = $1::text FOR UPDATE),
+  SELECT greatest(accounted_through, ` + latestClaim + `) AS mark, CASE WHEN ` + pausedCondition + ` THEN paused_at END AS paused_at
+  FROM {lease} WHERE job_name = $1::text FOR UPDATE),
 times AS (
   SELECT t.at, t.first FROM unnest($3::timestamptz[], $4::timestamptz[]) AS t(at, first)),
 todo AS (
-  SELECT t.at, t.first FROM times t, locked r
+  SELECT t.at, t.first, CASE WHEN $5::text = '` + OutcomeMissed + `' AND t.at >= r.paused_at THEN '` + OutcomePaused + `' ELSE $5::text END AS outcome
+  FROM times t, locked r
   WHERE t.at <= now() AND t.at > coalesce(r.mark, '-infinity')
     AND NOT EXISTS (SELECT FROM times s WHERE s.first <= coalesce(r.mark, '-infinity') AND s.at > coalesce(r.mark, '-infinity'))),
 m AS (
   INSERT INTO {claims} (job_name, scheduled_at, first_at, outcome, holder, fencing_token, claimed_at)
-  SELECT $1::text, at, first, $5::text, $2::text, 0, now() FROM todo
+  SELECT $1::text, at, first, outcome, $2::text, 0, now() FROM todo
   ORDER BY at
   ON CONFLICT DO NOTHING
-  RETURNING scheduled_at, first_at),
+  RETURNING scheduled_at, first_at, outcome),
 moved AS (
   UPDATE {lease} SET accounted_through = greatest(accounted_through, (SELECT max(at) FROM todo))
   WHERE job_name = $1::text AND EXISTS (SELECT FROM todo))`

@@ -67,7 +67,7 @@ func (s *Store) tryAcquireSlots(ctx context.Context, db DB, job string, t0 time.
 	n := s.cfg.slots
 	for range n + 1 {
 		var (
-			taken, racing bool
+			taken, racing, paused bool
 			token         int64
 			slot          int
 			holder, state *string
@@ -75,7 +75,7 @@ func (s *Store) tryAcquireSlots(ctx context.Context, db DB, job string, t0 time.
 			recorded      *int
 			foreign       *string
 		)
-		dest := []any{&taken, &token, &slot, &holder, &expiresMicros, &state, &recorded, &foreign, &racing}
+		dest := []any{&taken, &token, &slot, &holder, &expiresMicros, &state, &recorded, &foreign, &racing, &paused}
 		query := s.sql.takeSlots
 		if h := s.hist(); h != nil {
 			query = h.takeSlots
@@ -95,6 +95,8 @@ func (s *Store) tryAcquireSlots(ctx context.Context, db DB, job string, t0 time.
 		switch {
 		case taken:
 			return s.confirmed(ctx, db, newSlotLease(s, job, slot, token, t0+s.cfg.TTL))
+		case paused:
+			return nil, s.pausedSlots(ctx, db, job)
 		case foreign != nil:
 			return nil, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: n, Row: *foreign}
 		case !racing && recorded != nil && *recorded != n:
@@ -108,4 +110,15 @@ func (s *Store) tryAcquireSlots(ctx context.Context, db DB, job string, t0 time.
 	// Every slot was taken under this instance's nose: busy, so a standby
 	// waits its retry interval rather than an expiry it does not know.
 	return nil, &HeldError{Job: job, Slots: n, State: StateHeld, ExpiresIn: s.cfg.RetryInterval}
+}
+
+// pausedSlots reads the pause of a job of several slots (its first row's)
+// that a take found paused.
+func (s *Store) pausedSlots(ctx context.Context, db DB, job string) error {
+	e, err := s.readHolder(ctx, db, job)
+	if err != nil {
+		return err
+	}
+	e.Slots = s.cfg.slots
+	return e
 }

@@ -106,7 +106,7 @@ VALUES ($1::text, $2::text, now() + $3::bigint * interval '1 microsecond', ` + c
 ON CONFLICT (job_name) DO UPDATE SET
   ` + takeSet + `,
   last_scheduled_at = NULL
-WHERE l.expires_at <= now() AND coalesce(l.slots, 1) = 1
+WHERE l.expires_at <= now() AND coalesce(l.slots, 1) = 1 AND NOT coalesce(l.` + pausedCondition + `, false)
   AND l.fencing_token = (SELECT fencing_token FROM old)
   AND l.last_finished_at IS NOT DISTINCT FROM (SELECT last_finished_at FROM old)
 RETURNING fencing_token)`
@@ -127,7 +127,7 @@ FROM {lease} WHERE job_name = $1::text AND NOT EXISTS (SELECT FROM taken)`
 // it is conditional on the token it read. When no slot is free it reports
 // the live slot that expires first. It answers: taken, token, slot,
 // holder, microseconds left, state, the slots recorded, the foreign row,
-// and whether a slot looked free.
+// whether a slot looked free, and whether the job is paused.
 const takeSlotsSQL = takeSlotsCTEs + takeSlotsAnswer
 
 // takeSlotsRecordingSQL is takeSlotsSQL that also closes the run of a
@@ -152,11 +152,13 @@ cur AS (
 verdict AS (
   SELECT (SELECT recorded FROM cur WHERE slot = 1) AS recorded,
     (SELECT NOT present OR expires_at <= now() FROM cur WHERE slot = 1) AS first_free,
-    (SELECT min(name) FROM cur WHERE foreign_row) AS foreign_name),
+    (SELECT min(name) FROM cur WHERE foreign_row) AS foreign_name,
+    EXISTS (SELECT FROM {lease} p WHERE p.job_name = $1::text AND p.` + pausedCondition + `) AS paused),
 pick AS (
   SELECT c.* FROM cur c, verdict v
   WHERE (NOT c.present OR c.expires_at <= now()) AND v.foreign_name IS NULL
     AND (coalesce(v.recorded, $4) = $4 OR v.recorded = 1 AND v.first_free)
+    AND NOT v.paused
   ORDER BY c.slot LIMIT 1),
 taken AS (
 INSERT INTO {lease} AS l
@@ -169,15 +171,16 @@ ON CONFLICT (job_name) DO UPDATE SET
   slots = excluded.slots,
   last_scheduled_at = NULL
 WHERE l.expires_at <= now() AND l.fencing_token = (SELECT fencing_token FROM pick)
+  AND NOT EXISTS (SELECT FROM {lease} p WHERE p.job_name = $1::text AND p.` + pausedCondition + `)
   AND l.last_finished_at IS NOT DISTINCT FROM (SELECT last_finished_at FROM pick)
 RETURNING fencing_token, slot)`
 
 const takeSlotsAnswer = `
-SELECT true, t.fencing_token, t.slot, NULL::text, NULL::bigint, NULL::text, NULL::integer, NULL::text, false
+SELECT true, t.fencing_token, t.slot, NULL::text, NULL::bigint, NULL::text, NULL::integer, NULL::text, false, false
 FROM taken t
 UNION ALL
 (SELECT false, coalesce(c.fencing_token, 0), c.slot, c.holder, ` + schema.ExpiresInMicros + `, ` + schema.HeldState + `,
-  v.recorded, v.foreign_name, EXISTS (SELECT FROM pick)
+  v.recorded, v.foreign_name, EXISTS (SELECT FROM pick), v.paused
 FROM cur c, verdict v WHERE NOT EXISTS (SELECT FROM taken)
 ORDER BY (c.present AND c.expires_at > now()) DESC, c.expires_at LIMIT 1)`
 
@@ -187,7 +190,9 @@ ORDER BY (c.present AND c.expires_at > now()) DESC, c.expires_at LIMIT 1)`
 // when it polls, so the server only fetches the row: readHolder works out
 // the time left and the state (schema.HeldState) from these, which spares
 // the server about a fifth of the statement's cost (BenchmarkLook).
-const holderSQL = `SELECT holder, fencing_token, now(), expires_at, released_at, last_finished_at
+const holderSQL = `SELECT holder, fencing_token, now(), expires_at, released_at, last_finished_at,
+  coalesce(` + pausedCondition + `, false), CASE WHEN paused_until < 'infinity' THEN paused_until END, paused_at, paused_by,
+  pause_reason
 FROM {lease} WHERE job_name = $1::text`
 
 // renewSQL extends a lease: $1 row, $2 holder, $3 token, $4 TTL. A lease

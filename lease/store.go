@@ -331,13 +331,19 @@ func (s *Store) held(ctx context.Context, db DB, job string) error {
 
 // readHolder reads who holds job's lease and for how long, with a plain
 // SELECT. A job without a row has a HeldError with no holder and no time
-// left: free (deleted by hand, or never taken).
+// left: free (deleted by hand, or never taken). A paused job's has
+// StatePaused and its Pause, and no holder (whoever runs a command
+// meanwhile, nobody takes the lease after it).
 func (s *Store) readHolder(ctx context.Context, db DB, job string) (*HeldError, error) {
 	e := &HeldError{Job: job}
-	var now, expires time.Time
-	var released, finished *time.Time
+	var (
+		now, expires                              time.Time
+		released, finished, pausedUntil, pausedAt *time.Time
+		pausedBy, reason                          *string
+		paused                                    bool
+	)
 	err := db.QueryRow(ctx, s.sql.holder, job).
-		Scan(&e.Holder, &e.Token, &now, &expires, &released, &finished)
+		Scan(&e.Holder, &e.Token, &now, &expires, &released, &finished, &paused, &pausedUntil, &pausedAt, &pausedBy, &reason)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return e, nil
@@ -346,7 +352,28 @@ func (s *Store) readHolder(ctx context.Context, db DB, job string) (*HeldError, 
 	}
 	e.ExpiresIn = expires.Sub(now)
 	e.State = heldState(expires, released, finished)
+	if paused {
+		e.Paused = &Pause{By: deref(pausedBy), Reason: deref(reason)}
+		if pausedAt != nil {
+			e.Paused.Since = *pausedAt
+		}
+		e.Holder, e.State, e.ExpiresIn = "", StatePaused, maxPauseLook
+		if pausedUntil != nil {
+			e.Paused.Until, e.ExpiresIn = *pausedUntil, min(pausedUntil.Sub(now), maxPauseLook)
+		}
+	}
 	return e, nil
+}
+
+// maxPauseLook bounds how long a standby of a paused job waits before it
+// looks again: resuming wakes it, and a look costs one read.
+const maxPauseLook = time.Minute
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // heldState is schema.HeldState worked out from a row's times.

@@ -80,14 +80,15 @@ const takeRequestedSQL = takeRequestedCTEs + takeRequestedAnswer
 const takeRequestedRecordingSQL = takeRequestedCTEs + lostScheduledRun + takeRequestedAnswer
 
 const takeRequestedCTEs = `WITH old AS (
-  SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at, last_scheduled_at, schedule, slots
+  SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at, last_scheduled_at, schedule, slots, paused_until
   FROM {lease} WHERE job_name = $1::text),
 req AS (
   SELECT scheduled_at FROM {claims} WHERE job_name = $1::text AND outcome = '` + ClaimRequested + `'
   ORDER BY scheduled_at LIMIT 1 FOR UPDATE),
 free AS (
   SELECT r.scheduled_at FROM req r, old o
-  WHERE o.expires_at <= now() AND coalesce(o.schedule, $4::text) = $4::text AND coalesce(o.slots, 1) = 1),
+  WHERE o.expires_at <= now() AND coalesce(o.schedule, $4::text) = $4::text AND coalesce(o.slots, 1) = 1
+    AND NOT coalesce(o.` + pausedCondition + `, false)),
 taken AS (
 INSERT INTO {lease} AS l
   (job_name, holder, expires_at, fencing_token, acquired_at, renewed_at, last_started_at, last_holder, schedule, last_scheduled_at)

@@ -118,6 +118,15 @@ var Leases = Table{
 		// (schedule.Schedule.ZoneRules; NULL: none recorded). An instance
 		// whose zone data differ is refused, as one with another schedule.
 		{"schedule_zone", "text", "text", NullsAny, false},
+		// paused_until is set while an operator paused the job
+		// (leasewrap pause; 'infinity': until resumed): no take takes the
+		// row, and a scheduled time due meanwhile is claimed paused.
+		// paused_at, paused_by and pause_reason say when, who and why.
+		// Resuming sets all four to NULL.
+		{"paused_until", "timestamp with time zone", "timestamptz", Nullable, false},
+		{"paused_at", "timestamp with time zone", "timestamptz", Nullable, false},
+		{"paused_by", "text", "text", Nullable, false},
+		{"pause_reason", "text", "text", Nullable, false},
 	},
 	Kinds: []string{"r", "p"},
 	Kind:  "a table",

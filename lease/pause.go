@@ -1,0 +1,135 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redbite/leasewrap/lease/internal/pgerr"
+)
+
+// StatePaused: an operator paused the job (Store.Pause): no instance
+// takes its lease until it is resumed or the pause runs out. A command
+// already running goes on.
+const StatePaused = "paused"
+
+// OutcomePaused: a scheduled time that came due while the job was paused.
+const OutcomePaused = "paused"
+
+// Pause is a job's pause, as its lease row records it.
+type Pause struct {
+	// By is who paused it, and Reason why (may be empty).
+	By, Reason string
+	// Since is when, on the database clock; Until when it runs out (zero:
+	// when resumed).
+	Since, Until time.Time
+}
+
+// Why a pause is a few columns of the lease row, read by every take:
+//
+//   - Every take (plain, slots, scheduled, requested) is already one
+//     statement on that row: its condition grows by one column, and no
+//     instance can miss the pause, whatever its flags or version of this
+//     protocol's takes.
+//   - It does not stop a running command: a holder's renewals do not read
+//     it. The next take after that run finds the job paused.
+//   - A scheduled time that comes due while paused is claimed "paused" by
+//     the take that finds it, in the same statement, once: the time stays
+//     accounted for exactly once.
+//   - Resuming notifies the job's channel, as a release does: standbys
+//     take at once.
+
+// pausedCondition is true of a lease row whose job is paused now.
+const pausedCondition = `paused_until > now()`
+
+// pauseSQL pauses a job: $1 job, $2 who, $3 until (NULL: until resumed),
+// $4 reason. A job without a row gets a free one. It answers the pause
+// recorded and the row's holder when its lease is live (a command that
+// goes on).
+const pauseSQL = `WITH p AS (
+  INSERT INTO {lease} AS l (job_name, holder, expires_at, fencing_token, released_at, paused_until, paused_at, paused_by, pause_reason)
+  VALUES ($1::text, $2::text, now(), ` + clockToken + `, now(), coalesce($3::timestamptz, 'infinity'), now(), $2::text, $4::text)
+  ON CONFLICT (job_name) DO UPDATE SET paused_until = excluded.paused_until, paused_at = excluded.paused_at,
+    paused_by = excluded.paused_by, pause_reason = excluded.pause_reason
+  RETURNING paused_at, paused_until, CASE WHEN expires_at > now() THEN holder END AS running)
+SELECT paused_at, CASE WHEN paused_until < 'infinity' THEN paused_until END, running FROM p`
+
+// resumeSQL ends a job's pause: $1 job, $2 the table's channel. It
+// answers the pause it ended (no row: none was in force), and wakes the
+// job's standbys.
+const resumeSQL = `WITH was AS (
+  SELECT paused_at, paused_until, paused_by, pause_reason FROM {lease}
+  WHERE job_name = $1::text AND ` + pausedCondition + ` FOR UPDATE),
+resumed AS (
+  UPDATE {lease} SET paused_until = NULL, paused_at = NULL, paused_by = NULL, pause_reason = NULL
+  WHERE job_name = $1::text AND paused_until IS NOT NULL)
+SELECT paused_at, CASE WHEN paused_until < 'infinity' THEN paused_until END, coalesce(paused_by, ''), coalesce(pause_reason, ''),
+  pg_notify(` + jobChannelSQL + `$2::text || E'\n' || $1::text` + jobChannelEnd + `, $1::text)::text
+FROM was`
+
+// Pause pauses job until until (zero: until Resume), as who, for reason:
+// no instance takes its lease meanwhile, and its scheduled times are
+// recorded paused. It creates or upgrades the tables as a take does. It
+// returns the pause and, when a command runs under the lease now, its
+// holder (the command goes on).
+func (s *Store) Pause(ctx context.Context, job, reason string, until time.Time) (p Pause, running string, err error) {
+	if err := CheckJob(job); err != nil {
+		return Pause{}, "", err
+	}
+	if err := s.checkSchema(ctx, false); err != nil {
+		return Pause{}, "", err
+	}
+	var (
+		untilArg, end *time.Time
+		holder        *string
+	)
+	if !until.IsZero() {
+		untilArg = &until
+	}
+	err = s.db.QueryRow(ctx, s.objects.Render(pauseSQL), job, s.cfg.holder, untilArg, reason).Scan(&p.Since, &end, &holder)
+	if err != nil {
+		return Pause{}, "", fmt.Errorf("cannot pause %q: %w", job, pgerr.Classify(err))
+	}
+	p.By, p.Reason = s.cfg.holder, reason
+	if end != nil {
+		p.Until = *end
+	}
+	if holder != nil {
+		running = *holder
+	}
+	return p, running, nil
+}
+
+// Resume ends job's pause, and wakes its standbys. It returns the pause
+// it ended, or nil when none was in force.
+func (s *Store) Resume(ctx context.Context, job string) (*Pause, error) {
+	if err := CheckJob(job); err != nil {
+		return nil, err
+	}
+	var (
+		p   Pause
+		end *time.Time
+	)
+	rows, err := s.db.Query(ctx, s.objects.Render(resumeSQL), job, s.channel)
+	if err != nil {
+		return nil, fmt.Errorf("cannot resume %q: %w", job, pgerr.Classify(err))
+	}
+	defer rows.Close()
+	found := false
+	for rows.Next() {
+		found = true
+		if err := rows.Scan(&p.Since, &end, &p.By, &p.Reason, nil); err != nil {
+			return nil, fmt.Errorf("cannot resume %q: %w", job, pgerr.Classify(err))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("cannot resume %q: %w", job, pgerr.Classify(err))
+	}
+	if !found {
+		return nil, nil
+	}
+	if end != nil {
+		p.Until = *end
+	}
+	return &p, nil
+}
