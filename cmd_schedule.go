@@ -328,6 +328,7 @@ func (sc *scheduler) run(c lease.Claim, at time.Time, log zerolog.Logger) error 
 	sc.mon.Leading(c.Lease)
 	err := sc.runLease(c.Lease)
 	sc.mon.NotLeading()
+	held := sc.heldUntil(c.Lease)
 	sc.last = at
 	sc.runs++
 	sc.ran = err
@@ -345,9 +346,12 @@ func (sc *scheduler) run(c lease.Claim, at time.Time, log zerolog.Logger) error 
 	// behind it (a catch-up): the times after those are late too, and the
 	// next step accounts for them all in order, as --catch-up says;
 	// recording them now would move last past the times still owed.
+	// Times after the lease ended (a wrapper frozen past its deadline)
+	// found no holder: they are late, not skipped, and the next step's
+	// plan decides them.
 	var during []lease.Missed
 	if sc.w.o.sched.Next(at).After(taken) {
-		for _, t := range sc.w.o.sched.Between(maxTime(at, taken), sc.clock.now(), schedule.DefaultMaxRuns) {
+		for _, t := range sc.w.o.sched.Between(maxTime(at, taken), minTime(held, sc.clock.now()), schedule.DefaultMaxRuns) {
 			during = append(during, lease.Missed{At: t})
 		}
 	}
@@ -367,6 +371,13 @@ func (sc *scheduler) run(c lease.Claim, at time.Time, log zerolog.Logger) error 
 		log.Debug().Err(err).Msg("cannot prune old claims")
 	}
 	return nil
+}
+
+// heldUntil is when l, handed back, last held its job, on the database's
+// clock: its local deadline (never later than the database's expiry),
+// which the release moved back to the moment of release.
+func (sc *scheduler) heldUntil(l *lease.Lease) time.Time {
+	return sc.clock.now().Add(min(l.Remaining(), 0))
 }
 
 // failed logs a database failure (once until it recovers) and says to
