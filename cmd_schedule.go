@@ -40,10 +40,14 @@ type scheduler struct {
 	// exit status as an error, for --once's.
 	runs int
 	ran  error
-	// until, with --once, is the database's time when it started: it plans
-	// only the times due by then, as the next crontab line runs those that
-	// come due while it runs.
+	// until, with --once, is the database's time when it started, or the
+	// time just due when that comes due within schedule.DefaultEarly: it
+	// plans only the times due by then, as the next crontab line runs those
+	// that come due while it runs.
 	until time.Time
+	// due, with --once, is the time just due (schedule.JustDue), zero
+	// when none is.
+	due time.Time
 	// failing is set while the database fails, to log it once.
 	failing bool
 	// requests says when to look for requested runs (manual.go); nil
@@ -97,6 +101,9 @@ func (w *wrapper) runScheduled(ctx context.Context, path string, mon *monitor.Mo
 	}
 	sc.clock.set(reg.Now)
 	sc.until = reg.Now
+	if w.o.once {
+		sc.onceAt(reg.Now)
+	}
 	sc.last = sc.start(reg)
 	next := sc.w.o.sched.Next(sc.last)
 	if !w.o.once {
@@ -109,17 +116,17 @@ func (w *wrapper) runScheduled(ctx context.Context, path string, mon *monitor.Mo
 			return sc.exit(stop)
 		}
 	}
-	sc.log.Info().Time("accounted_through", sc.last).Time("next", next).Str("catch_up", string(w.o.catchUp.Policy)).
-		Msg("scheduler started")
+	ev := sc.log.Info().Time("accounted_through", sc.last).Time("next", next).Str("catch_up", string(sc.catchUp().Policy))
+	if !sc.due.IsZero() {
+		ev = ev.Time("due", sc.due)
+	}
+	ev.Msg("scheduler started")
 	for {
 		wait, stop := sc.step(ctx)
 		if stop == nil && !w.o.once {
 			wait, stop = sc.manual(ctx, wait)
 		}
-		// --once goes on while there is more to do at once (the next late
-		// time of --catch-up all, a take to ask again), and stops when the
-		// next step would have to wait.
-		if stop != nil || w.o.once && wait > 0 {
+		if stop != nil || sc.onceDone(wait) {
 			return sc.exit(stop)
 		}
 		if sig := sc.sleep(wait); sig != nil {
@@ -135,13 +142,19 @@ func newScheduler(w *wrapper, path string, mon *monitor.Monitor, clock planClock
 
 // start is the time a scheduler accounts from: the job's latest claim,
 // else (a job never scheduled) just before the latest due time when
-// that one is still on time (with --once: within the catch-up window),
+// that one is still on time (with --once: just before the time just due),
 // else now. A new job owes nothing from before it was first started.
 func (sc *scheduler) start(reg lease.Registration) time.Time {
 	if !reg.Latest.IsZero() {
 		return reg.Latest
 	}
 	s, now := sc.w.o.sched, reg.Now
+	if sc.w.o.once {
+		if !sc.due.IsZero() && !sc.due.After(now) {
+			return sc.due.Add(-time.Nanosecond)
+		}
+		return now
+	}
 	p := s.Plan(time.Time{}, now, schedule.CatchUp{Policy: schedule.CatchUpLatest, Window: sc.w.o.catchUp.Window, MaxMissed: 1})
 	if len(p.Run) == 0 {
 		return now
@@ -159,7 +172,7 @@ func (sc *scheduler) start(reg lease.Registration) time.Time {
 // to wait before the next step, or the error to exit with.
 func (sc *scheduler) step(ctx context.Context) (time.Duration, error) {
 	o := sc.w.o
-	plan := o.sched.Plan(sc.last, sc.planNow(), o.catchUp)
+	plan := o.sched.Plan(sc.last, sc.planNow(), sc.catchUp())
 	if missed := missedOf(plan); len(missed) > 0 {
 		if err := sc.record(ctx, lease.OutcomeMissed, missed); err != nil {
 			return sc.failed(err)
@@ -181,6 +194,37 @@ func (sc *scheduler) step(ctx context.Context) (time.Duration, error) {
 		}
 	}
 	return sc.untilNext(), nil
+}
+
+// onceAt sets what a --once started at now (the database's time) is for:
+// the time just due, waiting for it when it comes due within
+// schedule.DefaultEarly, as a crontab line fires on the minute on a host
+// whose clock may be ahead of the database's.
+func (sc *scheduler) onceAt(now time.Time) {
+	if due, ok := sc.w.o.sched.JustDue(now, schedule.DefaultGrace, schedule.DefaultEarly); ok {
+		sc.due = due
+		sc.until = maxTime(now, due)
+	}
+}
+
+// onceDone reports that a --once is done, its next step having to wait
+// for a later time than the one it was started for. It goes on while
+// there is more to do at once (a take to ask again) or while the time
+// just due is still to come.
+func (sc *scheduler) onceDone(wait time.Duration) bool {
+	return sc.w.o.once && wait > 0 && sc.w.o.sched.Next(sc.last).After(sc.until)
+}
+
+// catchUp is the catch-up policy the plans use. A --once line runs only
+// the time just due (the latest, when less than the grace late), as cron
+// runs no time it did not fire for: it records older ones missed, as
+// --catch-up none does.
+func (sc *scheduler) catchUp() schedule.CatchUp {
+	c := sc.w.o.catchUp
+	if sc.w.o.once {
+		c.Policy = schedule.CatchUpNone
+	}
+	return c
 }
 
 // untilNext is how long until the next scheduled time, on the database's
@@ -327,6 +371,7 @@ func (sc *scheduler) run(c lease.Claim, at time.Time, log zerolog.Logger) error 
 	sc.mon.Leading(c.Lease)
 	err := sc.runLease(c.Lease)
 	sc.mon.NotLeading()
+	held := sc.heldUntil(c.Lease)
 	sc.last = at
 	sc.runs++
 	sc.ran = err
@@ -344,9 +389,13 @@ func (sc *scheduler) run(c lease.Claim, at time.Time, log zerolog.Logger) error 
 	// behind it (a catch-up): the times after those are late too, and the
 	// next step accounts for them all in order, as --catch-up says;
 	// recording them now would move last past the times still owed.
+	// Times after the lease ended (a wrapper frozen past its deadline)
+	// found no holder: they are late, not skipped, and the next step's
+	// plan decides them. With --once, those after its start are the next
+	// crontab line's.
 	var during []lease.Missed
 	if sc.w.o.sched.Next(at).After(taken) {
-		for _, t := range sc.w.o.sched.Between(maxTime(at, taken), sc.clock.now(), schedule.DefaultMaxRuns) {
+		for _, t := range sc.w.o.sched.Between(maxTime(at, taken), minTime(held, sc.planNow()), schedule.DefaultMaxRuns) {
 			during = append(during, lease.Missed{At: t})
 		}
 	}
@@ -369,6 +418,13 @@ func (sc *scheduler) run(c lease.Claim, at time.Time, log zerolog.Logger) error 
 		log.Debug().Err(err).Msg("cannot prune old claims")
 	}
 	return nil
+}
+
+// heldUntil is when l, handed back, last held its job, on the database's
+// clock: its local deadline (never later than the database's expiry),
+// which the release moved back to the moment of release.
+func (sc *scheduler) heldUntil(l *lease.Lease) time.Time {
+	return sc.clock.now().Add(min(l.Remaining(), 0))
 }
 
 // failed logs a database failure (once until it recovers) and says to
@@ -433,8 +489,31 @@ func (sc *scheduler) exit(stop error) error {
 	if sc.runs > 0 {
 		return sc.ran
 	}
-	sc.log.Info().Msg("nothing to run: the time due was run, skipped or missed elsewhere, or none is due")
+	if sc.w.o.once && sc.due.IsZero() {
+		sc.notDue()
+	} else {
+		sc.log.Info().Msg("nothing to run: the time due was run, skipped or missed elsewhere, or none is due")
+	}
 	return exitWith(sc.w.o.skipExitCode)
+}
+
+// notDue says why a --once found no time just due: it started more than
+// the grace after the latest time and more than schedule.DefaultEarly
+// before the next, so the crontab line does not fire at the schedule's
+// times (another time, another zone), or fired very late, or was run by
+// hand.
+func (sc *scheduler) notDue() {
+	s := sc.w.o.sched
+	ev := sc.log.Warn().Str("zone", s.Location().String())
+	if prev := s.Prev(sc.until, 366*24*time.Hour); !prev.IsZero() {
+		ev = ev.Time("latest", prev).Stringer("late_by", sc.until.Sub(prev).Round(time.Second)).
+			Stringer("lateness_bound", s.Bound(prev, schedule.DefaultGrace))
+	}
+	if next := s.Next(sc.until); !next.IsZero() {
+		ev = ev.Time("next", next).Stringer("early_bound", s.Bound(next, schedule.DefaultEarly))
+	}
+	ev.Msg("nothing to run: no scheduled time is just due (--once runs the latest time when it is less than the lateness bound late, " +
+		"or waits for the next when it is within the early bound); does the crontab line fire at the times of --schedule, in its zone?")
 }
 
 // stopped ends a scheduler asked to stop by sig between runs: it has

@@ -100,7 +100,7 @@ func scheduleFlags() []cli.Flag {
 		&cli.StringFlag{Name: "catch-up-window", EnvVars: []string{"LEASEWRAP_CATCH_UP_WINDOW"}, Value: shortDuration(schedule.DefaultWindow),
 			Usage: "how late a time may still be caught up"},
 		&cli.BoolFlag{Name: "once", EnvVars: []string{"LEASEWRAP_ONCE"},
-			Usage: "with --schedule: run the time that has just come due, unless an instance ran it, then exit (for crontab lines)"},
+			Usage: "with --schedule: run the time just due, unless an instance ran it, then exit (for crontab lines): the latest time when less than a minute late, else the next when due within 5s, each at most half the period; older times are recorded missed. A cron spec needs --timezone (or CRON_TZ=) unless this host's zone is UTC"},
 	}
 }
 

@@ -280,7 +280,33 @@ func parseSchedule(s settings, o *runOptions) error {
 	if o.catchUp.Window <= 0 {
 		return usagef("invalid %s %s: must be positive, as in 24h", s.source("catch-up-window"), s.c.String("catch-up-window"))
 	}
+	if o.once {
+		return parseOnce(s, o)
+	}
 	return nil
+}
+
+// parseOnce refuses what a crontab line (--once) cannot mean: catching up
+// times cron did not fire for, and cron fields read in another zone than
+// cron reads the line in.
+func parseOnce(s settings, o *runOptions) error {
+	if o.catchUp.Policy == schedule.CatchUpAll {
+		return usagef("%s all cannot be combined with %s: a crontab line runs only the time just due, as cron does, and records older ones missed; "+
+			"to catch up, run a scheduler without --once", s.source("catch-up"), s.source("once"))
+	}
+	if o.sched.Every() > 0 || o.sched.ZoneNamed() {
+		return nil
+	}
+	name, utc := schedule.HostZone(os.Getenv, time.Now())
+	if utc {
+		return nil
+	}
+	zone, add := "(not UTC)", "--timezone NAME, the IANA name of the zone cron reads this crontab in"
+	if name != "" {
+		zone, add = name, "--timezone "+name
+	}
+	return usagef("%s reads %s %q in UTC, but cron fires this line in the host's zone %s: add %s",
+		s.source("once"), s.source("schedule"), o.sched.Spec(), zone, add)
 }
 
 // parseAttempts reads how long one run may take, how often a failed one

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"os"
 	"slices"
 	"testing"
@@ -56,6 +57,9 @@ func testScheduler(t *testing.T, spec, zone string, catchUp schedule.CatchUp, on
 		return l.Finish(ctx, lease.End{ExitCode: &code, Outcome: lease.OutcomeExited})
 	}
 	sc.last, sc.until = from, from
+	if once {
+		sc.onceAt(from)
+	}
 	return sc, clock, d
 }
 
@@ -146,20 +150,9 @@ func TestSchedulerAcrossDaylightSavingTime(t *testing.T) {
 	}
 }
 
-// --once runs only the times due when it started, however long it takes:
-// a time that comes due meanwhile is the next crontab line's. Its run here
-// outlasts two periods, and --once still runs the one time.
-func TestOnceRunsOnlyTheTimesDueAtItsStart(t *testing.T) {
-	t.Parallel()
-	from := utcTimes("2025-06-01T00:03:30Z")[0]
-	sc, clock, d := testScheduler(t, "* * * * *", "UTC", schedule.CatchUp{Policy: schedule.CatchUpLatest, Window: time.Hour}, true, from)
-	sc.last = from.Add(-210 * time.Second) // 00:00: 00:01 to 00:03 are late
-	run := sc.runLease
-	sc.runLease = func(l *lease.Lease) error {
-		clock.at = clock.at.Add(2 * time.Minute)
-		return run(l)
-	}
-	// As runScheduled does with --once: step until a step would wait.
+// stepOnce steps sc as runScheduled does with --once: until it is done.
+func stepOnce(t *testing.T, sc *scheduler, clock *fakeClock) {
+	t.Helper()
 	for steps := 0; ; steps++ {
 		if steps > 10 {
 			t.Fatal("--once does not stop")
@@ -168,12 +161,67 @@ func TestOnceRunsOnlyTheTimesDueAtItsStart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if wait > 0 {
-			break
+		if sc.onceDone(wait) {
+			return
 		}
+		clock.at = clock.at.Add(wait)
 	}
+}
+
+// --once runs only the time just due, however long it takes: a time that
+// comes due meanwhile is the next crontab line's, and it records nothing
+// for it (neither run nor skipped). Its run here outlasts two periods, and
+// --once still runs the one time; the late times before it are missed.
+func TestOnceRunsOnlyTheTimesDueAtItsStart(t *testing.T) {
+	t.Parallel()
+	from := utcTimes("2025-06-01T00:03:10Z")[0]
+	sc, clock, d := testScheduler(t, "* * * * *", "UTC", schedule.CatchUp{Policy: schedule.CatchUpLatest, Window: time.Hour}, true, from)
+	sc.last = utcTimes("2025-06-01T00:00:00Z")[0] // 00:01 and 00:02 are late
+	run := sc.runLease
+	sc.runLease = func(l *lease.Lease) error {
+		clock.at = clock.at.Add(2 * time.Minute)
+		return run(l)
+	}
+	stepOnce(t, sc, clock)
 	if got, want := d.runTimes(t), utcTimes("2025-06-01T00:03:00Z"); !slices.Equal(got, want) {
 		t.Errorf("--once ran %v, want only %v", got, want)
+	}
+	want := map[time.Time]string{}
+	for _, at := range utcTimes("2025-06-01T00:01:00Z", "2025-06-01T00:02:00Z") {
+		want[at] = "missed"
+	}
+	want[utcTimes("2025-06-01T00:03:00Z")[0]] = "run"
+	if got := d.outcomes(t, "dst"); !maps.Equal(got, want) {
+		t.Errorf("--once recorded %v, want %v (nothing for 00:04 and 00:05, which came due during its run)", got, want)
+	}
+}
+
+// --once started a little before a time (a host's clock ahead of the
+// database's, cron firing on the minute) waits for that time and runs it;
+// started further ahead, or past the grace after the latest time, it runs
+// nothing.
+func TestOnceStartedALittleEarlyWaitsForTheTime(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		from string
+		want []time.Time
+	}{
+		{"2025-06-01T00:03:57Z", utcTimes("2025-06-01T00:04:00Z")},
+		{"2025-06-01T00:03:55Z", utcTimes("2025-06-01T00:04:00Z")},
+		{"2025-06-01T00:03:54Z", nil},
+		{"2025-06-01T00:03:29Z", utcTimes("2025-06-01T00:03:00Z")},
+		{"2025-06-01T00:03:31Z", nil},
+	} {
+		t.Run(tc.from, func(t *testing.T) {
+			t.Parallel()
+			from := utcTimes(tc.from)[0]
+			sc, clock, d := testScheduler(t, "* * * * *", "UTC", schedule.CatchUp{Policy: schedule.CatchUpLatest, Window: time.Hour}, true, from)
+			sc.last = utcTimes("2025-06-01T00:02:00Z")[0]
+			stepOnce(t, sc, clock)
+			if got := d.runTimes(t); !slices.Equal(got, tc.want) {
+				t.Errorf("--once started at %s ran %v, want %v", tc.from, got, tc.want)
+			}
+		})
 	}
 }
 

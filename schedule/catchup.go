@@ -29,6 +29,10 @@ const (
 	// time (it then runs under every policy). It is capped at half the gap to
 	// the time after it, so that "@every 2s" tolerates one second.
 	DefaultGrace = time.Minute
+	// DefaultEarly is how long before a due time a run for one time only
+	// (a crontab line, --once) may start and still be for that time: it
+	// waits for it. Capped like DefaultGrace.
+	DefaultEarly = 5 * time.Second
 	// DefaultMaxRuns bounds the runs one plan returns; the caller plans again
 	// after running them.
 	DefaultMaxRuns = 100
@@ -155,10 +159,47 @@ func (s *Schedule) Plan(last, now time.Time, c CatchUp) Plan {
 // onTime reports whether due time t, seen at now, is recent enough to count
 // as on time: no later than grace, capped at half the gap to the next time.
 func (s *Schedule) onTime(t, now time.Time, grace time.Duration) bool {
-	if gap := s.Next(t).Sub(t) / 2; gap > 0 && gap < grace {
-		grace = gap
+	return now.Sub(t) < s.Bound(t, grace)
+}
+
+// Bound returns d capped at half the gap between due time t and the time
+// after it, so that a tolerance around one time never reaches the next:
+// DefaultGrace and DefaultEarly are one minute and five seconds, but one
+// second each around the times of "@every 2s".
+func (s *Schedule) Bound(t time.Time, d time.Duration) time.Duration {
+	if gap := s.Next(t).Sub(t) / 2; gap > 0 && gap < d {
+		return gap
 	}
-	return now.Sub(t) < grace
+	return d
+}
+
+// JustDue is the time a run for one time only (a crontab line, --once)
+// started at now is for: the latest due time at or before now when it is
+// less than grace late, else the next time when it comes due within early
+// (each capped by Bound). A crontab line fires on the minute, on a host
+// whose clock may run a little ahead of the schedule's or whose cron may
+// be a little late; a time further off is not the one it was started
+// for, and ok is false.
+func (s *Schedule) JustDue(now time.Time, grace, early time.Duration) (at time.Time, ok bool) {
+	if grace <= 0 {
+		grace = DefaultGrace
+	}
+	if early <= 0 {
+		early = DefaultEarly
+	}
+	if prev := s.Prev(now, grace); !prev.IsZero() && s.onTime(prev, now, grace) {
+		return prev, true
+	}
+	if next := s.Next(now); !next.IsZero() && next.Sub(now) <= s.Bound(next, early) {
+		return next, true
+	}
+	return time.Time{}, false
+}
+
+// Prev returns the latest due time at or before now and no more than
+// within before it, or the zero time.
+func (s *Schedule) Prev(now time.Time, within time.Duration) time.Time {
+	return s.latest(now.Add(-within-time.Nanosecond), now)
 }
 
 // latest returns the latest due time in (last, now], or the zero time.

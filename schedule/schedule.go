@@ -31,6 +31,9 @@ type Schedule struct {
 	loc      *time.Location // zone the cron fields are read in
 	zone     string         // canonical name of loc
 	wildcard bool           // minute or hour field starts with "*"
+	// zoneNamed says the zone was named (timezone, or a CRON_TZ= or TZ=
+	// prefix), not UTC by default.
+	zoneNamed bool
 }
 
 // validSyntax is appended to syntax errors so that one line says what would be valid.
@@ -74,14 +77,22 @@ func Parse(spec, timezone string) (*Schedule, error) {
 	if err != nil {
 		return nil, err
 	}
+	named := zone != ""
 	loc, zone, err := loadZone(zone)
 	if err != nil {
 		return nil, err
 	}
+	var sched *Schedule
 	if strings.EqualFold(fields[0], "@every") {
-		return parseEvery(spec, fields)
+		sched, err = parseEvery(spec, fields)
+	} else {
+		sched, err = parseCron(spec, fields, loc, zone)
 	}
-	return parseCron(spec, fields, loc, zone)
+	if err != nil {
+		return nil, err
+	}
+	sched.zoneNamed = named
+	return sched, nil
 }
 
 // specZone splits a CRON_TZ= or TZ= prefix off fields and reconciles it with
@@ -203,6 +214,11 @@ func (s *Schedule) String() string { return s.spec }
 
 // Location returns the zone the cron fields are read in (UTC for @every).
 func (s *Schedule) Location() *time.Location { return s.loc }
+
+// ZoneNamed reports whether Parse was given the zone (its timezone
+// argument, or a CRON_TZ= or TZ= prefix), even as "UTC", rather than
+// reading the spec in UTC by default.
+func (s *Schedule) ZoneNamed() bool { return s.zoneNamed }
 
 // Every returns D for "@every D", and 0 for a cron schedule.
 func (s *Schedule) Every() time.Duration { return s.every }
