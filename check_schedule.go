@@ -39,13 +39,16 @@ func checkScheduled(c *cli.Context, job string) error {
 	return r.print(c.App.Writer, c.Bool("json"))
 }
 
-// verdictResult is the check's answer for a verdict: OK when healthy,
+// verdictResult is the check's answer for a verdict: OK when healthy, WARNING when paused,
 // UNKNOWN when the facts could not be read, CRITICAL otherwise.
 func verdictResult(v inspect.Verdict) checkResult {
 	r := checkResult{Job: v.Job, State: v.State, Message: v.Reason, code: checkCritical, Status: "critical"}
 	switch v.State {
 	case inspect.StateHealthy:
 		r.code, r.Status = checkOK, "ok"
+	case inspect.StatePaused:
+		// Nothing runs on purpose: worth a look, not a page.
+		r.code, r.Status = checkWarning, "warning"
 	case inspect.StateUnknown:
 		r.code, r.Status = checkUnknown, "unknown"
 	}

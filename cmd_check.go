@@ -20,6 +20,7 @@ import (
 // check exits as Nagios and Icinga plugins do.
 const (
 	checkOK       = 0
+	checkWarning  = 1
 	checkCritical = 2
 	checkUnknown  = 3
 )
@@ -27,7 +28,7 @@ const (
 func checkCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "check",
-		Usage: "a monitoring check: exit 0 if --job last succeeded within --max-age (a job with a schedule: if its latest due time ran and succeeded), 2 if not, 3 if it cannot tell",
+		Usage: "a monitoring check: exit 0 if --job last succeeded within --max-age (a job with a schedule: if its latest due time ran and succeeded), 1 if it is paused, 2 if not, 3 if it cannot tell",
 		UsageText: "leasewrap check --job NAME --max-age D [--fail-on-last-failure] [--json]\n" +
 			"leasewrap check --job NAME [--json]   (a job run with --schedule)\n" +
 			"Prints one line (Nagios/Icinga style, with perfdata) or, with --json, one object.",
@@ -49,9 +50,9 @@ func checkCommand() *cli.Command {
 // checkResult is the verdict, and the stable JSON shape of check --json.
 type checkResult struct {
 	Job    string `json:"job"`
-	Status string `json:"status"` // ok, critical or unknown
+	Status string `json:"status"` // ok, warning (paused), critical or unknown
 	// State is the job's state as every view shows it (inspect.Judge):
-	// healthy, failing, stale, missed, overdue, absent or unknown.
+	// healthy, paused, failing, stale, missed, overdue, absent or unknown.
 	State                 string     `json:"state"`
 	Message               string     `json:"message"`
 	MaxAgeSeconds         float64    `json:"max_age_seconds"`
@@ -91,23 +92,25 @@ func checkAction(c *cli.Context) error {
 	if err != nil {
 		return unknown(c, job, a.db.redact.wrap(err))
 	}
-	known, held := true, false
-	if f.LastRun == nil || f.LastSuccess == nil {
-		// No run at all (a job that has not run yet, or no such job), or
-		// none that succeeded: is it running its first?
-		rows, err := a.read.Status(c.Context, job)
-		known = f.LastRun != nil || !errors.Is(err, lease.ErrNoJob)
-		held = slices.ContainsFunc(rows, inspect.JobStatus.Live)
+	// The lease rows say whether the job is paused, and, with no run at
+	// all (a job that has not run yet, or no such job) or none that
+	// succeeded, whether it runs its first.
+	rows, err := a.read.Status(c.Context, job)
+	known := f.LastRun != nil || !errors.Is(err, lease.ErrNoJob)
+	held := slices.ContainsFunc(rows, inspect.JobStatus.Live)
+	var paused *lease.Pause
+	if len(rows) > 0 {
+		paused = rows[0].Paused
 	}
-	res := judge(f, maxAge, c.Bool("fail-on-last-failure"), known, held)
+	res := judge(f, maxAge, c.Bool("fail-on-last-failure"), known, held, paused)
 	return res.print(c.App.Writer, c.Bool("json"))
 }
 
 // judge decides the check from what the history says, by inspect.Judge
 // with the check's policy: known is false when the lease table has no row
 // for the job either, held when a slot of it is live.
-func judge(f inspect.Freshness, maxAge time.Duration, failOnLastFailure, known, held bool) checkResult {
-	facts := inspect.Facts{Job: f.Job, Now: f.Now, Known: known, Held: held, LastRun: f.LastRun}
+func judge(f inspect.Freshness, maxAge time.Duration, failOnLastFailure, known, held bool, paused *lease.Pause) checkResult {
+	facts := inspect.Facts{Job: f.Job, Now: f.Now, Known: known, Held: held, LastRun: f.LastRun, Paused: paused}
 	if run := f.LastSuccess; run != nil {
 		facts.LastSuccess, facts.LastSuccessBy = &run.FinishedAt, run.Holder
 	}
@@ -134,7 +137,7 @@ func (r checkResult) print(w io.Writer, asJSON bool) error {
 			perf = fmt.Sprintf(" | age=%ss;;%s;0", strconv.FormatFloat(*r.LastSuccessAgeSeconds, 'f', -1, 64),
 				strconv.FormatFloat(r.MaxAgeSeconds, 'f', -1, 64))
 		}
-		_, err = fmt.Fprintf(w, "%s: %s%s\n", map[int]string{checkOK: "OK", checkCritical: "CRITICAL", checkUnknown: "UNKNOWN"}[r.code], r.Message, perf)
+		_, err = fmt.Fprintf(w, "%s: %s%s\n", map[int]string{checkOK: "OK", checkWarning: "WARNING", checkCritical: "CRITICAL", checkUnknown: "UNKNOWN"}[r.code], r.Message, perf)
 	}
 	if err != nil {
 		return &exitError{code: checkUnknown, err: fmt.Errorf("cannot write the check's output: %w", err)}

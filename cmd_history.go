@@ -326,14 +326,14 @@ var timelineMarks = []struct {
 	{inspect.OutcomeRunning, ">", "running"},
 	{lease.OutcomeSkipped, "s", "skipped"},
 	{lease.OutcomeMissed, "m", "missed"},
+	{lease.OutcomePaused, "p", "paused"},
 }
 
 // notRun reports whether r is a scheduled time that nobody ran (skipped
-// while the previous run went on, or missed while all instances were
-// down): a mark in the job's "not run" lane, neither a run nor a holder's.
-func notRun(r inspect.Run) bool {
-	return r.Outcome == lease.OutcomeSkipped || r.Outcome == lease.OutcomeMissed
-}
+// while the previous run went on, missed while all instances were down,
+// or paused): a mark in the job's "not run" lane, neither a run nor a
+// holder's.
+func notRun(r inspect.Run) bool { return lease.NotRun(r.Outcome) }
 
 func timelineMark(r inspect.Run) byte {
 	if r.Outcome == lease.OutcomeExited && !r.Succeeded() {

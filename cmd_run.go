@@ -280,6 +280,12 @@ func (w *wrapper) acquire(ctx context.Context) (*lease.Lease, error) {
 		if held.Slots > 1 {
 			ev = ev.Int("slot", held.Slot).Int("slots", held.Slots)
 		}
+		if p := held.Paused; p != nil {
+			ev = w.log.Info().Str("paused_by", p.By).Str("reason", p.Reason).Time("paused_at", p.Since)
+			if !p.Until.IsZero() {
+				ev = ev.Time("until", p.Until)
+			}
+		}
 		ev.Msg(skipMessages[held.State])
 		return nil, exitWith(w.o.skipExitCode)
 	case errors.As(err, &slotsErr):
@@ -354,6 +360,7 @@ var skipMessages = map[string]string{
 	lease.StateReleasing: "skipped: lease held by another instance, which an operator asked to stop",
 	// A take that began before another instance's release committed.
 	lease.StateReleased: "skipped: another instance held the lease and released it just as this one tried to take it",
+	lease.StatePaused:   "skipped: the job is paused (leasewrap resume ends it)",
 }
 
 var (

@@ -335,7 +335,7 @@ func (sc *scheduler) take(ctx context.Context, at time.Time, latest bool) (wait 
 	case c.Outcome != "":
 		sc.last = at
 		ev := log.Debug()
-		if c.Outcome == lease.OutcomeSkipped && c.By != "" {
+		if (c.Outcome == lease.OutcomeSkipped || c.Outcome == lease.OutcomePaused) && c.By != "" {
 			ev = log.Info()
 		}
 		ev.Str("claim", c.Outcome).Str("by", c.By).Msg(claimMessages[c.Outcome])
@@ -362,6 +362,7 @@ var claimMessages = map[string]string{
 	lease.ClaimedElsewhere: "skipped: another instance accounted for this time",
 	lease.OutcomeMissed:    "skipped: this time was recorded as missed",
 	lease.OutcomeSkipped:   "skipped: the previous run still held the lease at this time",
+	lease.OutcomePaused:    "skipped: the job is paused (leasewrap resume ends it)",
 }
 
 // run runs the command for the time at under the lease c took, then

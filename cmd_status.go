@@ -157,7 +157,7 @@ type statusJSON struct {
 	Schedule        *string    `json:"schedule,omitempty"`
 	NextScheduledAt *time.Time `json:"next_scheduled_at,omitempty"`
 	// Health and HealthReason are the job's state as every view shows it
-	// (healthy, failing, stale, missed, overdue, unknown) and why.
+	// (healthy, paused, failing, stale, missed, overdue, unknown) and why.
 	Health       string `json:"health"`
 	HealthReason string `json:"health_reason"`
 }
@@ -238,7 +238,18 @@ func printStatusTable(w io.Writer, jobs []inspect.JobStatus, v verdicts) error {
 		}
 		fmt.Fprintln(tw)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// A pause is on purpose, and says who to ask: its reason in full.
+	for _, j := range jobs {
+		if vd := v.of(j.Job); vd.State == inspect.StatePaused && j.Slot <= 1 {
+			if _, err := fmt.Fprintln(w, vd.Reason); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // printable escapes what a terminal would act on, so that a hostile job

@@ -44,7 +44,7 @@ const (
 // Outcomes lists the outcomes the history records today, in a stable
 // order, for readers that want a series for each even before it happens.
 var Outcomes = []string{OutcomeExited, OutcomeSignalled, OutcomeLost, OutcomeStopped, OutcomeCouldNotStart, OutcomeTimedOut,
-	OutcomeMissed, OutcomeSkipped}
+	OutcomeMissed, OutcomeSkipped, OutcomePaused}
 
 // DefaultHistoryKeep is how long runs stay in the history.
 const DefaultHistoryKeep = 30 * 24 * time.Hour

@@ -16,6 +16,15 @@ const StatePaused = "paused"
 // OutcomePaused: a scheduled time that came due while the job was paused.
 const OutcomePaused = "paused"
 
+// NotRun reports whether a history outcome is that of a scheduled time
+// nobody ran (missed, skipped or paused): not a run.
+func NotRun(outcome string) bool {
+	return outcome == OutcomeMissed || outcome == OutcomeSkipped || outcome == OutcomePaused
+}
+
+// NotRunSQL is NotRun's list in SQL, for outcome NOT IN NotRunSQL.
+const NotRunSQL = `('` + OutcomeMissed + `', '` + OutcomeSkipped + `', '` + OutcomePaused + `')`
+
 // Pause is a job's pause, as its lease row records it.
 type Pause struct {
 	// By is who paused it, and Reason why (may be empty).

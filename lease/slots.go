@@ -68,12 +68,12 @@ func (s *Store) tryAcquireSlots(ctx context.Context, db DB, job string, t0 time.
 	for range n + 1 {
 		var (
 			taken, racing, paused bool
-			token         int64
-			slot          int
-			holder, state *string
-			expiresMicros *int64
-			recorded      *int
-			foreign       *string
+			token                 int64
+			slot                  int
+			holder, state         *string
+			expiresMicros         *int64
+			recorded              *int
+			foreign               *string
 		)
 		dest := []any{&taken, &token, &slot, &holder, &expiresMicros, &state, &recorded, &foreign, &racing, &paused}
 		query := s.sql.takeSlots

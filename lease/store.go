@@ -365,6 +365,9 @@ func (s *Store) readHolder(ctx context.Context, db DB, job string) (*HeldError, 
 	return e, nil
 }
 
+// pausedBy marks, in a standby's last logged holder, a pause's author.
+const pausedBy = "\x00paused:"
+
 // maxPauseLook bounds how long a standby of a paused job waits before it
 // looks again: resuming wakes it, and a look costs one read.
 const maxPauseLook = time.Minute
@@ -464,7 +467,12 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 			wait, recheck = 0, false
 		}
 		if held != nil {
-			if held.Holder != lastHolder {
+			switch {
+			case held.Paused != nil && lastHolder != pausedBy+held.Paused.By:
+				s.log.Info().Str("job", job).Str("paused_by", held.Paused.By).Str("reason", held.Paused.Reason).
+					Msg("standing by: the job is paused")
+				lastHolder = pausedBy + held.Paused.By
+			case held.Paused == nil && held.Holder != lastHolder:
 				s.log.Info().Str("job", job).Str("current_holder", held.Holder).
 					Stringer("expires_in", held.ExpiresIn.Round(time.Millisecond)).Msg("standing by: lease held by another instance")
 				lastHolder = held.Holder

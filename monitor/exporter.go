@@ -42,7 +42,7 @@ type Exporter struct {
 	lastErr string // the last failed scrape's error; "" after a success
 
 	up, duration, lastSuccess, lastRun, lastExit, runs, held, slotsHeld, slots, holder *prometheus.Desc
-	nextScheduled, state, lastOrigin                                                   *prometheus.Desc
+	nextScheduled, state, lastOrigin, paused                                           *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Exporter)(nil)
@@ -64,16 +64,19 @@ func NewExporter(ctx context.Context, src Summarizer, timeout time.Duration, log
 			"Exit status of the job's newest finished run (128+N for signal N); -1 if there is none or it has none (lost with its holder).", lease, nil),
 		runs: prometheus.NewDesc("leasewrap_job_runs",
 			"Runs of the job that finished in the last 24 hours, by outcome (exited, signalled, lost, stopped, could_not_start, timed_out; "+
-				"for a job with a schedule also missed and skipped, the scheduled times nobody ran).",
+				"for a job with a schedule also missed, skipped and paused, the scheduled times nobody ran).",
 			[]string{"lease", "outcome"}, nil),
 		nextScheduled: prometheus.NewDesc("leasewrap_job_next_scheduled_timestamp_seconds",
 			"The job's next scheduled time, in Unix seconds, by the schedule recorded with it (--schedule) and the database clock; absent for a job without one.", lease, nil),
 		state: prometheus.NewDesc("leasewrap_job_state",
-			"1 for the job's state, 0 for the others: healthy, failing, stale, missed, overdue (a due time no instance ran or recorded), "+
-				"unknown; the same judgement as leasewrap check, status, history and the web page.", []string{"lease", "state"}, nil),
+			"1 for the job's state, 0 for the others: healthy, paused (leasewrap pause), failing, stale, missed, "+
+				"overdue (a due time no instance ran or recorded), unknown; the same judgement as leasewrap check, status, history and the web page.", []string{"lease", "state"}, nil),
 		lastOrigin: prometheus.NewDesc("leasewrap_job_last_run_origin",
 			"1 for how the job's newest finished run came to be: schedule, catch-up, manual (leasewrap trigger) or plain; "+
 				"absent when there is none or it cannot be told.", []string{"lease", "origin"}, nil),
+		paused: prometheus.NewDesc("leasewrap_job_paused_info",
+			"1 while an operator has the job paused (leasewrap pause), with who paused it and why; absent otherwise.",
+			[]string{"lease", "paused_by", "reason"}, nil),
 		held: prometheus.NewDesc("leasewrap_job_lease_held",
 			"1 while any slot of the job's lease is live (no other instance can take it), else 0.", lease, nil),
 		slotsHeld: prometheus.NewDesc("leasewrap_job_slots_held",
@@ -88,7 +91,7 @@ func NewExporter(ctx context.Context, src Summarizer, timeout time.Duration, log
 // Describe sends every series' description.
 func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{e.up, e.duration, e.lastSuccess, e.lastRun, e.lastExit, e.runs, e.held, e.slotsHeld, e.slots, e.holder,
-		e.nextScheduled, e.state, e.lastOrigin} {
+		e.nextScheduled, e.state, e.lastOrigin, e.paused} {
 		ch <- d
 	}
 }
@@ -153,6 +156,9 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 		}
 		if j.LastRun != nil && j.LastRun.Origin != "" {
 			gauge(e.lastOrigin, 1, j.Job, j.LastRun.Origin)
+		}
+		if p := j.Paused; p != nil {
+			gauge(e.paused, 1, j.Job, p.By, p.Reason)
 		}
 	}
 }

@@ -40,12 +40,12 @@ type jobRow struct {
 }
 
 // rank orders / by the verdict: jobs that need acting on first (failing,
-// missed, overdue, unknown), then stale ones, then the healthy.
+// missed, overdue, unknown), then stale and paused ones, then the healthy.
 func (j jobRow) rank() int {
 	switch j.Verdict.State {
 	case inspect.StateHealthy:
 		return 2
-	case inspect.StateStale:
+	case inspect.StateStale, inspect.StatePaused:
 		return 1
 	}
 	return 0
@@ -161,7 +161,7 @@ func renderIndex(jobs []jobRow, now time.Time) []byte {
 	b.int(int64(len(jobs)))
 	b.raw(` jobs, read at `)
 	b.time(now)
-	b.raw(` UTC. Jobs to act on first, then stale ones.</p></header><main><div class="scroll"><table class="jobs"><thead><tr>` +
+	b.raw(` UTC. Jobs to act on first, then stale and paused ones.</p></header><main><div class="scroll"><table class="jobs"><thead><tr>` +
 		`<th>Job</th><th>Health</th><th>State</th><th>Holder</th><th>Last run</th><th>Duration</th><th>Outcome</th><th>Origin</th><th>Exit</th>` +
 		`<th>Next</th><th>Recent runs</th></tr></thead><tbody>`)
 	for _, j := range jobs {

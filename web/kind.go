@@ -41,7 +41,7 @@ func kindOf(r inspect.Run) string {
 		return kindCouldNotStart
 	case lease.OutcomeMissed:
 		return kindMissed
-	case lease.OutcomeSkipped:
+	case lease.OutcomeSkipped, lease.OutcomePaused:
 		return kindSkipped
 	case inspect.OutcomeRunning:
 		return kindRunning

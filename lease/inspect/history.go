@@ -125,7 +125,7 @@ FROM (VALUES (1)) AS one
 LEFT JOIN LATERAL (SELECT * FROM {history} WHERE job_name = $1::text AND outcome = '` + lease.OutcomeExited + `' AND exit_code = 0
   ORDER BY finished_at DESC LIMIT 1) s ON true
 LEFT JOIN LATERAL (SELECT * FROM {history} WHERE job_name = $1::text
-  AND outcome NOT IN ('` + lease.OutcomeMissed + `', '` + lease.OutcomeSkipped + `')
+  AND outcome NOT IN ` + lease.NotRunSQL + `
   ORDER BY finished_at DESC LIMIT 1) r ON true`
 
 // Freshness reads job's newest successful run and newest run from the

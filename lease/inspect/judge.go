@@ -34,11 +34,14 @@ const (
 	// StateUnknown: the facts could not be read (no claims table, a
 	// schedule this version cannot read).
 	StateUnknown = "unknown"
+	// StatePaused: an operator paused the job (leasewrap pause): nothing
+	// runs it until it is resumed, on purpose.
+	StatePaused = lease.StatePaused
 )
 
 // States lists every state, healthy first, for a view that shows one
 // series or class per state.
-var States = []string{StateHealthy, StateFailing, StateStale, StateMissed, StateOverdue, StateAbsent, StateUnknown}
+var States = []string{StateHealthy, StatePaused, StateFailing, StateStale, StateMissed, StateOverdue, StateAbsent, StateUnknown}
 
 // Verdict is a job's state and why, decided once by Judge for every view.
 type Verdict struct {
@@ -69,6 +72,8 @@ type Facts struct {
 	Held bool
 	// Schedule is the job's schedule in its canonical form ("": none).
 	Schedule string
+	// Paused is the job's pause in force (nil: none).
+	Paused *lease.Pause
 	// LastRun is the newest finished run; LastSuccess when the newest run
 	// that exited 0 finished, and LastSuccessBy its holder.
 	LastRun       *Run
@@ -109,6 +114,13 @@ func Judge(f Facts, p Policy) Verdict {
 		if next, ok := schedule.NextOf(f.Schedule, f.Now); ok {
 			v.Next = &next
 		}
+	}
+	if p := f.Paused; p != nil {
+		// On purpose: whatever else is true of the job, this is what to know.
+		v.State, v.Reason = StatePaused, PauseReason(job, p)
+		return v
+	}
+	if f.Schedule != "" {
 		judgeScheduled(&v, f, job)
 		return v
 	}
@@ -175,6 +187,20 @@ func judgeScheduled(v *Verdict, f Facts, job string) {
 	default:
 		v.Reason = fmt.Sprintf("%s: the time due at %s ran and succeeded on %s", job, when, escape.Printable(acc.Run.Holder))
 	}
+}
+
+// PauseReason says who paused the job, since when, until when and why.
+func PauseReason(job string, p *lease.Pause) string {
+	s := fmt.Sprintf("%s is paused by %s since %s", job, escape.Printable(p.By), p.Since.UTC().Format("2006-01-02 15:04:05Z"))
+	if p.Until.IsZero() {
+		s += ", until resumed"
+	} else {
+		s += ", until " + p.Until.UTC().Format("2006-01-02 15:04:05Z")
+	}
+	if p.Reason != "" {
+		s += ": " + escape.Printable(p.Reason)
+	}
+	return s
 }
 
 func exitSuffix(code *int) string {

@@ -45,7 +45,7 @@ func originOf(scheduledAt *time.Time, claim *string, claimedAt *time.Time, spec 
 	switch *claim {
 	case lease.ClaimManual:
 		return OriginManual
-	case lease.OutcomeMissed, lease.OutcomeSkipped:
+	case lease.OutcomeMissed, lease.OutcomeSkipped, lease.OutcomePaused:
 		return OriginSchedule
 	case lease.ClaimRun:
 		g := schedule.DefaultGrace

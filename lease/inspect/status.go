@@ -30,6 +30,38 @@ type JobStatus struct {
 	// Schedule is the job's schedule in its canonical form, as
 	// schedule.Parse reads it back, nil for a job without one.
 	Schedule *string
+	// Paused is the job's pause in force (on its first slot's row), nil
+	// when it is not paused.
+	Paused *lease.Pause
+}
+
+// pauseColumns read a lease row's pause in force: who (NULL: none), why,
+// since and until (NULL: until resumed).
+const pauseColumns = `CASE WHEN paused_until > now() THEN coalesce(paused_by, '') END,
+  coalesce(pause_reason, ''), paused_at, CASE WHEN paused_until < 'infinity' THEN paused_until END`
+
+// pauseDest scans pauseColumns.
+type pauseDest struct {
+	by           *string
+	reason       string
+	since, until *time.Time
+}
+
+func (p *pauseDest) dest() []any { return []any{&p.by, &p.reason, &p.since, &p.until} }
+
+// pause is the pause scanned, nil when none is in force.
+func (p *pauseDest) pause() *lease.Pause {
+	if p.by == nil {
+		return nil
+	}
+	out := &lease.Pause{By: *p.by, Reason: p.reason}
+	if p.since != nil {
+		out.Since = *p.since
+	}
+	if p.until != nil {
+		out.Until = *p.until
+	}
+	return out
 }
 
 // Live reports whether no other holder can take the lease now.
@@ -40,7 +72,8 @@ func (j JobStatus) Live() bool { return j.ExpiresIn > 0 }
 const statusSQL = `SELECT ` + schema.BaseJob + ` AS job, holder, fencing_token,
   ` + schema.ExpiresInMicros + `,
   ` + schema.RowState + `,
-  last_started_at, last_finished_at, last_exit_code, last_holder, coalesce(slot, 1), coalesce(slots, 1), schedule
+  last_started_at, last_finished_at, last_exit_code, last_holder, coalesce(slot, 1), coalesce(slots, 1), schedule,
+  ` + pauseColumns + `
 FROM {lease} WHERE $1::text IS NULL OR job_name = $1::text OR (slot > 1 AND job_name = $1::text || '#' || slot)
 ORDER BY job, coalesce(slot, 1)`
 
@@ -71,12 +104,14 @@ func (r *Reader) Status(ctx context.Context, job string) ([]JobStatus, error) {
 		out           []JobStatus
 		js            JobStatus
 		expiresMicros int64
+		paused        pauseDest
 	)
-	_, err = pgx.ForEachRow(rows, []any{&js.Job, &js.Holder, &js.FencingToken, &expiresMicros, &js.State,
-		&js.LastStarted, &js.LastFinished, &js.LastExitCode, &js.LastHolder, &js.Slot, &js.Slots, &js.Schedule}, func() error {
+	_, err = pgx.ForEachRow(rows, append([]any{&js.Job, &js.Holder, &js.FencingToken, &expiresMicros, &js.State,
+		&js.LastStarted, &js.LastFinished, &js.LastExitCode, &js.LastHolder, &js.Slot, &js.Slots, &js.Schedule}, paused.dest()...), func() error {
 		js.ExpiresIn = time.Duration(expiresMicros) * time.Microsecond
+		js.Paused = paused.pause()
 		out = append(out, js)
-		js = JobStatus{}
+		js, paused = JobStatus{}, pauseDest{}
 		return nil
 	})
 	if err != nil {

@@ -39,6 +39,8 @@ type JobSummary struct {
 	Since time.Time
 	// Schedule is the job's schedule in its canonical form ("": none).
 	Schedule string
+	// Paused is the job's pause in force, nil when it is not paused.
+	Paused *lease.Pause
 	// Now is the database clock the summary was read at.
 	Now time.Time
 	// Verdict is the job's state, as Judge decides it with ViewPolicy.
@@ -74,11 +76,14 @@ recent AS (
 SELECT j.job, coalesce(j.slots, 1), j.held, j.holders, now() - $1::bigint * interval '1 microsecond',
   lr.slot, lr.holder, lr.fencing_token, lr.attempt, lr.started_at, lr.finished_at, lr.exit_code, lr.outcome,
   ls.finished_at, ls.holder, coalesce(r.outcomes, '{}'), coalesce(r.counts, '{}'), coalesce(j.schedule, ''), now(),
-  coalesce(pg_catalog.has_table_privilege(pg_catalog.to_regclass($3::text), 'SELECT'), false)
+  coalesce(pg_catalog.has_table_privilege(pg_catalog.to_regclass($3::text), 'SELECT'), false),
+  p.*
 FROM jobs j
+LEFT JOIN LATERAL (SELECT ` + pauseColumns + ` FROM {lease} WHERE job_name = j.job) p ON true
 LEFT JOIN LATERAL (
   SELECT slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome FROM {history} h
-  WHERE h.job_name >= j.job AND h.job_name <= j.job AND h.outcome NOT IN ('` + lease.OutcomeMissed + `', '` + lease.OutcomeSkipped + `')
+  WHERE h.job_name >= j.job AND h.job_name <= j.job
+    AND h.outcome NOT IN ` + lease.NotRunSQL + `
   ORDER BY h.job_name DESC, h.finished_at DESC, h.started_at DESC, h.fencing_token DESC LIMIT 1) lr ON true
 LEFT JOIN LATERAL (
   SELECT finished_at, holder FROM {history} h
@@ -132,8 +137,10 @@ func (r *Reader) summaries(ctx context.Context, job *string, window time.Duratio
 		by     *string
 		claims bool
 	)
-	dest = append(dest, &js.LastSuccess, &by, &reasons, &counts, &js.Schedule, &js.Now, &claims)
+	var paused pauseDest
+	dest = append(append(dest, &js.LastSuccess, &by, &reasons, &counts, &js.Schedule, &js.Now, &claims), paused.dest()...)
 	_, err = pgx.ForEachRow(rows, dest, func() error {
+		js.Paused = paused.pause()
 		js.LastRun = last.run(js.Job)
 		js.LastSuccessBy = deref(by)
 		js.Runs = make(map[string]int, len(reasons))
@@ -141,7 +148,7 @@ func (r *Reader) summaries(ctx context.Context, job *string, window time.Duratio
 			js.Runs[outcome] = counts[i]
 		}
 		out = append(out, js)
-		js, last, by = JobSummary{}, nullableRun{}, nil
+		js, last, by, paused = JobSummary{}, nullableRun{}, nil, pauseDest{}
 		return nil
 	})
 	if err != nil {
@@ -185,7 +192,7 @@ func (r *Reader) judge(ctx context.Context, out []JobSummary, claims bool) error
 	)
 	for i := range out {
 		js := &out[i]
-		facts[i] = Facts{Job: js.Job, Now: js.Now, Known: true, Held: js.SlotsHeld > 0, Schedule: js.Schedule,
+		facts[i] = Facts{Job: js.Job, Now: js.Now, Known: true, Held: js.SlotsHeld > 0, Schedule: js.Schedule, Paused: js.Paused,
 			LastRun: js.LastRun, LastSuccess: js.LastSuccess, LastSuccessBy: js.LastSuccessBy}
 		var due *time.Time
 		if js.Schedule != "" {
