@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/redbite/leasewrap/internal/lwtest"
 )
 
 // The instances of one job disagree in --catch-up, --catch-up-window and
 // --history-keep; their connections are cut for longer than some of their
 // windows, they are frozen and killed, and an operator empties the claims
-// table (TRUNCATE, DELETE) while they run. Every time in the window still
+// table (TRUNCATE, DELETE) and pauses and resumes the job while they run. Every time in the window still
 // has one history row, no time runs twice, a child runs only for a run,
 // and fencing tokens rise.
 func TestScheduleExactlyOnceWhenInstancesDisagree(t *testing.T) {
@@ -45,7 +47,8 @@ func TestScheduleExactlyOnceWhenInstancesDisagree(t *testing.T) {
 	later := func(d time.Duration, action func()) { queue = append(queue, pending{time.Now().Add(d), action}) }
 	down := map[int]bool{}
 	faults := map[string]int{}
-	nextFault, nextEmpty := time.Now(), time.Now().Add(5*time.Second)
+	nextFault, nextEmpty, nextPause := time.Now(), time.Now().Add(5*time.Second), time.Now().Add(8*time.Second)
+	paused := false
 	for f.dbNow().Before(to.Add(period)) {
 		now := time.Now()
 		kept := queue[:0]
@@ -62,6 +65,13 @@ func TestScheduleExactlyOnceWhenInstancesDisagree(t *testing.T) {
 				down[m.index] = true
 				later(period/2, func() { f.start(m); down[m.index] = false })
 			}
+		}
+		if now.After(nextPause) && !paused {
+			// An operator pauses the job for a few times, then resumes it.
+			nextPause, paused = now.Add(time.Duration(10000+rng.IntN(8000))*time.Millisecond), true
+			faults["pause"]++
+			f.operator("pause", "--job", "work", "--reason", "fault harness")
+			later(time.Duration(2000+rng.IntN(4000))*time.Millisecond, func() { f.operator("resume", "--job", "work"); paused = false })
 		}
 		if now.After(nextEmpty) {
 			nextEmpty = now.Add(time.Duration(6000+rng.IntN(6000)) * time.Millisecond)
@@ -181,4 +191,15 @@ func TestSchedulePrunedClaimsAreNotRunAgain(t *testing.T) {
 		t.Errorf("only %d times ran in 30 s of @every 2s", len(f.ranBy()))
 	}
 	f.checkTokensRise()
+}
+
+// operator runs a leasewrap command of an operator's (pause, resume) on
+// the fleet's table, straight to the database, and waits for it.
+func (f *fleet) operator(args ...string) {
+	f.t.Helper()
+	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", f.dbUser, f.dbAddr, f.dbName)
+	p := lwtest.Start(f.t, binary, nil, append(args, "--database-url", url, "--table", f.table)...)
+	if code := p.Wait(f.t, 20*time.Second); code != 0 {
+		f.t.Fatalf("leasewrap %v exited %d", args, code)
+	}
 }
