@@ -64,7 +64,7 @@ func report(stderr io.Writer, err error) int {
 }
 
 func commands() []*cli.Command {
-	cmds := []*cli.Command{statusCommand(), historyCommand(), checkCommand(), exporterCommand(), releaseCommand(), triggerCommand(), pauseCommand(), resumeCommand(), migrateCommand(), versionCommand()}
+	cmds := []*cli.Command{statusCommand(), historyCommand(), checkCommand(), exporterCommand(), releaseCommand(), triggerCommand(), pauseCommand(), resumeCommand(), rescheduleCommand(), migrateCommand(), versionCommand()}
 	for _, c := range cmds {
 		c.Action = withStatus(c.Action)
 	}

@@ -83,21 +83,73 @@ func (c *dbClock) now() time.Time { return c.at.Add(c.local.Now() - c.seen) }
 // itself, except with --once after the time just due.
 func (w *wrapper) runScheduled(ctx context.Context, path string, mon *monitor.Monitor) error {
 	sc := newScheduler(w, path, mon, &dbClock{local: lease.BootClock()})
-	var reg lease.Registration
-	sig, err := w.watchSignals(ctx, func(ctx context.Context) error {
-		var err error
-		reg, err = w.store.Register(ctx, w.o.job, w.o.sched.Spec(), w.o.sched.ZoneRules)
-		return err
-	})
-	if sig != nil {
-		return sc.stopped(sig)
+	for {
+		err := sc.runRegistered(ctx)
+		if !errors.Is(err, errScheduleChanged) {
+			return err
+		}
+		// The job's schedule was changed under this scheduler (leasewrap
+		// reschedule): it stands by until its own is the job's again.
 	}
-	var se *lease.ScheduleError
+}
+
+// errScheduleChanged ends a scheduler's loop when the job's schedule is
+// no longer this instance's.
+var errScheduleChanged = errors.New("the job's schedule changed")
+
+// register records the schedule with the job, or finds it recorded. A
+// scheduler whose schedule is not the job's (another, or the same with
+// other zone data) stands by, running nothing, until it is: a rolling
+// change of the schedule goes on without a crash loop, and the operator
+// switches the job with leasewrap reschedule. A --once line refuses (64).
+func (sc *scheduler) register(ctx context.Context) (lease.Registration, error) {
+	w := sc.w
+	standing := false
+	for {
+		var reg lease.Registration
+		sig, err := w.watchSignals(ctx, func(ctx context.Context) error {
+			var err error
+			reg, err = w.store.Register(ctx, w.o.job, w.o.sched.Spec(), w.o.sched.ZoneRules)
+			return err
+		})
+		if sig != nil {
+			return reg, &stopSignal{sig}
+		}
+		var se *lease.ScheduleError
+		switch {
+		case errors.As(err, &se) && w.o.once:
+			return reg, usagef("refusing %s %q: %v", "--schedule", w.o.sched.Spec(), err)
+		case errors.As(err, &se):
+			if !standing {
+				sc.log.Warn().Err(err).Str("reschedule", "leasewrap reschedule --job "+w.o.job+" --schedule '"+w.o.sched.Spec()+"'").
+					Msg("standing by: the job runs on another schedule; this instance runs nothing until the job's is its own")
+				standing = true
+			}
+			if sig := sc.sleep(w.o.timings.RetryInterval); sig != nil {
+				return reg, &stopSignal{sig}
+			}
+			continue
+		case err != nil:
+			return reg, w.db.unavailable(err, w.log)
+		}
+		if standing {
+			sc.log.Info().Msg("the job's schedule is this instance's: scheduling")
+		}
+		return reg, nil
+	}
+}
+
+// runRegistered registers the schedule, then runs the scheduled times,
+// until a signal, the end of --once, or errScheduleChanged.
+func (sc *scheduler) runRegistered(ctx context.Context) error {
+	w := sc.w
+	reg, err := sc.register(ctx)
+	var stop *stopSignal
 	switch {
-	case errors.As(err, &se):
-		return usagef("refusing %s %q: %v", "--schedule", w.o.sched.Spec(), err)
+	case errors.As(err, &stop):
+		return sc.stopped(stop.sig)
 	case err != nil:
-		return w.db.unavailable(err, w.log)
+		return err
 	}
 	sc.clock.set(reg.Now)
 	sc.until = reg.Now
@@ -111,7 +163,7 @@ func (w *wrapper) runScheduled(ctx context.Context, path string, mon *monitor.Mo
 		// it listened are looked for first: once started, an idle
 		// scheduler sends no statement.
 		sc.requests = w.store.WatchRequests(ctx, w.o.job)
-		defer sc.requests.Close()
+		defer func() { sc.requests.Close(); sc.requests = nil }()
 		if _, stop := sc.manual(ctx, 0); stop != nil {
 			return sc.exit(stop)
 		}
@@ -125,6 +177,9 @@ func (w *wrapper) runScheduled(ctx context.Context, path string, mon *monitor.Mo
 		wait, stop := sc.step(ctx)
 		if stop == nil && !w.o.once {
 			wait, stop = sc.manual(ctx, wait)
+		}
+		if errors.Is(stop, errScheduleChanged) {
+			return stop
 		}
 		if stop != nil || sc.onceDone(wait) {
 			return sc.exit(stop)
@@ -318,6 +373,9 @@ func (sc *scheduler) take(ctx context.Context, at time.Time, latest bool) (wait 
 		slotsErr *lease.SlotsError
 	)
 	switch {
+	case errors.As(err, &se) && !o.once:
+		sc.log.Warn().Err(err).Msg("the job's schedule changed under this scheduler")
+		return 0, false, errScheduleChanged
 	case errors.As(err, &se):
 		return 0, false, usagef("refusing %s %q: %v", "--schedule", o.sched.Spec(), err)
 	case errors.As(err, &slotsErr):

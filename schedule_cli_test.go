@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/schedule"
 )
@@ -53,15 +54,16 @@ func TestScheduleSettingsAreRead(t *testing.T) {
 	}
 }
 
-// Instances that disagree on a job's schedule: the second is refused with
-// 64 when it starts, before any scheduled time, and nothing of the job
-// changes.
+// Instances that disagree on a job's schedule: a crontab line (--once)
+// with another schedule is refused with 64, saying which the job has and
+// how to change it; a scheduler with another one stands by, running
+// nothing, with no crash loop.
 func TestScheduleMismatchIsRefused(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
 	first := lw(t, nil, d.args("--job", "j", "--schedule", "0 3 * * *", "--timezone", "Europe/Berlin", "--", "true")...)
 	first.WaitLog(t, "scheduler started")
-	second := lw(t, nil, d.args("--job", "j", "--schedule", "0 3 * * *", "--", "true")...)
+	second := lw(t, nil, d.args("--job", "j", "--schedule", "0 3 * * *", "--timezone", "UTC", "--once", "--", "true")...)
 	if code := second.Wait(t, 15*time.Second); code != exitUsage {
 		t.Fatalf("second instance exited %d, want 64", code)
 	}
@@ -69,9 +71,16 @@ func TestScheduleMismatchIsRefused(t *testing.T) {
 		!strings.Contains(second.Logs.String(), `runs on schedule "CRON_TZ=Europe/Berlin 0 3 * * *"`) {
 		t.Errorf("the refusal does not name the recorded schedule: %s", second.Logs)
 	}
-	_ = first.Cmd.Process.Signal(syscall.SIGTERM)
-	if code := first.Wait(t, 15*time.Second); code != 0 {
-		t.Errorf("a scheduler stopped between runs exited %d, want 0", code)
+	if !strings.Contains(second.Logs.String(), "leasewrap reschedule --job j --schedule '0 3 * * *'") {
+		t.Errorf("the refusal does not say how to change the schedule: %s", second.Logs)
+	}
+	third := lw(t, nil, d.args("--job", "j", "--schedule", "0 3 * * *", "--", "true")...)
+	third.WaitLog(t, "standing by: the job runs on another schedule; this instance runs nothing until the job's is its own")
+	for _, p := range []*lwtest.Proc{first, third} {
+		_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+		if code := p.Wait(t, 15*time.Second); code != 0 {
+			t.Errorf("a scheduler stopped between runs exited %d, want 0", code)
+		}
 	}
 }
 

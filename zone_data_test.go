@@ -12,8 +12,8 @@ import (
 )
 
 // Two hosts whose zone data give Europe/Berlin different offsets would run
-// one wall-clock time twice: the second to start is refused with 64,
-// before any scheduled time, and says why.
+// one wall-clock time twice: a crontab line with the other data is refused
+// with 64, and a scheduler stands by running nothing, each saying why.
 func TestSchedulersWithOtherZoneDataAreRefused(t *testing.T) {
 	t.Parallel()
 	// Zone data in which "Europe/Berlin" is another zone's rules, as a
@@ -33,17 +33,23 @@ func TestSchedulersWithOtherZoneDataAreRefused(t *testing.T) {
 	args := d.args("--job", "j", "--schedule", "24 16 * * *", "--timezone", "Europe/Berlin", "--", "true")
 	first := lw(t, nil, args...)
 	first.WaitLog(t, "scheduler started")
-	second := lw(t, []string{"ZONEINFO=" + dir}, args...)
-	if code := second.Wait(t, 15*time.Second); code != exitUsage {
-		t.Fatalf("an instance with other zone data exited %d, want 64; logs: %s", code, second.Logs)
+	// A crontab line is refused; a scheduler stands by, running nothing.
+	once := lw(t, []string{"ZONEINFO=" + dir}, append(args[:len(args)-2:len(args)-2], "--once", "--", "true")...)
+	if code := once.Wait(t, 15*time.Second); code != exitUsage {
+		t.Fatalf("a --once line with other zone data exited %d, want 64; logs: %s", code, once.Logs)
 	}
-	if !strings.Contains(second.Logs.String(), "other zone data") {
-		t.Errorf("the refusal does not say the zone data differ: %s", second.Logs)
+	if !strings.Contains(once.Logs.String(), "other zone data") {
+		t.Errorf("the refusal does not say the zone data differ: %s", once.Logs)
+	}
+	second := lw(t, []string{"ZONEINFO=" + dir}, args...)
+	standing := second.WaitLog(t, "standing by: the job runs on another schedule; this instance runs nothing until the job's is its own")
+	if msg, _ := standing["error"].(string); !strings.Contains(msg, "other zone data") {
+		t.Errorf("the scheduler standing by does not say the zone data differ: %v", standing)
 	}
 	// The same zone data are accepted.
 	third := lw(t, nil, args...)
 	third.WaitLog(t, "scheduler started")
-	for _, p := range []*lwtest.Proc{first, third} {
+	for _, p := range []*lwtest.Proc{first, second, third} {
 		_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 		if code := p.Wait(t, 15*time.Second); code != 0 {
 			t.Errorf("a scheduler stopped between runs exited %d, want 0", code)

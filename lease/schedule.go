@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/redbite/leasewrap/lease/internal/pgerr"
@@ -38,7 +39,7 @@ var ErrClaimsUnavailable = schema.ErrClaimsUnavailable
 // must have the same schedule and time zone.
 type ScheduleError struct {
 	Job   string
-	Table string // quoted, as in SQL
+	Table string // quoted, as in SQL (kept for callers; the message no longer needs it)
 	Want  string // this instance's, canonical
 	Found string // the job's recorded one
 	// ZoneData: the schedules are the same, but the zone data this
@@ -51,12 +52,20 @@ func (e *ScheduleError) Error() string {
 	if e.ZoneData {
 		return fmt.Sprintf("job %q runs on schedule %q computed with other zone data than this host's (another offset for %s in the years ahead): "+
 			"every instance of a job must compute the same times; give them all the same zone data (the same tzdata package, "+
-			"or ZONEINFO naming one copy); to move the job to this host's, stop the others, then UPDATE %s SET schedule = NULL WHERE job_name = '%s'",
-			e.Job, e.Found, zoneOf(e.Found), e.Table, strings.ReplaceAll(e.Job, "'", "''"))
+			"or ZONEINFO naming one copy); to move the job to this host's, leasewrap reschedule --job %s --schedule '%s'",
+			e.Job, e.Found, zoneOf(e.Found), shellWord(e.Job), e.Want)
 	}
 	return fmt.Sprintf("job %q runs on schedule %q (recorded in its lease row), this instance has %q: start every instance of it with the same "+
-		"--schedule and --timezone; to change the schedule, stop them all, then UPDATE %s SET schedule = NULL WHERE job_name = '%s'",
-		e.Job, e.Found, e.Want, e.Table, strings.ReplaceAll(e.Job, "'", "''"))
+		"--schedule and --timezone; to change the job's schedule, leasewrap reschedule --job %s --schedule '%s'",
+		e.Job, e.Found, e.Want, shellWord(e.Job), e.Want)
+}
+
+// shellWord quotes a job's name for a command line to copy.
+func shellWord(s string) string {
+	if strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // zoneOf names the zone of a canonical spec.
@@ -426,4 +435,64 @@ func (l *Lease) scheduledArg() *time.Time {
 		return nil
 	}
 	return &l.scheduledAt
+}
+
+// rescheduleSQL switches a job to another schedule: $1 job, $2 the
+// canonical spec. The zone data's fingerprint is left for the first
+// instance of the new schedule to record, and the mark moves to now: the
+// new schedule's times before the switch are owed nothing. It answers
+// the schedule it replaced (NULL: none); with the same schedule it
+// changes nothing.
+const rescheduleSQL = `WITH was AS (
+  SELECT schedule FROM {lease} WHERE job_name = $1::text FOR UPDATE),
+switched AS (
+  UPDATE {lease} SET schedule = $2::text, schedule_zone = NULL,
+    accounted_through = greatest(accounted_through, ` + latestClaim + `, now())
+  WHERE job_name = $1::text AND schedule IS DISTINCT FROM $2::text)
+SELECT schedule FROM was`
+
+// Reschedule makes spec (canonical, as schedule.Schedule.Spec gives) the
+// job's schedule from now on, and returns the one it replaced ("": none).
+// Schedulers with the old one stand by from their next take, those with
+// spec run its times after now. The old schedule's times that came due
+// and nobody accounted for yet are recorded missed first, so that every
+// time stays accounted for. A job without a lease row is refused with
+// ErrNoJob.
+func (s *Store) Reschedule(ctx context.Context, job, spec string) (string, error) {
+	if err := CheckJob(job); err != nil {
+		return "", err
+	}
+	if err := s.ensureScheduleTables(ctx, false); err != nil {
+		return "", err
+	}
+	var (
+		was         *string
+		now, latest time.Time
+	)
+	err := s.db.QueryRow(ctx, s.objects.Render(`SELECT schedule FROM {lease} WHERE job_name = $1::text`), job).Scan(&was)
+	if err == nil && was != nil && *was != spec {
+		now, latest, err = s.LatestClaim(ctx, job)
+	}
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", fmt.Errorf("job %q has no lease row in %s: %w", job, s.table.Sanitize(), ErrNoJob)
+	case err != nil:
+		return "", fmt.Errorf("cannot reschedule %q: %w", job, pgerr.Classify(err))
+	}
+	if old, perr := schedule.Parse(deref(was), ""); perr == nil && !latest.IsZero() {
+		var owed []Missed
+		for _, at := range old.Between(latest, now, schedule.DefaultMaxMissed) {
+			owed = append(owed, Missed{At: at})
+		}
+		if len(owed) > 0 {
+			if _, _, _, err := s.RecordMissed(ctx, job, OutcomeMissed, owed); err != nil {
+				return "", err
+			}
+		}
+	}
+	err = s.db.QueryRow(ctx, s.objects.Render(rescheduleSQL), job, spec).Scan(&was)
+	if err != nil {
+		return "", fmt.Errorf("cannot reschedule %q: %w", job, pgerr.Classify(err))
+	}
+	return deref(was), nil
 }
