@@ -29,7 +29,7 @@ func TestEmptiedClaimsDoNotRunTheTimeThatJustRan(t *testing.T) {
 			first.WaitLog(t, "released")
 			_ = first.Cmd.Process.Signal(syscall.SIGTERM)
 			first.Wait(t, 15*time.Second)
-			d.exec(t, empty+pgx.Identifier{d.table+"_schedule"}.Sanitize())
+			d.exec(t, empty+pgx.Identifier{d.table + "_schedule"}.Sanitize())
 			// A crontab line fired now: it decides, and exits.
 			again := lw(t, []string{child("trap record:" + records + " exit:0")},
 				d.args("--job", "j", "--schedule", "@every 20s", "--once", "--", self())...)

@@ -158,7 +158,9 @@ func (f *fleet) ranBy() map[time.Time][]lwtest.Interval {
 
 // runOutcome reports whether a history outcome is that of a run (the
 // lease was taken for the time), not of a missed or skipped time.
-func runOutcome(outcome string) bool { return outcome != "missed" && outcome != "skipped" && outcome != "paused" }
+func runOutcome(outcome string) bool {
+	return outcome != "missed" && outcome != "skipped" && outcome != "paused"
+}
 
 // checkExactlyOnce checks every time of the schedule in [from, to] (period
 // apart, from included): one claim, one history row that agrees with it,
