@@ -209,7 +209,8 @@ func golden(t *testing.T, name, got string) {
 
 func TestHelpGolden(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"status", "--help"}, {"history", "--help"}, {"check", "--help"}, {"exporter", "--help"},
-		{"release", "--help"}, {"trigger", "--help"}, {"migrate", "--help"}, {"version", "--help"}} {
+		{"release", "--help"}, {"trigger", "--help"}, {"pause", "--help"}, {"resume", "--help"}, {"reschedule", "--help"},
+		{"migrate", "--help"}, {"version", "--help"}} {
 		code, out, errOut := runInProcess(t, nil, args...)
 		if code != 0 || errOut != "" {
 			t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
