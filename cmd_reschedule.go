@@ -55,7 +55,8 @@ func rescheduleAction(c *cli.Context) error {
 	case err != nil:
 		return a.db.unavailable(err, a.log)
 	case was == sched.Spec():
-		return printed(fmt.Fprintln(c.App.Writer, printable(fmt.Sprintf("job %s runs on %q already", job, was))))
+		return printed(fmt.Fprintln(c.App.Writer, printable(fmt.Sprintf(
+			"job %s runs on %q already; the zone data it was recorded with are forgotten: the next instance to start records its own", job, was))))
 	case was == "":
 		was = "none"
 	}

@@ -39,7 +39,6 @@ var ErrClaimsUnavailable = schema.ErrClaimsUnavailable
 // must have the same schedule and time zone.
 type ScheduleError struct {
 	Job   string
-	Table string // quoted, as in SQL (kept for callers; the message no longer needs it)
 	Want  string // this instance's, canonical
 	Found string // the job's recorded one
 	// ZoneData: the schedules are the same, but the zone data this
@@ -52,7 +51,7 @@ func (e *ScheduleError) Error() string {
 	if e.ZoneData {
 		return fmt.Sprintf("job %q runs on schedule %q computed with other zone data than this host's (another offset for %s in the years ahead): "+
 			"every instance of a job must compute the same times; give them all the same zone data (the same tzdata package, "+
-			"or ZONEINFO naming one copy); to move the job to this host's, leasewrap reschedule --job %s --schedule '%s'",
+			"or ZONEINFO naming one copy); to move the job to this host's, stop the instances with the other, then leasewrap reschedule --job %s --schedule '%s'",
 			e.Job, e.Found, zoneOf(e.Found), shellWord(e.Job), e.Want)
 	}
 	return fmt.Sprintf("job %q runs on schedule %q (recorded in its lease row), this instance has %q: start every instance of it with the same "+
@@ -128,13 +127,13 @@ func (s *Store) Register(ctx context.Context, job, spec string, rules ZoneRules)
 	}
 	s.cfg.observer.Contacted()
 	if found != nil && *found != spec {
-		return Registration{}, &ScheduleError{Job: job, Table: s.table.Sanitize(), Want: spec, Found: *found}
+		return Registration{}, &ScheduleError{Job: job, Want: spec, Found: *found}
 	}
 	if recorded != nil && rules != nil {
 		// Compared over the years the recorded one covers.
 		year, err := schedule.ZoneRulesYear(*recorded)
 		if own := rules(year); err != nil || own != *recorded {
-			return Registration{}, &ScheduleError{Job: job, Table: s.table.Sanitize(), Want: spec, Found: *found, ZoneData: true}
+			return Registration{}, &ScheduleError{Job: job, Want: spec, Found: *found, ZoneData: true}
 		}
 	}
 	if latest != nil {
@@ -229,7 +228,7 @@ func (s *Store) TakeScheduled(ctx context.Context, job, spec string, at time.Tim
 		}
 		return c, nil
 	case recorded != nil && *recorded != spec:
-		return c, &ScheduleError{Job: job, Table: s.table.Sanitize(), Want: spec, Found: *recorded}
+		return c, &ScheduleError{Job: job, Want: spec, Found: *recorded}
 	case slots != 1:
 		return c, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: 1, Found: slots}
 	case holder != nil && expiresMicros != nil && *expiresMicros > 0:
@@ -439,16 +438,17 @@ func (l *Lease) scheduledArg() *time.Time {
 
 // rescheduleSQL switches a job to another schedule: $1 job, $2 the
 // canonical spec. The zone data's fingerprint is left for the first
-// instance of the new schedule to record, and the mark moves to now: the
-// new schedule's times before the switch are owed nothing. It answers
-// the schedule it replaced (NULL: none); with the same schedule it
-// changes nothing.
+// instance to register to record (with the same schedule, that is all it
+// does), and the mark moves to now: the new schedule's times before the
+// switch are owed nothing. It answers the schedule it replaced (NULL:
+// none).
 const rescheduleSQL = `WITH was AS (
   SELECT schedule FROM {lease} WHERE job_name = $1::text FOR UPDATE),
 switched AS (
   UPDATE {lease} SET schedule = $2::text, schedule_zone = NULL,
-    accounted_through = greatest(accounted_through, ` + latestClaim + `, now())
-  WHERE job_name = $1::text AND schedule IS DISTINCT FROM $2::text)
+    accounted_through = CASE WHEN schedule IS DISTINCT FROM $2::text
+      THEN greatest(accounted_through, ` + latestClaim + `, now()) ELSE accounted_through END
+  WHERE job_name = $1::text)
 SELECT schedule FROM was`
 
 // Reschedule makes spec (canonical, as schedule.Schedule.Spec gives) the
