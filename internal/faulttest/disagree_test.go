@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,39 +38,17 @@ func TestScheduleExactlyOnceWhenInstancesDisagree(t *testing.T) {
 	from := f.dbNow().Truncate(period).Add(3 * period)
 	to := from.Add((times - 1) * period)
 	claims := pgx.Identifier{f.table + "_schedule"}.Sanitize()
-	type pending struct {
-		at     time.Time
-		action func()
-	}
-	var queue []pending
-	later := func(d time.Duration, action func()) { queue = append(queue, pending{time.Now().Add(d), action}) }
-	down := map[int]bool{}
-	faults := map[string]int{}
+	c := newChaos(f, rng, period)
 	nextFault, nextEmpty, nextPause := time.Now(), time.Now().Add(5*time.Second), time.Now().Add(8*time.Second)
 	paused := false
 	for f.dbNow().Before(to.Add(period)) {
-		now := time.Now()
-		kept := queue[:0]
-		for _, p := range queue {
-			if now.After(p.at) {
-				p.action()
-			} else {
-				kept = append(kept, p)
-			}
-		}
-		queue = kept
-		for _, m := range f.members {
-			if !down[m.index] && m.exited() {
-				down[m.index] = true
-				later(period/2, func() { f.start(m); down[m.index] = false })
-			}
-		}
+		now := c.tick()
 		if now.After(nextPause) && !paused {
 			// An operator pauses the job for a few times, then resumes it.
 			nextPause, paused = now.Add(time.Duration(10000+rng.IntN(8000))*time.Millisecond), true
-			faults["pause"]++
+			c.faults["pause"]++
 			f.operator("pause", "--job", "work", "--reason", "fault harness")
-			later(time.Duration(2000+rng.IntN(4000))*time.Millisecond, func() { f.operator("resume", "--job", "work"); paused = false })
+			c.later(time.Duration(2000+rng.IntN(4000))*time.Millisecond, func() { f.operator("resume", "--job", "work"); paused = false })
 		}
 		if now.After(nextEmpty) {
 			nextEmpty = now.Add(time.Duration(6000+rng.IntN(6000)) * time.Millisecond)
@@ -79,45 +56,28 @@ func TestScheduleExactlyOnceWhenInstancesDisagree(t *testing.T) {
 			if rng.IntN(2) == 0 {
 				sql = "DELETE FROM " + claims + " WHERE random() < 0.7"
 			}
-			faults["empty-claims"]++
+			c.faults["empty-claims"]++
 			if _, err := f.pool.Exec(context.Background(), sql); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if now.After(nextFault) {
 			nextFault = now.Add(time.Duration(1000+rng.IntN(2000)) * time.Millisecond)
-			m := f.members[rng.IntN(len(f.members))]
-			if down[m.index] {
-				continue
-			}
-			down[m.index] = true
 			// Longer than the short windows: back with an old position.
 			back := time.Duration(1000+rng.IntN(14000)) * time.Millisecond
 			switch k := rng.IntN(100); {
 			case k < 25:
-				faults["sigkill"]++
-				_ = m.proc.Cmd.Process.Kill()
-				later(back, func() { f.start(m); down[m.index] = false })
+				c.strike(faultKill, back)
 			case k < 50:
-				faults["sigstop"]++
-				_ = m.proc.Cmd.Process.Signal(syscall.SIGSTOP)
-				later(back, func() { _ = m.proc.Cmd.Process.Signal(syscall.SIGCONT); down[m.index] = false })
+				c.strike(faultStop, back)
 			default:
-				faults["cut"]++
-				m.proxy.Cut()
-				later(back, func() { m.proxy.Restore(); down[m.index] = false })
+				c.strike(faultCut, back)
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	for _, p := range queue {
-		p.action()
-	}
-	for _, m := range f.members {
-		if m.exited() {
-			f.start(m)
-		}
-	}
+	c.heal()
+	faults := c.faults
 	f.sleepUntil(to.Add(5 * ttl))
 	f.stop()
 	counts := f.checkOncePerTime(from, to, period)

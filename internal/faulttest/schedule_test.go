@@ -258,75 +258,29 @@ func TestScheduleExactlyOnceUnderFaults(t *testing.T) {
 	// close it.
 	from := f.dbNow().Truncate(period).Add(3 * period)
 	to := from.Add((times - 1) * period)
-	type pending struct {
-		at     time.Time
-		action func()
-	}
-	var queue []pending
-	later := func(d time.Duration, action func()) { queue = append(queue, pending{time.Now().Add(d), action}) }
-	down := map[int]bool{}
-	faults := map[string]int{}
+	c := newChaos(f, rng, period)
 	nextFault := time.Now()
 	for f.dbNow().Before(to.Add(period)) {
-		now := time.Now()
-		kept := queue[:0]
-		for _, p := range queue {
-			if now.After(p.at) {
-				p.action()
-			} else {
-				kept = append(kept, p)
-			}
-		}
-		queue = kept
-		for _, m := range f.members {
-			if !down[m.index] && m.exited() {
-				// Exited by itself: a start while its database was cut.
-				down[m.index] = true
-				later(period/2, func() { f.start(m); down[m.index] = false })
-			}
-		}
+		now := c.tick()
 		if now.After(nextFault) {
 			nextFault = now.Add(time.Duration(800+rng.IntN(1700)) * time.Millisecond)
-			m := f.members[rng.IntN(len(f.members))]
-			if down[m.index] {
-				continue
-			}
-			down[m.index] = true
 			back := time.Duration(300+rng.IntN(4000)) * time.Millisecond
 			switch k := rng.IntN(100); {
 			case k < 30:
-				faults["sigkill"]++
-				_ = m.proc.Cmd.Process.Kill()
-				later(back, func() { f.start(m); down[m.index] = false })
+				c.strike(faultKill, back)
 			case k < 50:
-				faults["sigstop"]++
-				_ = m.proc.Cmd.Process.Signal(syscall.SIGSTOP)
-				later(back, func() { _ = m.proc.Cmd.Process.Signal(syscall.SIGCONT); down[m.index] = false })
+				c.strike(faultStop, back)
 			case k < 65:
-				faults["sigterm"]++
-				_ = m.proc.Cmd.Process.Signal(syscall.SIGTERM)
-				later(back, func() {
-					m.proc.Wait(t, 20*time.Second)
-					f.start(m)
-					down[m.index] = false
-				})
+				c.strike(faultTerm, back)
 			default:
-				faults["cut"]++
-				m.proxy.Cut()
-				later(back, func() { m.proxy.Restore(); down[m.index] = false })
+				c.strike(faultCut, back)
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	// Heal everything, let a few clean times pass, then stop.
-	for _, p := range queue {
-		p.action()
-	}
-	for _, m := range f.members {
-		if m.exited() {
-			f.start(m)
-		}
-	}
+	c.heal()
+	faults := c.faults
 	f.sleepUntil(to.Add(5 * ttl))
 	f.stop()
 	counts := f.checkExactlyOnce(from, to, period)
@@ -480,5 +434,106 @@ func TestScheduleOnceFromCrontabs(t *testing.T) {
 	counts := f.checkExactlyOnce(first, last, period)
 	if counts["exited"] != times {
 		t.Errorf("outcomes %v, want each of the %d times run", counts, times)
+	}
+}
+
+// Faults a chaos strikes a member with.
+const (
+	faultKill = "sigkill" // SIGKILL, started again later
+	faultStop = "sigstop" // SIGSTOP, SIGCONT later
+	faultTerm = "sigterm" // SIGTERM, started again once it exited
+	faultCut  = "cut"     // its database connections cut, restored later
+)
+
+// chaos strikes a fleet's members with faults and heals them later: the
+// actions due later, and which members are down meanwhile.
+type chaos struct {
+	f      *fleet
+	rng    *rand.Rand
+	period time.Duration
+	queue  []pending
+	down   map[int]bool
+	// faults counts the faults struck, by kind (the scenario's line).
+	faults map[string]int
+}
+
+// pending is an action a chaos runs once its time has come.
+type pending struct {
+	at     time.Time
+	action func()
+}
+
+func newChaos(f *fleet, rng *rand.Rand, period time.Duration) *chaos {
+	return &chaos{f: f, rng: rng, period: period, down: map[int]bool{}, faults: map[string]int{}}
+}
+
+// later runs action after d, at a tick.
+func (c *chaos) later(d time.Duration, action func()) {
+	c.queue = append(c.queue, pending{time.Now().Add(d), action})
+}
+
+// tick runs the actions whose time has come, starts again a member that
+// exited by itself (a start while its database was cut), and returns now.
+func (c *chaos) tick() time.Time {
+	now := time.Now()
+	kept := c.queue[:0]
+	for _, p := range c.queue {
+		if now.After(p.at) {
+			p.action()
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	c.queue = kept
+	for _, m := range c.f.members {
+		if !c.down[m.index] && m.exited() {
+			c.down[m.index] = true
+			c.later(c.period/2, func() { c.f.start(m); c.down[m.index] = false })
+		}
+	}
+	return now
+}
+
+// strike hits a member picked at random, unless it is down already, with
+// the fault kind, and heals it after back.
+func (c *chaos) strike(kind string, back time.Duration) {
+	m := c.f.members[c.rng.IntN(len(c.f.members))]
+	if c.down[m.index] {
+		return
+	}
+	c.down[m.index] = true
+	c.faults[kind]++
+	up := func() { c.down[m.index] = false }
+	switch kind {
+	case faultKill:
+		_ = m.proc.Cmd.Process.Kill()
+		c.later(back, func() { c.f.start(m); up() })
+	case faultStop:
+		_ = m.proc.Cmd.Process.Signal(syscall.SIGSTOP)
+		c.later(back, func() { _ = m.proc.Cmd.Process.Signal(syscall.SIGCONT); up() })
+	case faultTerm:
+		_ = m.proc.Cmd.Process.Signal(syscall.SIGTERM)
+		c.later(back, func() {
+			m.proc.Wait(c.f.t, 20*time.Second)
+			c.f.start(m)
+			up()
+		})
+	case faultCut:
+		m.proxy.Cut()
+		c.later(back, func() { m.proxy.Restore(); up() })
+	}
+}
+
+// heal runs every pending action and starts again the members that
+// exited.
+func (c *chaos) heal() {
+	for _, p := range c.queue {
+		p.action()
+	}
+	c.queue = nil
+	for _, m := range c.f.members {
+		if m.exited() {
+			c.f.start(m)
+		}
 	}
 }
