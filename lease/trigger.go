@@ -190,9 +190,10 @@ func (s *Store) RequestRun(ctx context.Context, job string) (time.Time, error) {
 // to the row's last_scheduled_at, which no other take writes (a scheduled
 // take writes its own time, a plain take NULL). It answers whether the
 // row records a take for the request, its holder, microseconds left and
-// state.
+// state, and whether the job is paused (no take takes a paused job's
+// lease) and by whom.
 const requestFateSQL = `SELECT last_scheduled_at IS NOT DISTINCT FROM $2::timestamptz, holder, ` +
-	schema.ExpiresInMicros + `, ` + schema.HeldState + `
+	schema.ExpiresInMicros + `, ` + schema.HeldState + `, coalesce(` + pausedCondition + `, false), coalesce(paused_by, '')
 FROM {lease} WHERE job_name = $1::text`
 
 // withdrawSQL deletes a request that no scheduler took: $1 job, $2 the
@@ -222,6 +223,11 @@ type Awaited struct {
 	// database; --once instances never serve requests). The request was
 	// deleted, so that nothing runs it later by surprise.
 	Withdrawn bool
+	// Paused is set when the job is paused (by PausedBy): no scheduler
+	// takes a request then, and AwaitRequest withdraws it at once rather
+	// than let it run when the job is resumed.
+	Paused   bool
+	PausedBy string
 }
 
 // ErrNotWithdrawn means a request that no scheduler took could not be
@@ -234,15 +240,21 @@ var ErrNotWithdrawn = errors.New("the request could not be withdrawn")
 // Taken, it answers at once. When within has passed, it answers Held if
 // the lease is held (the request waits for the run that holds it), and
 // otherwise withdraws the request, only if it is still one (Withdrawn; or
-// Taken when a take beat the withdrawal). Reading needs SELECT on the
+// Taken when a take beat the withdrawal). A paused job's request is
+// withdrawn at once (Withdrawn and Paused). Reading needs SELECT on the
 // lease table; withdrawing needs SELECT and DELETE on its claims table,
 // and a withdrawal that fails is ErrNotWithdrawn.
 func (s *Store) AwaitRequest(ctx context.Context, job string, at time.Time, within time.Duration) (Awaited, error) {
 	deadline := time.Now().Add(within)
+	var paused Awaited
 	for {
 		a, err := s.requestFate(ctx, job, at)
 		if err != nil || a.Taken {
 			return a, err
+		}
+		if a.Paused {
+			paused = a
+			break
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -269,7 +281,7 @@ func (s *Store) AwaitRequest(ctx context.Context, job string, at time.Time, with
 	case err != nil:
 		return Awaited{}, fmt.Errorf("%w: %w", ErrNotWithdrawn, pgerr.Classify(err))
 	case tag.RowsAffected() > 0:
-		return Awaited{Withdrawn: true}, nil
+		return Awaited{Withdrawn: true, Paused: paused.Paused, PausedBy: paused.PausedBy}, nil
 	}
 	// A take locked the request before the withdrawal did.
 	a, err := s.requestFate(ctx, job, at)
@@ -285,11 +297,11 @@ func (s *Store) requestFate(ctx context.Context, job string, at time.Time) (Awai
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
 	var (
-		taken         bool
-		holder, state string
-		expiresMicros int64
+		taken, paused           bool
+		holder, state, pausedBy string
+		expiresMicros           int64
 	)
-	err := s.db.QueryRow(ctx, s.objects.Render(requestFateSQL), job, at).Scan(&taken, &holder, &expiresMicros, &state)
+	err := s.db.QueryRow(ctx, s.objects.Render(requestFateSQL), job, at).Scan(&taken, &holder, &expiresMicros, &state, &paused, &pausedBy)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return Awaited{}, nil
@@ -297,6 +309,8 @@ func (s *Store) requestFate(ctx context.Context, job string, at time.Time) (Awai
 		return Awaited{}, fmt.Errorf("cannot learn whether a scheduler took the request of %q: %w", job, pgerr.Classify(err))
 	case taken:
 		return Awaited{Taken: true, By: holder}, nil
+	case paused:
+		return Awaited{Paused: true, PausedBy: pausedBy}, nil
 	case expiresMicros > 0:
 		return Awaited{Held: &HeldError{Job: job, Holder: holder, State: state,
 			ExpiresIn: time.Duration(expiresMicros) * time.Microsecond}}, nil
