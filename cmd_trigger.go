@@ -30,7 +30,8 @@ func triggerCommand() *cli.Command {
 			"surprise, and exits 69. --no-wait only records the request and exits 0.\n\n" +
 			"Exit status: 0 taken, or waiting for the lease (or recorded, with --no-wait);\n" +
 			"1 the job has no schedule recorded; 64 bad flags; 69 no scheduler took it while\n" +
-			"the lease was free, the tables do not exist, or the database cannot be reached.\n\n" +
+			"the lease was free, the job is paused (the request is withdrawn at once), the\n" +
+			"tables do not exist, or the database cannot be reached.\n\n" +
 			"It creates nothing. Its role needs SELECT on the lease table, and INSERT on its\n" +
 			"claims table (<table>_schedule); SELECT and DELETE on the claims table too, to\n" +
 			"withdraw a request nothing took (--no-wait needs neither).",
@@ -98,6 +99,14 @@ func triggerAction(c *cli.Context) error {
 	case err != nil:
 		// The request stays: the next scheduler of the job to look runs it.
 		return &exitError{code: exitUnavailable, err: a.db.redact.wrap(fmt.Errorf("%s, but %w; it stays recorded, and the next scheduler of %s to start runs it", requested, err, job))}
+	case w.Withdrawn && w.Paused:
+		by := ""
+		if w.PausedBy != "" {
+			by = " (by " + w.PausedBy + ")"
+		}
+		return &exitError{code: exitUnavailable, err: fmt.Errorf(
+			"%s, but %s is paused%s: no scheduler runs it until it is resumed; the request was withdrawn: resume it (leasewrap resume --job %s) and trigger again",
+			requested, job, by, job)}
 	case w.Withdrawn:
 		return &exitError{code: exitUnavailable, err: fmt.Errorf(
 			"%s, but %s; the request was withdrawn: start a scheduler of %s (--schedule without --once) and trigger again",

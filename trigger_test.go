@@ -278,6 +278,44 @@ func TestTriggerWithNoSchedulerRunning(t *testing.T) {
 	}
 }
 
+// A paused job's schedulers take no request: trigger says the job is
+// paused, withdraws the request at once (it would otherwise run when the
+// job is resumed, by surprise) and exits 69.
+func TestTriggerOnAPausedJob(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	record := filepath.Join(t.TempDir(), "runs")
+	p := lw(t, []string{child("record:" + record + " exit:0")}, d.args("--id", "sched", "--job", "j", "--schedule", farSchedule, "--", self())...)
+	p.WaitLog(t, "scheduler started")
+	pause := lw(t, nil, "pause", "--database-url", pgtest.URL(), "--table", d.table, "--job", "j", "--id", "ops")
+	if code := pause.Wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("pause exited %d: %s", code, pause.Logs)
+	}
+	start := time.Now()
+	code, out := d.trigger(t, "--job", "j")
+	if code != exitUnavailable || !strings.Contains(out, "j is paused (by ops)") || !strings.Contains(out, "the request was withdrawn") {
+		t.Errorf("trigger on a paused job: exit %d, want 69 saying it is paused: %s", code, out)
+	}
+	if took := time.Since(start); took > 4*time.Second {
+		t.Errorf("trigger on a paused job took %s, want an answer at once", took)
+	}
+	if c := d.claims(t, "j"); len(c) != 0 {
+		t.Errorf("claims %+v: want no request left behind", c)
+	}
+	resume := lw(t, nil, "resume", "--database-url", pgtest.URL(), "--table", d.table, "--job", "j")
+	if code := resume.Wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("resume exited %d: %s", code, resume.Logs)
+	}
+	if code, out := d.trigger(t, "--job", "j"); code != 0 || !strings.Contains(out, "taken by scheduler sched,") {
+		t.Errorf("trigger once resumed: exit %d: %s", code, out)
+	}
+	waitRuns(t, record, 1)
+	stop(t, p)
+	if runs := readHistory(t, record); len(runs) != 1 {
+		t.Errorf("runs %+v: want one, of the request made after resume", runs)
+	}
+}
+
 // trigger needs no more than SELECT on the lease table and INSERT on its
 // claims table to have a running scheduler take its request, as its help
 // says. To withdraw a request that nothing took, it needs SELECT and
