@@ -139,25 +139,34 @@ func waitMetrics(t *testing.T, addr string, want ...string) {
 // health check holds: the connection that listens for requested runs is
 // pinged every renew interval (300ms), which keeps the contact recent,
 // and when that connection goes silent the scheduler notices, polls, and
-// turns unhealthy once the database stays out of reach.
+// turns unhealthy once the database stays out of reach. A scheduler that
+// does not listen (--listen=false) looks for requests every retry
+// interval, which keeps its contact recent the same way.
 func TestIdleSchedulerStaysHealthy(t *testing.T) {
 	t.Parallel()
-	d := newDB(t)
-	proxy, viaProxy := pgtest.Proxied(t, d.pool)
-	p := lw(t, nil, d.args("--database-url", viaProxy, "--job", "j", "--schedule", farSchedule,
-		"--http-addr", "127.0.0.1:0", "--log-level", "debug", "--", "true")...)
-	p.WaitLog(t, "scheduler started")
-	addr := httpAddr(t, p)
-	// Half as long again as the TTL (6s), after which a contact is stale.
-	for until := time.Now().Add(9 * time.Second); time.Now().Before(until); time.Sleep(50 * time.Millisecond) {
-		if code, body := get(t, addr, "/healthz"); code != 200 {
-			t.Fatalf("an idle scheduler's /healthz answered %d: %s", code, body)
-		}
+	for _, listen := range []bool{true, false} {
+		t.Run(fmt.Sprintf("listen=%v", listen), func(t *testing.T) {
+			t.Parallel()
+			d := newDB(t)
+			proxy, viaProxy := pgtest.Proxied(t, d.pool)
+			p := lw(t, nil, d.args("--database-url", viaProxy, "--job", "j", "--schedule", farSchedule,
+				fmt.Sprintf("--listen=%v", listen), "--http-addr", "127.0.0.1:0", "--log-level", "debug", "--", "true")...)
+			p.WaitLog(t, "scheduler started")
+			addr := httpAddr(t, p)
+			// Half as long again as the TTL (6s), after which a contact is stale.
+			for until := time.Now().Add(9 * time.Second); time.Now().Before(until); time.Sleep(50 * time.Millisecond) {
+				if code, body := get(t, addr, "/healthz"); code != 200 {
+					t.Fatalf("an idle scheduler's /healthz answered %d: %s", code, body)
+				}
+			}
+			proxy.Blackhole()
+			if listen {
+				p.WaitLog(t, "listening connection for requested runs lost; polling for now")
+			}
+			waitStatus(t, addr, "/healthz", 503)
+			proxy.Restore()
+			waitStatus(t, addr, "/healthz", 200)
+			stop(t, p)
+		})
 	}
-	proxy.Blackhole()
-	p.WaitLog(t, "listening connection for requested runs lost; polling for now")
-	waitStatus(t, addr, "/healthz", 503)
-	proxy.Restore()
-	waitStatus(t, addr, "/healthz", 200)
-	stop(t, p)
 }

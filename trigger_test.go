@@ -25,15 +25,16 @@ import (
 // farSchedule comes due once a year: no scheduled run happens during a test.
 const farSchedule = "0 0 1 1 *"
 
-// triggerArgs are the arguments of leasewrap trigger for this table.
-func (d db) triggerArgs(extra ...string) []string {
-	return append([]string{"trigger", "--database-url", pgtest.URL(), "--table", d.table, "--log-format", "json"}, extra...)
-}
-
 // trigger runs leasewrap trigger and returns its exit status and output.
 func (d db) trigger(t *testing.T, extra ...string) (int, string) {
 	t.Helper()
-	p := lw(t, nil, d.triggerArgs(extra...)...)
+	return d.triggerAt(t, pgtest.URL(), extra...)
+}
+
+// triggerAt runs leasewrap trigger on the database at url.
+func (d db) triggerAt(t *testing.T, url string, extra ...string) (int, string) {
+	t.Helper()
+	p := lw(t, nil, append([]string{"trigger", "--database-url", url, "--table", d.table, "--log-format", "json"}, extra...)...)
 	var out []string
 	for line := range p.Lines {
 		out = append(out, line)
@@ -102,9 +103,9 @@ func stop(t *testing.T, procs ...*lwtest.Proc) {
 
 // Two listening schedulers whose retry interval (50s) is longer than the
 // test's deadline: each request is run once, by one of them, woken by the
-// request's notification; the claim of each is a manual run with the
-// request's time, which the run's history row and its child carry as
-// the scheduled time.
+// request's notification; trigger says which took it; the claim of each
+// is a manual run with the request's time, which the run's history row
+// and its child carry as the scheduled time.
 func TestTriggerRunsOnceOnOneListeningScheduler(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
@@ -118,10 +119,14 @@ func TestTriggerRunsOnceOnOneListeningScheduler(t *testing.T) {
 		scheds = append(scheds, p)
 	}
 	for i := 1; i <= 2; i++ {
-		if code, out := d.trigger(t, "--job", "j", "--id", "operator"); code != 0 || !strings.Contains(out, "run of j requested at") {
+		code, out := d.trigger(t, "--job", "j", "--id", "operator")
+		if code != 0 || !strings.Contains(out, "run of j requested at") {
 			t.Fatalf("trigger exited %d: %s", code, out)
 		}
-		waitRuns(t, record, i)
+		runs := waitRuns(t, record, i)
+		if want := "taken by scheduler " + runs[i-1].Holder + ","; !strings.Contains(out, want) {
+			t.Errorf("trigger does not say %q: %s", want, out)
+		}
 	}
 	stop(t, scheds...)
 
@@ -158,8 +163,8 @@ func TestTriggerReachesAPollingScheduler(t *testing.T) {
 	p := lw(t, []string{child("record:" + record + " exit:0")}, d.args("--listen=false", "--id", "poller",
 		"--job", "j", "--schedule", farSchedule, "--", self())...)
 	p.WaitLog(t, "scheduler started")
-	if code, out := d.trigger(t, "--job", "j"); code != 0 {
-		t.Fatalf("trigger exited %d: %s", code, out)
+	if code, out := d.trigger(t, "--job", "j"); code != 0 || !strings.Contains(out, "taken by scheduler poller,") {
+		t.Fatalf("trigger exited %d, want 0 naming the scheduler that took it: %s", code, out)
 	}
 	runs := waitRuns(t, record, 1)
 	stop(t, p)
@@ -169,7 +174,8 @@ func TestTriggerReachesAPollingScheduler(t *testing.T) {
 }
 
 // A request that finds the lease held waits, is not skipped, and runs
-// once the holder hands the lease back.
+// once the holder hands the lease back; trigger says it waits, and
+// exits 0.
 func TestTriggerWaitsForTheLease(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
@@ -179,8 +185,8 @@ func TestTriggerWaitsForTheLease(t *testing.T) {
 	p.WaitLog(t, "scheduler started")
 	// Another holder has the lease for an hour.
 	d.exec(t, `UPDATE TABLE SET holder = 'other', expires_at = now() + interval '1 hour', released_at = NULL WHERE job_name = 'j'`)
-	if code, out := d.trigger(t, "--job", "j"); code != 0 {
-		t.Fatalf("trigger exited %d: %s", code, out)
+	if code, out := d.trigger(t, "--job", "j", "--retry-interval", "1s"); code != 0 || !strings.Contains(out, "it waits, as the lease is held by other") {
+		t.Fatalf("trigger exited %d, want 0 saying the request waits for the lease: %s", code, out)
 	}
 	p.WaitLog(t, "a requested run waits: the lease is held")
 	if c := d.claims(t, "j"); len(c) != 1 || c[0].outcome != lease.ClaimRequested {
@@ -226,7 +232,7 @@ func TestTriggerRefuses(t *testing.T) {
 		}
 	}
 	for _, args := range [][]string{{}, {"--job", "j", "--bogus"}, {"--job", "j", "--", "true"}, {"--job", "j", "--id", "a\x01b"},
-		{"--job", "j", "extra"}} {
+		{"--job", "j", "extra"}, {"--job", "j", "--retry-interval", "soon"}} {
 		code, out := d.trigger(t, args...)
 		if code != exitUsage || strings.Count(strings.TrimSpace(out), "\n") > 0 {
 			t.Errorf("%q: exit %d, want 64 with one line: %s", args, code, out)
@@ -234,8 +240,87 @@ func TestTriggerRefuses(t *testing.T) {
 	}
 }
 
+// A job whose only instances are crontab lines with --once has no
+// scheduler to run a request: trigger says so and exits 69, and leaves
+// no request behind that a scheduler started later would run by surprise.
+// So it does when no instance of the job runs at all.
+func TestTriggerWithNoSchedulerRunning(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	record := filepath.Join(t.TempDir(), "runs")
+	once := lw(t, []string{child("record:" + record + " exit:0")}, d.args("--id", "cron", "--job", "j", "--schedule", farSchedule, "--once", "--", self())...)
+	if code := once.Wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("a --once line exited %d: %s", code, once.Logs)
+	}
+	for _, args := range [][]string{{"--job", "j"}, {"--job", "j", "--retry-interval", "100ms"}} {
+		start := time.Now()
+		code, out := d.trigger(t, args...)
+		if code != exitUnavailable || !strings.Contains(out, "no scheduler of j took it within") ||
+			!strings.Contains(out, "--once do not run requests") || !strings.Contains(out, "the request was withdrawn") {
+			t.Errorf("%q with no scheduler running: exit %d, want 69 saying no scheduler runs it: %s", args, code, out)
+		}
+		if took := time.Since(start); took < 5*time.Second {
+			t.Errorf("%q gave up after %s, want at least 5s for a scheduler to take the request", args, took)
+		}
+		if lines := strings.Count(strings.TrimSpace(out), "\n") + 1; lines != 1 {
+			t.Errorf("%q said %d lines, want one: %s", args, lines, out)
+		}
+	}
+	if c := d.claims(t, "j"); len(c) != 0 {
+		t.Errorf("claims %+v: want no request left behind", c)
+	}
+	// A scheduler started now finds nothing to run.
+	p := lw(t, []string{child("record:" + record + " exit:0")}, d.args("--id", "late", "--job", "j", "--schedule", farSchedule, "--", self())...)
+	p.WaitLog(t, "scheduler started")
+	stop(t, p)
+	if runs := readHistory(t, record); len(runs) != 0 {
+		t.Errorf("withdrawn requests ran: %+v", runs)
+	}
+}
+
+// A paused job's schedulers take no request: trigger says the job is
+// paused, withdraws the request at once (it would otherwise run when the
+// job is resumed, by surprise) and exits 69.
+func TestTriggerOnAPausedJob(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	record := filepath.Join(t.TempDir(), "runs")
+	p := lw(t, []string{child("record:" + record + " exit:0")}, d.args("--id", "sched", "--job", "j", "--schedule", farSchedule, "--", self())...)
+	p.WaitLog(t, "scheduler started")
+	pause := lw(t, nil, "pause", "--database-url", pgtest.URL(), "--table", d.table, "--job", "j", "--id", "ops")
+	if code := pause.Wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("pause exited %d: %s", code, pause.Logs)
+	}
+	start := time.Now()
+	code, out := d.trigger(t, "--job", "j")
+	if code != exitUnavailable || !strings.Contains(out, "j is paused (by ops)") || !strings.Contains(out, "the request was withdrawn") {
+		t.Errorf("trigger on a paused job: exit %d, want 69 saying it is paused: %s", code, out)
+	}
+	if took := time.Since(start); took > 4*time.Second {
+		t.Errorf("trigger on a paused job took %s, want an answer at once", took)
+	}
+	if c := d.claims(t, "j"); len(c) != 0 {
+		t.Errorf("claims %+v: want no request left behind", c)
+	}
+	resume := lw(t, nil, "resume", "--database-url", pgtest.URL(), "--table", d.table, "--job", "j")
+	if code := resume.Wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("resume exited %d: %s", code, resume.Logs)
+	}
+	if code, out := d.trigger(t, "--job", "j"); code != 0 || !strings.Contains(out, "taken by scheduler sched,") {
+		t.Errorf("trigger once resumed: exit %d: %s", code, out)
+	}
+	waitRuns(t, record, 1)
+	stop(t, p)
+	if runs := readHistory(t, record); len(runs) != 1 {
+		t.Errorf("runs %+v: want one, of the request made after resume", runs)
+	}
+}
+
 // trigger needs no more than SELECT on the lease table and INSERT on its
-// claims table, as its help says.
+// claims table to have a running scheduler take its request, as its help
+// says. To withdraw a request that nothing took, it needs SELECT and
+// DELETE on the claims table too; without them it says the request
+// stays, and exits 69.
 func TestTriggerNeedsOnlySelectAndInsert(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
@@ -258,16 +343,34 @@ func TestTriggerNeedsOnlySelectAndInsert(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.User = url.User(role)
-	q := lw(t, nil, "trigger", "--database-url", u.String(), "--table", d.table, "--job", "j")
-	if code := q.Wait(t, 30*time.Second); code != 0 {
-		t.Fatalf("trigger as a role with SELECT and INSERT only exited %d: %s", code, q.Logs)
+	if code, out := d.triggerAt(t, u.String(), "--job", "j"); code != 0 || !strings.Contains(out, "taken by scheduler") {
+		t.Fatalf("trigger as a role with SELECT and INSERT only exited %d: %s", code, out)
 	}
 	waitRuns(t, record, 1)
 	stop(t, p)
+
+	code, out := d.triggerAt(t, u.String(), "--job", "j", "--id", "stays")
+	if code != exitUnavailable || !strings.Contains(out, "no scheduler of j took it") || !strings.Contains(out, "could not be withdrawn") ||
+		!strings.Contains(out, "GRANT SELECT, INSERT, DELETE") || !strings.Contains(out, "it stays recorded") {
+		t.Errorf("trigger with no scheduler, as a role that cannot delete: exit %d, want 69 saying the request stays: %s", code, out)
+	}
+	d.exec(t, `GRANT SELECT, DELETE ON `+schema.ClaimsTable(pgx.Identifier{d.table}).Sanitize()+` TO `+r)
+	if code, out := d.triggerAt(t, u.String(), "--job", "j", "--id", "withdrawn"); code != exitUnavailable || !strings.Contains(out, "the request was withdrawn") {
+		t.Errorf("trigger with no scheduler, as a role with SELECT and DELETE: exit %d, want 69 and the request withdrawn: %s", code, out)
+	}
+	var requested []string
+	for _, c := range d.claims(t, "j") {
+		if c.outcome == lease.ClaimRequested {
+			requested = append(requested, c.holder)
+		}
+	}
+	if len(requested) != 1 || requested[0] != "stays" {
+		t.Errorf("requests left: %q, want only the one that could not be withdrawn", requested)
+	}
 }
 
-// A request made while no scheduler runs waits in the table, and the
-// first scheduler to start runs it.
+// With --no-wait, a request made while no scheduler runs waits in the
+// table, and the first scheduler to start runs it.
 func TestTriggerWaitsForASchedulerToStart(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
@@ -278,8 +381,8 @@ func TestTriggerWaitsForASchedulerToStart(t *testing.T) {
 	p := start("first")
 	p.WaitLog(t, "scheduler started")
 	stop(t, p)
-	if code, out := d.trigger(t, "--job", "j"); code != 0 {
-		t.Fatalf("trigger exited %d: %s", code, out)
+	if code, out := d.trigger(t, "--job", "j", "--no-wait"); code != 0 || !strings.Contains(out, "run of j requested at") {
+		t.Fatalf("trigger --no-wait exited %d: %s", code, out)
 	}
 	p = start("second")
 	runs := waitRuns(t, record, 1)
@@ -309,7 +412,9 @@ func TestTriggerAfterTheListeningConnectionWasCut(t *testing.T) {
 	proxy.Cut()
 	p.WaitLog(t, "listening connection for requested runs lost; polling for now")
 	proxy.Restore()
-	if code, out := d.trigger(t, "--job", "j"); code != 0 {
+	// The scheduler polls every 3s until it listens again: trigger waits
+	// three of its own retry intervals.
+	if code, out := d.trigger(t, "--job", "j", "--retry-interval", "3s"); code != 0 {
 		t.Fatalf("trigger exited %d: %s", code, out)
 	}
 	waitRuns(t, record, 1)

@@ -184,6 +184,140 @@ func (s *Store) RequestRun(ctx context.Context, job string) (time.Time, error) {
 	return *at, nil
 }
 
+// requestFateSQL reads what became of a request, from the lease table
+// alone (SELECT on it is all a trigger's role has to read with): $1 job,
+// $2 the request's time. A take for a request writes the request's time
+// to the row's last_scheduled_at, which no other take writes (a scheduled
+// take writes its own time, a plain take NULL). It answers whether the
+// row records a take for the request, its holder, microseconds left and
+// state, and whether the job is paused (no take takes a paused job's
+// lease) and by whom.
+const requestFateSQL = `SELECT last_scheduled_at IS NOT DISTINCT FROM $2::timestamptz, holder, ` +
+	schema.ExpiresInMicros + `, ` + schema.HeldState + `, coalesce(` + pausedCondition + `, false), coalesce(paused_by, '')
+FROM {lease} WHERE job_name = $1::text`
+
+// withdrawSQL deletes a request that no scheduler took: $1 job, $2 the
+// request's time, $3 who asked. Only while it is still a request: a take
+// that locked the row first turns it into a manual claim, and this
+// deletes nothing; once this deleted it, a take finds nothing to take.
+// PostgreSQL reads the row to test the condition, so this needs SELECT on
+// the claims table as well as DELETE.
+const withdrawSQL = `DELETE FROM {claims}
+WHERE job_name = $1::text AND scheduled_at = $2::timestamptz AND outcome = '` + ClaimRequested + `' AND holder = $3::text`
+
+// requestPoll is how often AwaitRequest reads the lease row.
+const requestPoll = 200 * time.Millisecond
+
+// Awaited is the answer to AwaitRequest: what became of a request.
+type Awaited struct {
+	// Taken is set when a scheduler took the lease for the request and
+	// claimed it as a manual run; By is its holder ("" once the lease
+	// row has moved on).
+	Taken bool
+	By    string
+	// Held is set when no scheduler took the request because the lease
+	// is held: the request waits for that run to end.
+	Held *HeldError
+	// Withdrawn is set when no scheduler took the request while the
+	// lease was free: none serves the job (none runs, or none reaches the
+	// database; --once instances never serve requests). The request was
+	// deleted, so that nothing runs it later by surprise.
+	Withdrawn bool
+	// Paused is set when the job is paused (by PausedBy): no scheduler
+	// takes a request then, and AwaitRequest withdraws it at once rather
+	// than let it run when the job is resumed.
+	Paused   bool
+	PausedBy string
+}
+
+// ErrNotWithdrawn means a request that no scheduler took could not be
+// withdrawn: it stays, and the next scheduler of the job to start runs
+// it.
+var ErrNotWithdrawn = errors.New("the request could not be withdrawn")
+
+// AwaitRequest waits up to within for a scheduler to take the request of
+// job made at at (RequestRun's time), reading the lease row every 200ms.
+// Taken, it answers at once. When within has passed, it answers Held if
+// the lease is held (the request waits for the run that holds it), and
+// otherwise withdraws the request, only if it is still one (Withdrawn; or
+// Taken when a take beat the withdrawal). A paused job's request is
+// withdrawn at once (Withdrawn and Paused). Reading needs SELECT on the
+// lease table; withdrawing needs SELECT and DELETE on its claims table,
+// and a withdrawal that fails is ErrNotWithdrawn.
+func (s *Store) AwaitRequest(ctx context.Context, job string, at time.Time, within time.Duration) (Awaited, error) {
+	deadline := time.Now().Add(within)
+	var paused Awaited
+	for {
+		a, err := s.requestFate(ctx, job, at)
+		if err != nil || a.Taken {
+			return a, err
+		}
+		if a.Paused {
+			paused = a
+			break
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			if a.Held != nil {
+				return a, nil
+			}
+			break
+		}
+		t := time.NewTimer(min(left, requestPoll))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Awaited{}, fmt.Errorf("cannot learn whether a scheduler took the request of %q: %w", job, ctx.Err())
+		case <-t.C:
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
+	defer cancel()
+	tag, err := s.db.Exec(wctx, s.objects.Render(withdrawSQL), job, at, s.cfg.holder)
+	switch {
+	case pgerr.SQLState(err) == pgerr.CodeNoPrivilege:
+		return Awaited{}, fmt.Errorf("%w: the role lacks SELECT or DELETE on %s (GRANT SELECT, INSERT, DELETE ON it): %w",
+			ErrNotWithdrawn, schema.ClaimsTable(s.table).Sanitize(), err)
+	case err != nil:
+		return Awaited{}, fmt.Errorf("%w: %w", ErrNotWithdrawn, pgerr.Classify(err))
+	case tag.RowsAffected() > 0:
+		return Awaited{Withdrawn: true, Paused: paused.Paused, PausedBy: paused.PausedBy}, nil
+	}
+	// A take locked the request before the withdrawal did.
+	a, err := s.requestFate(ctx, job, at)
+	if err != nil {
+		return Awaited{Taken: true}, nil
+	}
+	a.Taken, a.Held = true, nil
+	return a, nil
+}
+
+// requestFate reads what became of the request of job made at at.
+func (s *Store) requestFate(ctx context.Context, job string, at time.Time) (Awaited, error) {
+	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
+	defer cancel()
+	var (
+		taken, paused           bool
+		holder, state, pausedBy string
+		expiresMicros           int64
+	)
+	err := s.db.QueryRow(ctx, s.objects.Render(requestFateSQL), job, at).Scan(&taken, &holder, &expiresMicros, &state, &paused, &pausedBy)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return Awaited{}, nil
+	case err != nil:
+		return Awaited{}, fmt.Errorf("cannot learn whether a scheduler took the request of %q: %w", job, pgerr.Classify(err))
+	case taken:
+		return Awaited{Taken: true, By: holder}, nil
+	case paused:
+		return Awaited{Paused: true, PausedBy: pausedBy}, nil
+	case expiresMicros > 0:
+		return Awaited{Held: &HeldError{Job: job, Holder: holder, State: state,
+			ExpiresIn: time.Duration(expiresMicros) * time.Microsecond}}, nil
+	}
+	return Awaited{}, nil
+}
+
 // Requested is the answer to TakeRequested.
 type Requested struct {
 	// Lease is set when this instance took the lease for the oldest

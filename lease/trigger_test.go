@@ -138,3 +138,85 @@ func TestRequestRunNeedsASchedule(t *testing.T) {
 		}
 	}
 }
+
+// A withdrawal and a take of the same request race, round after round:
+// exactly one of them wins. A withdrawn request is never run, and a taken
+// one is never withdrawn: AwaitRequest then says it was taken, and by
+// whom.
+func TestWithdrawalRacesATake(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	asker := newStore(t, pool, table, "operator", lease.WithTTL(10*time.Second))
+	sched := newStore(t, pool, table, "sched", lease.WithTTL(10*time.Second))
+	if _, err := sched.Register(ctx(t), "job", everySpec, nil); err != nil {
+		t.Fatal(err)
+	}
+	var withdrawn, taken int
+	for round := 0; round < 20; round++ {
+		at, err := asker.RequestRun(ctx(t), "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var (
+			r    lease.Requested
+			terr error
+			wg   sync.WaitGroup
+		)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, terr = sched.TakeRequested(ctx(t), "job", everySpec)
+		}()
+		a, err := asker.AwaitRequest(ctx(t), "job", at, 0)
+		wg.Wait()
+		if err != nil || terr != nil {
+			t.Fatalf("round %d: await %v, take %v", round, err, terr)
+		}
+		switch {
+		case a.Withdrawn && r.Lease == nil:
+			withdrawn++
+		case a.Taken && r.Lease != nil && a.By == "sched":
+			taken++
+		default:
+			t.Fatalf("round %d: await answered %+v and the take %+v: want exactly one to win", round, a, r)
+		}
+		if r.Lease != nil {
+			if err := r.Lease.Finish(ctx(t), lease.End{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r, err := sched.TakeRequested(ctx(t), "job", everySpec); err != nil || r.Lease != nil || !r.At.IsZero() {
+			t.Fatalf("round %d: after the race, a take found %+v (%v), want no request", round, r, err)
+		}
+	}
+	t.Logf("%d withdrawn, %d taken", withdrawn, taken)
+}
+
+// A request that finds the lease held is neither taken nor withdrawn:
+// AwaitRequest says who holds the lease, and the request stays.
+func TestAwaitRequestBehindAHeldLease(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	s := newStore(t, pool, table, "a", lease.WithTTL(10*time.Second))
+	if _, err := s.Register(ctx(t), "job", everySpec, nil); err != nil {
+		t.Fatal(err)
+	}
+	l, err := newStore(t, pool, table, "runner", lease.WithTTL(10*time.Second)).TryAcquire(ctx(t), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Release(ctx(t), nil) }()
+	at, err := s.RequestRun(ctx(t), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.AwaitRequest(ctx(t), "job", at, 300*time.Millisecond)
+	if err != nil || a.Held == nil || a.Held.Holder != "runner" || a.Taken || a.Withdrawn {
+		t.Fatalf("behind a held lease: %+v (%v), want Held by runner", a, err)
+	}
+	if r, err := s.TakeRequested(ctx(t), "job", everySpec); err != nil || r.Held == nil || !r.At.Equal(at) {
+		t.Errorf("the request does not wait for the lease: %+v (%v)", r, err)
+	}
+}
