@@ -53,7 +53,16 @@ echo done`
 		"--", "sh", "-c", script)
 	p := lwtest.Start(t, bin, []string{"LEASEWRAP_DATABASE_URL=" + u.String(), "DATABASE_URL=", "PGPASSWORD="}, args...)
 	var lines []string
-	for line := range p.Lines {
+	for deadline := time.After(20 * time.Second); ; {
+		line, ok := "", false
+		select {
+		case line, ok = <-p.Lines:
+		case <-deadline:
+			t.Fatalf("the command still runs after 20s; it printed:\n%s", shown(lines, password))
+		}
+		if !ok {
+			break
+		}
 		lines = append(lines, line)
 	}
 	if got := p.Wait(t, 20*time.Second); got != 0 {
