@@ -5,6 +5,8 @@ package main
 import (
 	"os"
 
+	"github.com/redbite/leasewrap/signals"
+
 	// The IANA zone database, for --timezone where the host has none
 	// (scratch and most minimal images): time.LoadLocation falls back to
 	// it after ZONEINFO and the system's copy. A program's main package
@@ -13,5 +15,10 @@ import (
 )
 
 func main() {
+	// First of all, before a setting is read or a command started: the
+	// command, and any process of the same user, cannot read leasewrap's
+	// environment (a password) or memory. It cannot fail on Linux, and
+	// other systems have no such switch (see docs/guarantees.md).
+	_ = signals.Undumpable()
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }
