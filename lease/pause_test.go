@@ -27,7 +27,9 @@ func TestAPausedJobIsNotTaken(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	a, op := newStore(t, pool, table, "a"), newStore(t, pool, table, "ops")
+	// Roomy timings: a renewal a loaded machine delays must not pass for
+	// the pause ending the lease.
+	a, op := newStore(t, pool, table, "a", roomy...), newStore(t, pool, table, "ops")
 	l, err := a.TryAcquire(ctx(t), "job")
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +41,7 @@ func TestAPausedJobIsNotTaken(t *testing.T) {
 	select {
 	case <-l.Done():
 		t.Fatal("the pause ended the running command's lease")
-	case <-time.After(3 * 200 * time.Millisecond): // three renewals
+	case <-time.After(3 * 300 * time.Millisecond): // three renewals
 	}
 	l.Release(ctx(t), nil)
 	_, err = a.TryAcquire(ctx(t), "job")
