@@ -113,6 +113,37 @@ func TestBadSettingsSayWhatToChange(t *testing.T) {
 	}
 }
 
+// A TTL too short for a timing that follows it is refused with the floor
+// that timing missed and the shortest TTL that works, never with the
+// following timing's value rounded to milliseconds (0s for --ttl 1ms).
+func TestTooShortTTLSaysTheTruth(t *testing.T) {
+	for _, tc := range []struct {
+		ttl  string
+		want []string
+	}{
+		{"1ms", []string{"invalid --ttl 1ms", "--renew-interval that follows from it (ttl/3) must be at least 100ms", "use --ttl 299ms or longer"}},
+		{"150ms", []string{"invalid --ttl 150ms", "must be at least 100ms", "use --ttl 299ms or longer"}},
+	} {
+		_, err := parse(t, nil, "--job", "j", "--ttl", tc.ttl, "--", "true")
+		code, msg := exitCode(err)
+		if code != exitUsage || msg == nil {
+			t.Fatalf("--ttl %s: got %d %v, want a usage error", tc.ttl, code, msg)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(msg.Error(), w) {
+				t.Errorf("--ttl %s: message %q lacks %q", tc.ttl, msg, w)
+			}
+		}
+		if strings.Contains(msg.Error(), "0s") || strings.Contains(msg.Error(), "positive") {
+			t.Errorf("--ttl %s: message %q speaks of a rounded value", tc.ttl, msg)
+		}
+	}
+	// The TTL it suggests is accepted.
+	if _, err := parse(t, nil, "--job", "j", "--ttl", "299ms", "--", "true"); err != nil {
+		t.Errorf("--ttl 299ms: %v", err)
+	}
+}
+
 func TestSubcommandMayFollowFlags(t *testing.T) {
 	cmds := commands()
 	for _, tc := range []struct {
