@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -311,6 +312,31 @@ func TestTriggerAfterTheListeningConnectionWasCut(t *testing.T) {
 	proxy.Restore()
 	if code, out := d.trigger(t, "--job", "j"); code != 0 {
 		t.Fatalf("trigger exited %d: %s", code, out)
+	}
+	waitRuns(t, record, 1)
+	stop(t, p)
+}
+
+// A request is recorded before trigger says so: a stdout that cannot be
+// written (here /dev/full) does not undo it, so trigger says so on stderr
+// and exits 0, and the request is run.
+func TestTriggerWhoseStdoutFailsStillRequested(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	record := filepath.Join(t.TempDir(), "runs")
+	p := lw(t, []string{child("record:" + record + " exit:0")}, d.args("--job", "j", "--schedule", farSchedule, "--", self())...)
+	p.WaitLog(t, "scheduler started")
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("no /dev/full: %v", err)
+	}
+	defer full.Close()
+	var stderr lwtest.SyncBuffer
+	cmd := exec.Command(binary, d.triggerArgs("--job", "j")...)
+	cmd.Stdout, cmd.Stderr = full, &stderr
+	err = cmd.Run()
+	if err != nil || !strings.Contains(stderr.String(), "run requested; cannot write that to stdout") {
+		t.Errorf("trigger with stdout on /dev/full: %v, stderr %q; want exit 0 and the request said on stderr", err, stderr.String())
 	}
 	waitRuns(t, record, 1)
 	stop(t, p)
