@@ -75,8 +75,13 @@ func parseHistoryOptions(c *cli.Context, now time.Time) (historyOptions, error) 
 			return o, usagef("invalid %s %q: %v", s.source("since"), since, err)
 		}
 	}
-	o.output, err = parseOutputQuery(s, o)
-	return o, err
+	if o.output, err = parseOutputQuery(s, o); err != nil {
+		return o, err
+	}
+	if o.output == nil {
+		sayJobFromEnv(s, o.query.Job)
+	}
+	return o, nil
 }
 
 // parseOutputQuery reads --output and the run it picks (--token,

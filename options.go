@@ -349,6 +349,15 @@ func parseJob(s settings) (string, error) {
 	return job, nil
 }
 
+// sayJobFromEnv says on stderr that status or history shows only job, as
+// LEASEWRAP_JOB asked and not the command line: after sourcing a unit's
+// environment file, a table of one job must not pass for every job's.
+func sayJobFromEnv(s settings, job string) {
+	if job != "" && !fromCommandLine(s.args, "job") {
+		fmt.Fprintf(s.c.App.ErrWriter, "leasewrap: showing job %q only, as LEASEWRAP_JOB says; --job '' shows every job\n", job)
+	}
+}
+
 // requireJob reads --job where it must be set (the main command, release,
 // check).
 func requireJob(s settings) (string, error) {

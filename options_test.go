@@ -324,3 +324,39 @@ func TestReleaseAndCheckUseTheOuterJob(t *testing.T) {
 		t.Errorf("check under a leasewrap: exit %d, %q; want CRITICAL about outer", code, out)
 	}
 }
+
+// status and history narrowed to one job by LEASEWRAP_JOB (an environment
+// file sourced for a unit sets it) say so on stderr; an empty --job shows every
+// job, and a --job given on the command line needs no word.
+func TestStatusAndHistorySayAJobFromTheEnvironment(t *testing.T) {
+	d := newDB(t)
+	for _, job := range []string{"job_alpha", "job_beta"} {
+		if code, _, errOut := runInProcess(t, nil, "--database-url", pgtest.URL(), "--table", d.table, "--job", job, "--", "true"); code != 0 {
+			t.Fatalf("run of %s exited %d: %s", job, code, errOut)
+		}
+	}
+	const said = `showing job "job_alpha" only, as LEASEWRAP_JOB says; --job '' shows every job`
+	for _, tc := range []struct {
+		args      []string
+		say, both bool
+	}{
+		{[]string{"status"}, true, false},
+		{[]string{"history"}, true, false},
+		{[]string{"status", "--json"}, true, false},
+		{[]string{"status", "--job", ""}, false, true},
+		{[]string{"history", "--job="}, false, true},
+		{[]string{"status", "--job", "job_alpha"}, false, false},
+	} {
+		args := append(tc.args, "--database-url", pgtest.URL(), "--table", d.table)
+		code, out, errOut := runInProcess(t, map[string]string{"LEASEWRAP_JOB": "job_alpha"}, args...)
+		if code != 0 {
+			t.Errorf("%q: exit %d: %s", tc.args, code, errOut)
+		}
+		if got := strings.Contains(errOut, said); got != tc.say {
+			t.Errorf("%q with LEASEWRAP_JOB=job_alpha: stderr %q, said %v, want %v", tc.args, errOut, got, tc.say)
+		}
+		if got := strings.Contains(out, "job_beta") && strings.Contains(out, "job_alpha"); got != tc.both {
+			t.Errorf("%q with LEASEWRAP_JOB=job_alpha: both jobs shown %v, want %v: %s", tc.args, got, tc.both, out)
+		}
+	}
+}
