@@ -360,3 +360,56 @@ func TestStatusAndHistorySayAJobFromTheEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// The words people try first do what they do in git and kubectl: help,
+// help SUBCOMMAND and --version; a word that is no subcommand (nor, without
+// --, a program) is refused with the subcommand it is likely a typo of;
+// leasewrap alone prints its usage to stderr and exits 64.
+func TestHabitsOfTheCommandLine(t *testing.T) {
+	env := map[string]string{"LEASEWRAP_JOB": "", "LEASEWRAP_DATABASE_URL": "", "DATABASE_URL": "", "PGHOST": "", "PGDATABASE": "", "PGSERVICE": ""}
+	for _, tc := range []struct {
+		args           []string
+		code           int
+		stdout, stderr string // each must be in it; "" for empty
+	}{
+		{[]string{"--version"}, 0, "leasewrap " + version() + "\n", ""},
+		{[]string{"--log-level", "debug", "--version"}, 0, "leasewrap " + version() + "\n", ""},
+		{[]string{"help"}, 0, "leasewrap [flags] -- COMMAND [ARG...]", ""},
+		{[]string{"help", "status"}, 0, "leasewrap status [--job NAME]", ""},
+		{[]string{"help", "stauts"}, exitUsage, "", `leasewrap: unknown command "stauts"; did you mean "status"?`},
+		{[]string{"stauts"}, exitUsage, "", `leasewrap: unknown command "stauts"; did you mean "status"?`},
+		{[]string{"hisotry", "--job", "x"}, exitUsage, "", `did you mean "history"?`},
+		{[]string{"--job", "x", "stauts"}, exitUsage, "", `unknown command "stauts"; did you mean "status"?`},
+		{[]string{"--job", "x", "no-such-program-xyzzy"}, exitUsage, "", `unknown command "no-such-program-xyzzy": see leasewrap --help`},
+		{[]string{"--job", "x", "stauts", "--", "true"}, exitUsage, "", `unknown command "stauts"`},
+		// A program, by path or in $PATH, is still the command to run (the
+		// refusal that follows is the missing database's), and so is a word
+		// after --: not found, 127.
+		{[]string{"--job", "x", "true"}, exitUsage, "", "no database named"},
+		{[]string{"--job", "x", "./stauts"}, 127, "", `cannot run "./stauts"`},
+		{[]string{"--job", "x", "--", "stauts"}, 127, "", `cannot run "stauts"`},
+		{nil, exitUsage, "", "usage: leasewrap [flags] -- COMMAND [ARG...]\n"},
+	} {
+		code, out, errOut := runInProcess(t, env, tc.args...)
+		if code != tc.code || tc.stdout == "" && out != "" || !strings.Contains(out, tc.stdout) ||
+			tc.stderr == "" && errOut != "" || !strings.Contains(errOut, tc.stderr) {
+			t.Errorf("leasewrap %q: exit %d, stdout %.200q, stderr %.200q; want %d, %q, %q", tc.args, code, out, errOut, tc.code, tc.stdout, tc.stderr)
+		}
+	}
+	// The real binary, alone.
+	p := lw(t, nil)
+	if code := p.Wait(t, 10*time.Second); code != exitUsage || !strings.Contains(p.Logs.String(), "leasewrap help SUBCOMMAND") {
+		t.Errorf("leasewrap alone: exit %d, stderr %q; want 64 and the usage", code, p.Logs)
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{{"stauts", "status", 1}, {"status", "status", 0}, {"hisotry", "history", 1}, {"relase", "release", 1}, {"foo", "status", 6}, {"", "help", 4}} {
+		if got := editDistance(tc.a, tc.b); got != tc.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
