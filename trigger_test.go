@@ -341,3 +341,69 @@ func TestTriggerWhoseStdoutFailsStillRequested(t *testing.T) {
 	waitRuns(t, record, 1)
 	stop(t, p)
 }
+
+// A scheduler whose role loses INSERT on the claims table is told which
+// grants each table needs, the claims table's among them, and says it
+// once, however many times come due meanwhile.
+func TestSchedulerWithoutClaimsInsertSaysTheGrantOnce(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	if code, _, errOut := runLeasewrapIn(t, "migrate", "--database-url", pgtest.URL(), "--table", d.table); code != 0 {
+		t.Fatalf("migrate exited %d: %s", code, errOut)
+	}
+	role := fmt.Sprintf("lw_claims_%d_%d", os.Getpid(), roleSeq.Add(1))
+	r := pgx.Identifier{role}.Sanitize()
+	d.exec(t, `CREATE ROLE `+r+` LOGIN`)
+	t.Cleanup(func() {
+		if _, err := d.pool.Exec(context.Background(), `DROP OWNED BY `+r+`; DROP ROLE `+r); err != nil {
+			t.Errorf("drop role %s: %v", role, err)
+		}
+	})
+	claims := schema.ClaimsTable(pgx.Identifier{d.table}).Sanitize()
+	d.exec(t, `GRANT USAGE ON SCHEMA public TO `+r)
+	d.exec(t, `GRANT SELECT, INSERT, UPDATE ON TABLE TO `+r)
+	d.exec(t, `GRANT SELECT, INSERT, DELETE ON `+pgx.Identifier{d.table + lease.HistorySuffix}.Sanitize()+` TO `+r)
+	d.exec(t, `GRANT SELECT, INSERT, DELETE ON `+claims+` TO `+r)
+	u, err := url.Parse(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	args := []string{"--database-url", u.String(), "--table", d.table, "--log-format", "json", "--log-level", "debug",
+		"--ttl", "3s", "--job", "j", "--schedule", "@every 1s", "--", "true"}
+	p := lw(t, nil, args...)
+	p.WaitLog(t, "scheduler started")
+	d.exec(t, `REVOKE INSERT ON `+claims+` FROM `+r)
+	const failing = "cannot use the lease store; the scheduled times are accounted for once it answers"
+	deadline := time.Now().Add(20 * time.Second)
+	var seen []map[string]any
+	for len(seen) < 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d %q lines within 20s:\n%s", len(seen), failing, p.Logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+		seen = seen[:0]
+		for _, e := range p.LogEntries(t) {
+			if e["message"] == failing {
+				seen = append(seen, e)
+			}
+		}
+	}
+	stop(t, p)
+	for i, e := range seen {
+		if want := map[bool]string{true: "warn", false: "debug"}[i == 0]; e["level"] != want {
+			t.Errorf("failure %d logged at %v, want %s: %v", i+1, e["level"], want, e)
+		}
+		msg, _ := e["error"].(string)
+		if !strings.Contains(msg, "SELECT, INSERT, DELETE ON its claims table") || !strings.Contains(msg, "permission denied") {
+			t.Errorf("failure %d: %q, want the claims table's grant and the server's message", i+1, msg)
+		}
+	}
+}
+
+// runLeasewrapIn runs leasewrap to its end and returns its status and output.
+func runLeasewrapIn(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	r := runLeasewrap(t, 30*time.Second, args...)
+	return r.code, string(r.stdout), string(r.stderr)
+}
