@@ -342,9 +342,11 @@ func TestTriggerWhoseStdoutFailsStillRequested(t *testing.T) {
 	stop(t, p)
 }
 
-// A scheduler whose role loses INSERT on the claims table is told which
-// grants each table needs, the claims table's among them, and says it
-// once, however many times come due meanwhile.
+// A scheduler whose role lacks a privilege on the claims table (UPDATE,
+// which a requested run's take needs, from the start; INSERT once it
+// runs) is told which grants each table needs, the claims table's among
+// them, and says it once, however many times come due meanwhile, even
+// when a take of another kind succeeds in between.
 func TestSchedulerWithoutClaimsInsertSaysTheGrantOnce(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
@@ -390,12 +392,15 @@ func TestSchedulerWithoutClaimsInsertSaysTheGrantOnce(t *testing.T) {
 		}
 	}
 	stop(t, p)
+	if strings.Contains(p.Logs.String(), "the lease store answers again") {
+		t.Errorf("the scheduler said the store answers again while its privilege was still missing:\n%s", p.Logs)
+	}
 	for i, e := range seen {
 		if want := map[bool]string{true: "warn", false: "debug"}[i == 0]; e["level"] != want {
 			t.Errorf("failure %d logged at %v, want %s: %v", i+1, e["level"], want, e)
 		}
 		msg, _ := e["error"].(string)
-		if !strings.Contains(msg, "SELECT, INSERT, DELETE ON its claims table") || !strings.Contains(msg, "permission denied") {
+		if !strings.Contains(msg, "SELECT, INSERT, UPDATE, DELETE ON its claims table") || !strings.Contains(msg, "permission denied") {
 			t.Errorf("failure %d: %q, want the claims table's grant and the server's message", i+1, msg)
 		}
 	}

@@ -38,7 +38,7 @@ var (
 	// The server's error that follows names the table at fault; this says
 	// what each of leasewrap's tables needs.
 	ErrPermission = errors.New("the role lacks a privilege: run leasewrap migrate once as the tables' owner, then GRANT SELECT, INSERT, UPDATE ON the lease table, " +
-		"SELECT, INSERT, DELETE ON its history table (<table>_history) and, with --schedule, SELECT, INSERT, DELETE ON its claims table (<table>_schedule), " +
+		"SELECT, INSERT, DELETE ON its history table (<table>_history) and, with --schedule, SELECT, INSERT, UPDATE, DELETE ON its claims table (<table>_schedule), " +
 		"and USAGE ON SCHEMA for a schema.table, to the role leasewrap runs as")
 )
 
