@@ -331,8 +331,11 @@ func TestReleaseAndCheckUseTheOuterJob(t *testing.T) {
 func TestStatusAndHistorySayAJobFromTheEnvironment(t *testing.T) {
 	d := newDB(t)
 	for _, job := range []string{"job_alpha", "job_beta"} {
-		if code, _, errOut := runInProcess(t, nil, "--database-url", pgtest.URL(), "--table", d.table, "--job", job, "--", "true"); code != 0 {
-			t.Fatalf("run of %s exited %d: %s", job, code, errOut)
+		// The real binary: the main command in this process would make it
+		// the reaper of every other test's leasewrap.
+		p := lw(t, nil, d.args("--job", job, "--", "true")...)
+		if code := p.Wait(t, 20*time.Second); code != 0 {
+			t.Fatalf("run of %s exited %d", job, code)
 		}
 	}
 	const said = `showing job "job_alpha" only, as LEASEWRAP_JOB says; --job '' shows every job`
