@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
 
 	"github.com/redbite/leasewrap/internal/escape"
@@ -27,7 +29,7 @@ func historyCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "history",
 		Usage:     "show finished runs, newest first, or with --timeline who ran each job when, or with --output what a run printed",
-		UsageText: "leasewrap history [--job NAME] [--since D] [--limit N] [--json | --timeline [--width N]]\nleasewrap history --job NAME --output [--token N [--attempt N]]",
+		UsageText: "leasewrap history [--job NAME] [--since D] [--limit N] [--json | --timeline [--width N]]\nleasewrap history --job NAME --output [--token N [--attempt N]] [--raw]",
 		Flags: append([]cli.Flag{
 			jobFlag("show only this job"),
 			&cli.StringFlag{Name: "since", Usage: "only runs that finished in the last D (24h), or since a time (2026-03-01 or RFC 3339)"},
@@ -35,7 +37,8 @@ func historyCommand() *cli.Command {
 			jsonFlag("print a JSON array for scripts"),
 			&cli.BoolFlag{Name: "timeline", Usage: "draw one lane per holder over the period, so that double runs and gaps show"},
 			&cli.StringFlag{Name: "width", Value: strconv.Itoa(defaultTimelineWidth), Usage: "with --timeline: columns of the time axis"},
-			&cli.BoolFlag{Name: "output", Usage: "print the output the job's latest run kept (--keep-output), raw, to stdout; exit 1 when no run kept any"},
+			&cli.BoolFlag{Name: "output", Usage: "print the output the job's latest run kept (--keep-output) to stdout, as it was written, with terminal controls escaped on a terminal; exit 1 when no run kept any"},
+			&cli.BoolFlag{Name: "raw", Usage: "with --output: write the bytes as they were kept even to a terminal, escape sequences included (to a pipe or a file they always are)"},
 			&cli.StringFlag{Name: "token", Usage: "with --output: the run with this fencing token"},
 			&cli.StringFlag{Name: "attempt", Usage: "with --output: this attempt of the run (default: its last that kept output)"},
 		}, storeFlags()...),
@@ -50,13 +53,15 @@ type historyOptions struct {
 	json     bool
 	timeline bool
 	width    int
-	// output, when set, asks for what one run kept of its output.
+	// output, when set, asks for what one run kept of its output; raw,
+	// for its bytes as kept even on a terminal.
 	output *inspect.OutputQuery
+	raw    bool
 }
 
 func parseHistoryOptions(c *cli.Context, now time.Time) (historyOptions, error) {
 	s := newSettings(c)
-	o := historyOptions{json: c.Bool("json"), timeline: c.Bool("timeline")}
+	o := historyOptions{json: c.Bool("json"), timeline: c.Bool("timeline"), raw: c.Bool("raw")}
 	var err error
 	if o.query.Job, err = parseJob(s); err != nil {
 		return o, err
@@ -75,8 +80,13 @@ func parseHistoryOptions(c *cli.Context, now time.Time) (historyOptions, error) 
 			return o, usagef("invalid %s %q: %v", s.source("since"), since, err)
 		}
 	}
-	o.output, err = parseOutputQuery(s, o)
-	return o, err
+	if o.output, err = parseOutputQuery(s, o); err != nil {
+		return o, err
+	}
+	if o.output == nil {
+		sayJobFromEnv(s, o.query.Job)
+	}
+	return o, nil
 }
 
 // parseOutputQuery reads --output and the run it picks (--token,
@@ -88,6 +98,9 @@ func parseOutputQuery(s settings, o historyOptions) (*inspect.OutputQuery, error
 			if c.IsSet(name) {
 				return nil, usagef("--%s picks the run whose output --output prints: add --output", name)
 			}
+		}
+		if o.raw {
+			return nil, usagef("--raw says how --output prints a run's output: add --output")
 		}
 		return nil, nil
 	}
@@ -143,7 +156,7 @@ func historyAction(c *cli.Context) error {
 	}
 	defer a.db.close()
 	if o.output != nil {
-		return printOutput(c, a, *o.output)
+		return printOutput(c, a, *o.output, o.raw)
 	}
 	runs, err := a.read.History(c.Context, o.query)
 	switch {
@@ -209,8 +222,12 @@ func printHealth(w io.Writer, health []inspect.Verdict) error {
 	return err
 }
 
-// printOutput writes the output a run kept to stdout, byte for byte.
-func printOutput(c *cli.Context, a *admin, q inspect.OutputQuery) error {
+// printOutput writes the output a run kept to stdout, byte for byte, but
+// on a terminal, unless raw, with what the terminal would act on (escape
+// sequences, carriage returns, invalid UTF-8) escaped, as every other
+// output of leasewrap is: a run's output may clear the screen or retitle
+// the window of whoever reads it.
+func printOutput(c *cli.Context, a *admin, q inspect.OutputQuery, raw bool) error {
 	out, _, _, err := a.read.Output(c.Context, q)
 	switch {
 	case errors.Is(err, inspect.ErrNoOutput):
@@ -219,6 +236,9 @@ func printOutput(c *cli.Context, a *admin, q inspect.OutputQuery) error {
 		return &exitError{code: exitUnavailable, err: a.db.redact.wrap(err)}
 	case err != nil:
 		return a.db.unavailable(err, a.log)
+	}
+	if f, ok := c.App.Writer.(*os.File); ok && !raw && isatty.IsTerminal(f.Fd()) {
+		out = escape.Text(out)
 	}
 	if _, err := c.App.Writer.Write(out); err != nil {
 		return &exitError{code: exitIOErr, err: fmt.Errorf("cannot write the output: %w", err)}

@@ -38,9 +38,9 @@ func migrateCommand() *cli.Command {
 			case err != nil:
 				return a.db.unavailable(err, a.log)
 			}
-			for _, line := range changes {
-				a.db.named(a.log.Info()).Msg(line) // where, which stdout does not say
-			}
+			// Each change is said once, on stdout; where it was made, which
+			// stdout does not say, once on stderr.
+			a.db.named(a.log.Info()).Str("table", store.Table()).Int("changes", len(changes)).Msg("lease tables migrated")
 			if len(changes) == 0 {
 				changes = []string{"lease table " + store.Table() + " is up to date"}
 			}

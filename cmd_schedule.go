@@ -48,8 +48,10 @@ type scheduler struct {
 	// due, with --once, is the time just due (schedule.JustDue), zero
 	// when none is.
 	due time.Time
-	// failing is set while the database fails, to log it once.
-	failing bool
+	// failing is set while the database fails, to log it once; a
+	// missing privilege (denied) is logged once at all: a take of another
+	// kind that succeeds between two failures does not cure it.
+	failing, denied, deniedSaid bool
 	// requests says when to look for requested runs (manual.go); nil
 	// with --once.
 	requests *lease.RequestWatch
@@ -499,11 +501,12 @@ func (sc *scheduler) failed(err error) (time.Duration, error) {
 	if sc.w.o.once {
 		return 0, sc.w.db.unavailable(err, sc.log)
 	}
+	denied := errors.Is(err, lease.ErrPermission)
 	ev := sc.log.Debug()
-	if !sc.failing {
+	if !sc.failing && !(denied && sc.deniedSaid) {
 		ev = sc.log.Warn()
 	}
-	sc.failing = true
+	sc.failing, sc.denied, sc.deniedSaid = true, denied, sc.deniedSaid || denied
 	ev.Err(err).Stringer("retry_in", sc.w.o.timings.RetryInterval).Msg("cannot use the lease store; the scheduled times are accounted for once it answers")
 	return sc.w.o.timings.RetryInterval, nil
 }
@@ -511,7 +514,9 @@ func (sc *scheduler) failed(err error) (time.Duration, error) {
 func (sc *scheduler) recovered() {
 	if sc.failing {
 		sc.failing = false
-		sc.log.Info().Msg("the lease store answers again")
+		if !sc.denied {
+			sc.log.Info().Msg("the lease store answers again")
+		}
 	}
 }
 

@@ -35,10 +35,12 @@ func statusCommand() *cli.Command {
 		}, storeFlags()...),
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
-			job, err := parseJob(newSettings(c))
+			s := newSettings(c)
+			job, err := parseJob(s)
 			if err != nil {
 				return err
 			}
+			sayJobFromEnv(s, job)
 			a, err := openAdmin(c)
 			if err != nil {
 				return err

@@ -87,7 +87,7 @@ func triggerAction(c *cli.Context) error {
 	}
 	requested := fmt.Sprintf("run of %s requested at %s", job, at.UTC().Format(time.RFC3339Nano))
 	if c.Bool("no-wait") {
-		return triggerSays(c, requested+": one of its schedulers runs it as a manual run once the lease is free")
+		return triggerSays(c, a, requested+": one of its schedulers runs it as a manual run once the lease is free")
 	}
 	w, err := store.AwaitRequest(c.Context, job, at, within)
 	noScheduler := fmt.Sprintf("no scheduler of %s took it within %s while its lease was free: none is running, or none reaches the database "+
@@ -112,15 +112,20 @@ func triggerAction(c *cli.Context) error {
 			"%s, but %s; the request was withdrawn: start a scheduler of %s (--schedule without --once) and trigger again",
 			requested, noScheduler, job)}
 	case w.Held != nil:
-		return triggerSays(c, fmt.Sprintf("%s: it waits, as the lease is held by %s for another %s (renewed while its run goes on); a running scheduler of %s runs it once the lease is free (crontab lines with --once do not run requests)",
+		return triggerSays(c, a, fmt.Sprintf("%s: it waits, as the lease is held by %s for another %s (renewed while its run goes on); a running scheduler of %s runs it once the lease is free (crontab lines with --once do not run requests)",
 			requested, w.Held.Holder, w.Held.ExpiresIn.Round(time.Second), job))
 	case w.By != "":
-		return triggerSays(c, fmt.Sprintf("%s: taken by scheduler %s, which runs it as a manual run", requested, w.By))
+		return triggerSays(c, a, fmt.Sprintf("%s: taken by scheduler %s, which runs it as a manual run", requested, w.By))
 	}
-	return triggerSays(c, requested+": taken by a scheduler, which runs it as a manual run")
+	return triggerSays(c, a, requested+": taken by a scheduler, which runs it as a manual run")
 }
 
-// triggerSays prints trigger's one line.
-func triggerSays(c *cli.Context, line string) error {
-	return printed(fmt.Fprintln(c.App.Writer, printable(line)))
+// triggerSays prints trigger's one line. The request is committed and
+// stands whatever the line's fate: one that cannot be written is said on
+// stderr, and trigger exits 0.
+func triggerSays(c *cli.Context, a *admin, line string) error {
+	if _, err := fmt.Fprintln(c.App.Writer, printable(line)); err != nil {
+		a.log.Warn().Err(err).Msg("run requested; cannot write that to stdout")
+	}
+	return nil
 }

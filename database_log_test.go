@@ -53,13 +53,19 @@ func TestLogsNameTheDatabase(t *testing.T) {
 		t.Errorf("password in %s", p.Logs)
 	}
 
-	// migrate says on stderr where it created the tables.
+	// migrate says each change once, on stdout, and where it made them
+	// once, on stderr.
 	d2 := newDB(t)
 	m := lw(t, nil, "migrate", "--database-url", pgtest.URL(), "--table", d2.table, "--log-format", "json")
+	createdLine := "created table " + `"` + d2.table + `"`
+	m.Expect(t, createdLine)
 	if code := m.Wait(t, 20*time.Second); code != 0 {
 		t.Fatalf("migrate exit %d: %s", code, m.Logs)
 	}
-	if e := m.WaitLog(t, "created table "+`"`+d2.table+`"`); e["database_name"] != cfg.Database {
-		t.Errorf("migrate: %v, want database_name %s", e, cfg.Database)
+	if e := m.WaitLog(t, "lease tables migrated"); e["database_name"] != cfg.Database || e["table"] != d2.table {
+		t.Errorf("migrate: %v, want database_name %s and table %s", e, cfg.Database, d2.table)
+	}
+	if strings.Contains(m.Logs.String(), createdLine) {
+		t.Errorf("migrate said %q on stderr too: %s", createdLine, m.Logs)
 	}
 }

@@ -23,7 +23,8 @@ const (
 	// lease table does not exist.
 	exitUnavailable = 69
 	// exitIOErr (EX_IOERR): a subcommand's output could not be written
-	// (check answers 3, UNKNOWN, instead).
+	// (check answers 3, UNKNOWN, instead; trigger, whose request is then
+	// recorded and stands, logs it and exits 0).
 	exitIOErr = 74
 	// exitLeaseLost (EX_TEMPFAIL): the lease was lost while the child ran
 	// (the child was stopped) or between two --retries attempts, or it was

@@ -43,7 +43,7 @@ func storeFlags() []cli.Flag {
 // runFlags are the settings of the main command.
 func runFlags() []cli.Flag {
 	return append([]cli.Flag{
-		jobFlag("lease name, 1-200 bytes of printable UTF-8 without '#' (required)"),
+		jobFlag("lease name, 1-200 bytes of printable UTF-8 without '#', not . or .. (required)"),
 		idFlag("this instance's holder id, 1-200 bytes of printable UTF-8 (default: <hostname>-<pid>-<random>)"),
 		&cli.StringFlag{Name: "ttl", EnvVars: []string{"LEASEWRAP_TTL"}, Value: lease.DefaultTTL.String(),
 			Usage: "lease duration written to the database, at most 24h; the three timings below follow it unless set"},

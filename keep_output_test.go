@@ -510,3 +510,30 @@ func TestOneFileForBothStreamsKeepsTheExactOrder(t *testing.T) {
 		t.Errorf("the log file has the command's lines out of order:\n%s", got)
 	}
 }
+
+// history --output to a terminal escapes what the terminal would act on
+// (a run's output may retitle the window or clear the screen), as every
+// other output of leasewrap does; --raw, or a pipe, gives the bytes.
+func TestHistoryOutputEscapesOnATerminal(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	r := runLeasewrap(t, 20*time.Second, d.args("--job", "esc", "--keep-output", "1KiB", "--",
+		"sh", "-c", `printf '\033]0;pwned\007hello \033[31mred\n'`)...)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	const written = "\x1b]0;pwned\x07hello \x1b[31mred\n"
+	if got := string(d.keptOutput(t, "esc")); got != written {
+		t.Errorf("history --output to a pipe printed %q, want the bytes %q", got, written)
+	}
+	history := []string{"history", "--database-url", pgtest.URL(), "--table", d.table, "--job", "esc", "--output"}
+	none := func(io.Writer, *bufio.Scanner) {}
+	seen := strings.Join(underTerminal(t, nil, history, none), "\n")
+	if strings.Contains(seen, "\x1b") || strings.Contains(seen, "\x07") || !strings.Contains(seen, `\x1b]0;pwned\ahello \x1b[31mred`) {
+		t.Errorf("history --output on a terminal showed %q, want the controls escaped", seen)
+	}
+	seen = strings.Join(underTerminal(t, nil, append(history, "--raw"), none), "\n")
+	if !strings.Contains(seen, "\x1b]0;pwned\x07hello \x1b[31mred") {
+		t.Errorf("history --output --raw on a terminal showed %q, want the bytes as written", seen)
+	}
+}

@@ -409,6 +409,10 @@ func TestBadInputExits64WithOneLine(t *testing.T) {
 	}{
 		{"no job", nil, []string{"--", "true"}, "--job"},
 		{"long job", nil, []string{"--job", strings.Repeat("j", 201), "--", "true"}, "--job"},
+		{"dot job", nil, []string{"--job", ".", "--", "true"}, `".": ".", ".." and names of only spaces are refused`},
+		{"dot-dot job", nil, []string{"--job", "..", "--", "true"}, `"..": ".", ".." and names of only spaces are refused`},
+		{"blank job", nil, []string{"--job", " \t ", "--", "true"}, "only spaces"},
+		{"dot-dot job from the environment", []string{"LEASEWRAP_JOB=.."}, []string{"status"}, "LEASEWRAP_JOB"},
 		{"bad table", nil, []string{"--job", "j", "--table", "a.b.c", "--", "true"}, "--table"},
 		{"ttl too short", nil, []string{"--job", "j", "--ttl", "20s", "--renew-interval", "15s", "--", "true"}, "--ttl"},
 		{"zero grace", nil, []string{"--job", "j", "--grace", "0s", "--", "true"}, "--grace"},

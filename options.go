@@ -349,6 +349,15 @@ func parseJob(s settings) (string, error) {
 	return job, nil
 }
 
+// sayJobFromEnv says on stderr that status or history shows only job, as
+// LEASEWRAP_JOB asked and not the command line: after sourcing a unit's
+// environment file, a table of one job must not pass for every job's.
+func sayJobFromEnv(s settings, job string) {
+	if job != "" && !fromCommandLine(s.args, "job") {
+		fmt.Fprintf(s.c.App.ErrWriter, "leasewrap: showing job %q only, as LEASEWRAP_JOB says; --job '' shows every job\n", job)
+	}
+}
+
 // requireJob reads --job where it must be set (the main command, release,
 // check).
 func requireJob(s settings) (string, error) {
@@ -425,13 +434,50 @@ func parseTimings(s settings) (lease.Timings, []string, error) {
 	if len(te.Settings) == 1 {
 		name := string(te.Settings[0])
 		if slices.Contains(derived, name) {
-			return t, nil, usagef("invalid %s %s: the --%s that follows from it (%s) %s; use a longer TTL", s.source("ttl"), ttl, name, te.Settings[0].Of(t), te.Msg)
+			// Said without the value that follows, which is rounded to
+			// milliseconds and may read 0s.
+			return t, nil, usagef("invalid %s %s: too short: the --%s that follows from it (%s) %s; use --ttl %s or longer",
+				s.source("ttl"), ttl, name, derivedRatio[te.Settings[0]], derivedFloor[te.Settings[0]], minTTL(ttl, set))
 		}
 		return t, nil, usagef("invalid %s %s: %s", s.source(name), s.c.String(name), te.Msg)
 	}
 	return t, nil, usagef("timings do not fit: %s; use %s, or %s", te.Msg,
 		describeTimings(lease.Timings{TTL: t.MinTTL(), RenewInterval: t.RenewInterval, Grace: t.Grace, RetryInterval: t.RetryInterval}, lease.SettingTTL),
 		describeTimings(te.Fix, lease.SettingRenewInterval, lease.SettingGrace, lease.SettingRetryInterval))
+}
+
+// derivedRatio says how each timing not set follows the TTL
+// (lease.DeriveTimings).
+var derivedRatio = map[lease.Setting]string{
+	lease.SettingRenewInterval: "ttl/3", lease.SettingGrace: "ttl*2/9", lease.SettingRetryInterval: "ttl*2/45",
+}
+
+// derivedFloor says what each timing that follows the TTL must be
+// (lease.Timings.Check).
+var derivedFloor = map[lease.Setting]string{
+	lease.SettingRenewInterval: "must be at least " + lease.MinRenewInterval.String(),
+	lease.SettingRetryInterval: "must be at least " + lease.MinRetryInterval.String(),
+	lease.SettingGrace:         "must be at least 1ms",
+}
+
+// minTTL is the shortest TTL, from ttl up and in whole milliseconds, with
+// which the timings in set and those that follow the TTL pass
+// lease.Timings.Check (each timing that follows grows with the TTL). It
+// returns the longest TTL allowed when none is.
+func minTTL(ttl time.Duration, set map[lease.Setting]time.Duration) time.Duration {
+	lo, hi := ttl.Truncate(time.Millisecond), durationLimits[string(lease.SettingTTL)].max
+	if lease.TimingsFor(hi, set).Check() != nil {
+		return hi
+	}
+	for hi-lo > time.Millisecond {
+		mid := (lo + (hi-lo)/2).Truncate(time.Millisecond)
+		if lease.TimingsFor(mid, set).Check() == nil {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
 }
 
 // describeTimings spells out a fix: the named flags with t's values, and

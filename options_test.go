@@ -113,6 +113,37 @@ func TestBadSettingsSayWhatToChange(t *testing.T) {
 	}
 }
 
+// A TTL too short for a timing that follows it is refused with the floor
+// that timing missed and the shortest TTL that works, never with the
+// following timing's value rounded to milliseconds (0s for --ttl 1ms).
+func TestTooShortTTLSaysTheTruth(t *testing.T) {
+	for _, tc := range []struct {
+		ttl  string
+		want []string
+	}{
+		{"1ms", []string{"invalid --ttl 1ms", "--renew-interval that follows from it (ttl/3) must be at least 100ms", "use --ttl 299ms or longer"}},
+		{"150ms", []string{"invalid --ttl 150ms", "must be at least 100ms", "use --ttl 299ms or longer"}},
+	} {
+		_, err := parse(t, nil, "--job", "j", "--ttl", tc.ttl, "--", "true")
+		code, msg := exitCode(err)
+		if code != exitUsage || msg == nil {
+			t.Fatalf("--ttl %s: got %d %v, want a usage error", tc.ttl, code, msg)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(msg.Error(), w) {
+				t.Errorf("--ttl %s: message %q lacks %q", tc.ttl, msg, w)
+			}
+		}
+		if strings.Contains(msg.Error(), "0s") || strings.Contains(msg.Error(), "positive") {
+			t.Errorf("--ttl %s: message %q speaks of a rounded value", tc.ttl, msg)
+		}
+	}
+	// The TTL it suggests is accepted.
+	if _, err := parse(t, nil, "--job", "j", "--ttl", "299ms", "--", "true"); err != nil {
+		t.Errorf("--ttl 299ms: %v", err)
+	}
+}
+
 func TestSubcommandMayFollowFlags(t *testing.T) {
 	cmds := commands()
 	for _, tc := range []struct {
@@ -291,5 +322,97 @@ func TestReleaseAndCheckUseTheOuterJob(t *testing.T) {
 	code, out, _ := runInProcess(t, env, "check", "--max-age", "1h", "--database-url", pgtest.URL(), "--table", d.table)
 	if code != checkCritical || !strings.Contains(out, "outer") {
 		t.Errorf("check under a leasewrap: exit %d, %q; want CRITICAL about outer", code, out)
+	}
+}
+
+// status and history narrowed to one job by LEASEWRAP_JOB (an environment
+// file sourced for a unit sets it) say so on stderr; an empty --job shows every
+// job, and a --job given on the command line needs no word.
+func TestStatusAndHistorySayAJobFromTheEnvironment(t *testing.T) {
+	d := newDB(t)
+	for _, job := range []string{"job_alpha", "job_beta"} {
+		// The real binary: the main command in this process would make it
+		// the reaper of every other test's leasewrap.
+		p := lw(t, nil, d.args("--job", job, "--", "true")...)
+		if code := p.Wait(t, 20*time.Second); code != 0 {
+			t.Fatalf("run of %s exited %d", job, code)
+		}
+	}
+	const said = `showing job "job_alpha" only, as LEASEWRAP_JOB says; --job '' shows every job`
+	for _, tc := range []struct {
+		args      []string
+		say, both bool
+	}{
+		{[]string{"status"}, true, false},
+		{[]string{"history"}, true, false},
+		{[]string{"status", "--json"}, true, false},
+		{[]string{"status", "--job", ""}, false, true},
+		{[]string{"history", "--job="}, false, true},
+		{[]string{"status", "--job", "job_alpha"}, false, false},
+	} {
+		args := append(tc.args, "--database-url", pgtest.URL(), "--table", d.table)
+		code, out, errOut := runInProcess(t, map[string]string{"LEASEWRAP_JOB": "job_alpha"}, args...)
+		if code != 0 {
+			t.Errorf("%q: exit %d: %s", tc.args, code, errOut)
+		}
+		if got := strings.Contains(errOut, said); got != tc.say {
+			t.Errorf("%q with LEASEWRAP_JOB=job_alpha: stderr %q, said %v, want %v", tc.args, errOut, got, tc.say)
+		}
+		if got := strings.Contains(out, "job_beta") && strings.Contains(out, "job_alpha"); got != tc.both {
+			t.Errorf("%q with LEASEWRAP_JOB=job_alpha: both jobs shown %v, want %v: %s", tc.args, got, tc.both, out)
+		}
+	}
+}
+
+// The words people try first do what they do in git and kubectl: help,
+// help SUBCOMMAND and --version; a word that is no subcommand (nor, without
+// --, a program) is refused with the subcommand it is likely a typo of;
+// leasewrap alone prints its usage to stderr and exits 64.
+func TestHabitsOfTheCommandLine(t *testing.T) {
+	env := map[string]string{"LEASEWRAP_JOB": "", "LEASEWRAP_DATABASE_URL": "", "DATABASE_URL": "", "PGHOST": "", "PGDATABASE": "", "PGSERVICE": ""}
+	for _, tc := range []struct {
+		args           []string
+		code           int
+		stdout, stderr string // each must be in it; "" for empty
+	}{
+		{[]string{"--version"}, 0, "leasewrap " + version() + "\n", ""},
+		{[]string{"--log-level", "debug", "--version"}, 0, "leasewrap " + version() + "\n", ""},
+		{[]string{"help"}, 0, "leasewrap [flags] -- COMMAND [ARG...]", ""},
+		{[]string{"help", "status"}, 0, "leasewrap status [--job NAME]", ""},
+		{[]string{"help", "stauts"}, exitUsage, "", `leasewrap: unknown command "stauts"; did you mean "status"?`},
+		{[]string{"stauts"}, exitUsage, "", `leasewrap: unknown command "stauts"; did you mean "status"?`},
+		{[]string{"hisotry", "--job", "x"}, exitUsage, "", `did you mean "history"?`},
+		{[]string{"--job", "x", "stauts"}, exitUsage, "", `unknown command "stauts"; did you mean "status"?`},
+		{[]string{"--job", "x", "no-such-program-xyzzy"}, exitUsage, "", `unknown command "no-such-program-xyzzy": see leasewrap --help`},
+		{[]string{"--job", "x", "stauts", "--", "true"}, exitUsage, "", `unknown command "stauts"`},
+		// A program, by path or in $PATH, is still the command to run (the
+		// refusal that follows is the missing database's), and so is a word
+		// after --: not found, 127.
+		{[]string{"--job", "x", "true"}, exitUsage, "", "no database named"},
+		{[]string{"--job", "x", "./stauts"}, 127, "", `cannot run "./stauts"`},
+		{[]string{"--job", "x", "--", "stauts"}, 127, "", `cannot run "stauts"`},
+		{nil, exitUsage, "", "usage: leasewrap [flags] -- COMMAND [ARG...]\n"},
+	} {
+		code, out, errOut := runInProcess(t, env, tc.args...)
+		if code != tc.code || tc.stdout == "" && out != "" || !strings.Contains(out, tc.stdout) ||
+			tc.stderr == "" && errOut != "" || !strings.Contains(errOut, tc.stderr) {
+			t.Errorf("leasewrap %q: exit %d, stdout %.200q, stderr %.200q; want %d, %q, %q", tc.args, code, out, errOut, tc.code, tc.stdout, tc.stderr)
+		}
+	}
+	// The real binary, alone.
+	p := lw(t, nil)
+	if code := p.Wait(t, 10*time.Second); code != exitUsage || !strings.Contains(p.Logs.String(), "leasewrap help SUBCOMMAND") {
+		t.Errorf("leasewrap alone: exit %d, stderr %q; want 64 and the usage", code, p.Logs)
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{{"stauts", "status", 1}, {"status", "status", 0}, {"hisotry", "history", 1}, {"relase", "release", 1}, {"foo", "status", 6}, {"", "help", 4}} {
+		if got := editDistance(tc.a, tc.b); got != tc.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
 	}
 }

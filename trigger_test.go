@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -419,4 +420,100 @@ func TestTriggerAfterTheListeningConnectionWasCut(t *testing.T) {
 	}
 	waitRuns(t, record, 1)
 	stop(t, p)
+}
+
+// A request is recorded before trigger says so: a stdout that cannot be
+// written (here /dev/full) does not undo it, so trigger says so on stderr
+// and exits 0, and the request is run.
+func TestTriggerWhoseStdoutFailsStillRequested(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	record := filepath.Join(t.TempDir(), "runs")
+	p := lw(t, []string{child("record:" + record + " exit:0")}, d.args("--job", "j", "--schedule", farSchedule, "--", self())...)
+	p.WaitLog(t, "scheduler started")
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("no /dev/full: %v", err)
+	}
+	defer full.Close()
+	var stderr lwtest.SyncBuffer
+	cmd := exec.Command(binary, "trigger", "--database-url", pgtest.URL(), "--table", d.table, "--log-format", "json", "--job", "j")
+	cmd.Stdout, cmd.Stderr = full, &stderr
+	err = cmd.Run()
+	if err != nil || !strings.Contains(stderr.String(), "run requested; cannot write that to stdout") {
+		t.Errorf("trigger with stdout on /dev/full: %v, stderr %q; want exit 0 and the request said on stderr", err, stderr.String())
+	}
+	waitRuns(t, record, 1)
+	stop(t, p)
+}
+
+// A scheduler whose role lacks a privilege on the claims table (UPDATE,
+// which a requested run's take needs, from the start; INSERT once it
+// runs) is told which grants each table needs, the claims table's among
+// them, and says it once, however many times come due meanwhile, even
+// when a take of another kind succeeds in between.
+func TestSchedulerWithoutClaimsInsertSaysTheGrantOnce(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	if code, _, errOut := runLeasewrapIn(t, "migrate", "--database-url", pgtest.URL(), "--table", d.table); code != 0 {
+		t.Fatalf("migrate exited %d: %s", code, errOut)
+	}
+	role := fmt.Sprintf("lw_claims_%d_%d", os.Getpid(), roleSeq.Add(1))
+	r := pgx.Identifier{role}.Sanitize()
+	d.exec(t, `CREATE ROLE `+r+` LOGIN`)
+	t.Cleanup(func() {
+		if _, err := d.pool.Exec(context.Background(), `DROP OWNED BY `+r+`; DROP ROLE `+r); err != nil {
+			t.Errorf("drop role %s: %v", role, err)
+		}
+	})
+	claims := schema.ClaimsTable(pgx.Identifier{d.table}).Sanitize()
+	d.exec(t, `GRANT USAGE ON SCHEMA public TO `+r)
+	d.exec(t, `GRANT SELECT, INSERT, UPDATE ON TABLE TO `+r)
+	d.exec(t, `GRANT SELECT, INSERT, DELETE ON `+pgx.Identifier{d.table + lease.HistorySuffix}.Sanitize()+` TO `+r)
+	d.exec(t, `GRANT SELECT, INSERT, DELETE ON `+claims+` TO `+r)
+	u, err := url.Parse(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	args := []string{"--database-url", u.String(), "--table", d.table, "--log-format", "json", "--log-level", "debug",
+		"--ttl", "3s", "--job", "j", "--schedule", "@every 1s", "--", "true"}
+	p := lw(t, nil, args...)
+	p.WaitLog(t, "scheduler started")
+	d.exec(t, `REVOKE INSERT ON `+claims+` FROM `+r)
+	const failing = "cannot use the lease store; the scheduled times are accounted for once it answers"
+	deadline := time.Now().Add(20 * time.Second)
+	var seen []map[string]any
+	for len(seen) < 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d %q lines within 20s:\n%s", len(seen), failing, p.Logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+		seen = seen[:0]
+		for _, e := range p.LogEntries(t) {
+			if e["message"] == failing {
+				seen = append(seen, e)
+			}
+		}
+	}
+	stop(t, p)
+	if strings.Contains(p.Logs.String(), "the lease store answers again") {
+		t.Errorf("the scheduler said the store answers again while its privilege was still missing:\n%s", p.Logs)
+	}
+	for i, e := range seen {
+		if want := map[bool]string{true: "warn", false: "debug"}[i == 0]; e["level"] != want {
+			t.Errorf("failure %d logged at %v, want %s: %v", i+1, e["level"], want, e)
+		}
+		msg, _ := e["error"].(string)
+		if !strings.Contains(msg, "SELECT, INSERT, UPDATE, DELETE ON its claims table") || !strings.Contains(msg, "permission denied") {
+			t.Errorf("failure %d: %q, want the claims table's grant and the server's message", i+1, msg)
+		}
+	}
+}
+
+// runLeasewrapIn runs leasewrap to its end and returns its status and output.
+func runLeasewrapIn(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	r := runLeasewrap(t, 30*time.Second, args...)
+	return r.code, string(r.stdout), string(r.stderr)
 }

@@ -154,12 +154,17 @@ func ParseTable(name string) (pgx.Identifier, error) {
 }
 
 // CheckJob reports whether job can name an existing lease: 1-200 bytes of
-// UTF-8 without NUL, as PostgreSQL's text stores. Reading commands use it, so
-// that a row written by hand can still be looked at; a new lease takes
-// CheckNewJob.
+// UTF-8 without NUL, as PostgreSQL's text stores, other than "." and ".."
+// (which a path or a URL such as the web page's /jobs/NAME reads as a
+// directory) and other than only white space (which no one can tell from
+// another such name in a table). Reading commands use it, so that a row
+// written by hand can still be looked at; a new lease takes CheckNewJob.
 func CheckJob(job string) error {
 	if job == "" || len(job) > MaxJobLen || !utf8.ValidString(job) || strings.ContainsRune(job, 0) {
 		return fmt.Errorf("invalid job name %.40q (%d bytes): must be 1-%d bytes of UTF-8, as in \"nightly_report\"", job, len(job), MaxJobLen)
+	}
+	if job == "." || job == ".." || strings.TrimFunc(job, unicode.IsSpace) == "" {
+		return fmt.Errorf("invalid job name %q: \".\", \"..\" and names of only spaces are refused; any other 1-%d bytes of UTF-8 will do, as in \"nightly_report\"", job, MaxJobLen)
 	}
 	return nil
 }

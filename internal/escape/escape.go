@@ -93,3 +93,25 @@ func SafeJSON(b []byte) []byte {
 func hidden(r rune) bool {
 	return r == 0x7f || r >= utf8.RuneSelf && !unicode.IsPrint(r) && r != utf8.RuneError
 }
+
+// Text escapes output meant for a terminal that holds many lines, such as
+// what a run printed: as Printable, but newlines and tabs are kept, and
+// backslashes are left alone (the text is shown, not told apart from
+// another).
+func Text(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			out = fmt.Appendf(out, `\x%02x`, b[0])
+		case r == '\n' || r == '\t' || r == '\\' || !needsEscape(r):
+			out = append(out, b[:size]...)
+		default:
+			q := strconv.QuoteRune(r) // '\x1b', '\r', '\u202e'
+			out = append(out, q[1:len(q)-1]...)
+		}
+		b = b[size:]
+	}
+	return out
+}

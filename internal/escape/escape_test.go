@@ -59,3 +59,18 @@ func FuzzJSON(f *testing.F) {
 		}
 	})
 }
+
+func TestText(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain\tline\n":             "plain\tline\n",
+		"C:\\dir\n":                 "C:\\dir\n",
+		"\x1b[2Jcleared\r\n":        `\x1b[2Jcleared\r` + "\n",
+		"bad \xff utf-8, \u202eRTL": `bad \xff utf-8, \u202eRTL`,
+		"nul \x00, C1 \u009b":       `nul \x00, C1 \u009b`,
+		"über ✓":                    "über ✓",
+	} {
+		if got := string(Text([]byte(in))); got != want {
+			t.Errorf("Text(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

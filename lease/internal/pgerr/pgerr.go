@@ -35,7 +35,11 @@ var (
 	// ErrReadOnly is added to the server's refusal of a write (see lease.ErrReadOnly).
 	ErrReadOnly = errors.New("the database is read-only (a standby, or default_transaction_read_only is on): point the connection string at the primary, for example with target_session_attrs=read-write")
 	// ErrPermission is added to a missing privilege (see lease.ErrPermission).
-	ErrPermission = errors.New("the role lacks a privilege: run leasewrap migrate once as the table's owner, then GRANT SELECT, INSERT, UPDATE ON the lease table, and USAGE ON SCHEMA for a schema.table, to the role leasewrap runs as")
+	// The server's error that follows names the table at fault; this says
+	// what each of leasewrap's tables needs.
+	ErrPermission = errors.New("the role lacks a privilege: run leasewrap migrate once as the tables' owner, then GRANT SELECT, INSERT, UPDATE ON the lease table, " +
+		"SELECT, INSERT, DELETE ON its history table (<table>_history) and, with --schedule, SELECT, INSERT, UPDATE, DELETE ON its claims table (<table>_schedule), " +
+		"and USAGE ON SCHEMA for a schema.table, to the role leasewrap runs as")
 )
 
 // SQLState returns the SQLSTATE of the server error in err's chain, or "".
