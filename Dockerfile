@@ -3,7 +3,7 @@
 # runAsNonRoot can check it), with CA certificates in /etc/ssl/certs for
 # sslmode=verify-full.
 #
-#   docker build --build-arg VERSION=v1.2.3 -t leasewrap .   # BuildKit (Docker 23+)
+#   docker build --build-arg VERSION=1.2.3 -t leasewrap .   # BuildKit (Docker 23+)
 #   docker run --rm leasewrap version
 #
 # To put the lease in front of your own command, copy leasewrap into your

@@ -10,6 +10,7 @@ import (
 
 // cron runs lines with PATH=/usr/bin:/bin: every command must be named by
 // its full path, and a system crontab (/etc/cron.d) needs a user field.
+// Every line names its host with --id, as the README and docs/cron.md say.
 func TestCrontabLinesWorkAsWritten(t *testing.T) {
 	for file, userField := range map[string]bool{"crontab": false, "cron.d": true} {
 		data, err := os.ReadFile(filepath.Join("..", "..", "examples", file))
@@ -34,6 +35,9 @@ func TestCrontabLinesWorkAsWritten(t *testing.T) {
 			if len(fields) <= cmd || !strings.HasPrefix(fields[cmd], "/") || !strings.HasSuffix(fields[cmd], "/leasewrap") {
 				t.Errorf("%s: %q does not run leasewrap by its full path", file, line)
 				continue
+			}
+			if !strings.Contains(line, ` --id "$(hostname)" `) {
+				t.Errorf("%s: %q lacks --id \"$(hostname)\": each run would get a new random holder id", file, line)
 			}
 			dash := strings.Index(line, " -- ")
 			if dash < 0 || !strings.HasPrefix(strings.Fields(line[dash+4:])[0], "/") {

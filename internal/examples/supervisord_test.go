@@ -66,7 +66,7 @@ func TestSupervisordThreeReplicas(t *testing.T) {
 	// logs, database and table, after a header that gives supervisord its own
 	// socket, pid file and log in dir.
 	conf := repoFile(t, "examples/supervisord.conf")
-	conf = replaceAll(t, conf, "/usr/local/bin/leasewrap", bin)
+	conf = replaceAll(t, conf, "/usr/bin/leasewrap", bin)
 	conf = replaceAll(t, conf, "/opt/worker/run", script)
 	conf = replaceAll(t, conf, "/var/log/supervisor/", dir+"/")
 	env := fmt.Sprintf(`environment=LEASEWRAP_DATABASE_URL="%s",LEASEWRAP_TABLE="%s",`+

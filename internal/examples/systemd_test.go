@@ -16,8 +16,9 @@ import (
 // TestSystemdUnitVerifies runs systemd-analyze verify on each systemd unit
 // of examples/ (leasewrap@.service, leasewrap-schedule.service) with
 // ExecStart pointed at a freshly built leasewrap, and wants it silent: no
-// error and no warning (unknown keys, bad values). It does not need
-// systemd running as PID 1.
+// error and no warning (unknown keys, bad values), and an [Install]
+// section, without which systemctl enable refuses the unit. It does not
+// need systemd running as PID 1.
 func TestSystemdUnitVerifies(t *testing.T) {
 	analyze := requireTool(t, "systemd-analyze")
 	dir := t.TempDir()
@@ -27,6 +28,10 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	}
 	for _, name := range []string{"leasewrap@.service", "leasewrap-schedule.service"} {
 		unit := repoFile(t, "examples/"+name)
+		// systemctl enable refuses a unit without an [Install] section.
+		if !strings.Contains(unit, "\n[Install]\nWantedBy=") {
+			t.Errorf("examples/%s has no [Install] section with WantedBy=: systemctl enable would refuse it", name)
+		}
 		verify := func(unit string) (string, error) {
 			path := filepath.Join(dir, name)
 			if err := os.WriteFile(path, []byte(unit), 0o644); err != nil {
@@ -36,10 +41,10 @@ func TestSystemdUnitVerifies(t *testing.T) {
 			return string(bytes.TrimSpace(out)), err
 		}
 		// The check has teeth: a missing binary is reported.
-		if out, err := verify(replaceAll(t, unit, "/usr/local/bin/leasewrap", filepath.Join(dir, "missing"))); err == nil || !strings.Contains(out, "not executable") {
+		if out, err := verify(replaceAll(t, unit, "/usr/bin/leasewrap", filepath.Join(dir, "missing"))); err == nil || !strings.Contains(out, "not executable") {
 			t.Fatalf("systemd-analyze verify accepted a missing ExecStart binary in %s (err %v):\n%s", name, err, out)
 		}
-		if out, err := verify(replaceAll(t, unit, "/usr/local/bin/leasewrap", bin)); err != nil || out != "" {
+		if out, err := verify(replaceAll(t, unit, "/usr/bin/leasewrap", bin)); err != nil || out != "" {
 			t.Fatalf("systemd-analyze verify examples/%s: err %v\n%s", name, err, out)
 		}
 	}
