@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
 	"github.com/redbite/leasewrap/monitor"
@@ -26,7 +27,7 @@ func checkScheduled(c *cli.Context, job string) error {
 	js, err := a.read.Summary(c.Context, job, monitor.RunsWindow)
 	if errors.Is(err, lease.ErrNoJob) || err == nil && js.Schedule == "" {
 		return unknown(c, job, fmt.Errorf("missing --max-age: how old the last success may be, as in --max-age 26h "+
-			"(without it, check judges the latest due time of a job run with --schedule, and %s has none)", printable(job)))
+			"(without it, check judges the latest due time of a job run with --schedule, and %s has none)", escape.Printable(job)))
 	}
 	if err != nil {
 		return unknown(c, job, a.db.redact.wrap(err))

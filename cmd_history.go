@@ -312,7 +312,7 @@ func printHistoryTable(w io.Writer, runs []inspect.Run) error {
 	}
 	fmt.Fprintln(tw, "HOLDER\tTOKEN\tATTEMPT\tSTARTED\tDURATION\tEXIT\tOUTCOME\tORIGIN")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t", printable(r.Job))
+		fmt.Fprintf(tw, "%s\t", escape.Printable(r.Job))
 		if slotted {
 			fmt.Fprintf(tw, "%d\t", r.Slot)
 		}
@@ -324,8 +324,8 @@ func printHistoryTable(w io.Writer, runs []inspect.Run) error {
 		if r.Origin != "" {
 			how = r.Origin
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", printable(r.Holder), r.FencingToken, r.Attempt,
-			stamp(r.StartedAt), runDuration(r), exit, printable(r.Outcome), how)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", escape.Printable(r.Holder), r.FencingToken, r.Attempt,
+			stamp(r.StartedAt), runDuration(r), exit, escape.Printable(r.Outcome), how)
 	}
 	return tw.Flush()
 }
@@ -406,7 +406,7 @@ func printTimeline(w io.Writer, runs []inspect.Run, from, to time.Time, width in
 	for _, job := range jobs {
 		jr := byJob[job]
 		slices.SortStableFunc(jr, func(a, b inspect.Run) int { return a.StartedAt.Compare(b.StartedAt) })
-		fmt.Fprintf(&b, "\n%s\n%s%s\n%s%s\n", printable(job), pad, labels(ticks), pad, ruler(ticks, width))
+		fmt.Fprintf(&b, "\n%s\n%s%s\n%s%s\n", escape.Printable(job), pad, labels(ticks), pad, ruler(ticks, width))
 		ran := slices.DeleteFunc(slices.Clone(jr), notRun)
 		drawLanes(&b, ran, from, step, width, col)
 		drawNotRun(&b, jr, width, col)
@@ -622,7 +622,7 @@ func labels(ticks []tick) string {
 }
 
 func laneName(holder string) string {
-	name := printable(holder)
+	name := escape.Printable(holder)
 	if len(name) > laneNameWidth {
 		name = name[:laneNameWidth-1] + "~"
 	}
@@ -658,7 +658,7 @@ func overlaps(runs []inspect.Run) []string {
 			}
 			both := end.Sub(b.StartedAt)
 			out = append(out, fmt.Sprintf("slot %d: %s (token %d) and %s (token %d) ran together for %s from %s",
-				a.Slot, printable(a.Holder), a.FencingToken, printable(b.Holder), b.FencingToken,
+				a.Slot, escape.Printable(a.Holder), a.FencingToken, escape.Printable(b.Holder), b.FencingToken,
 				both.Round(time.Millisecond), stamp(b.StartedAt)))
 		}
 	}

@@ -222,16 +222,16 @@ func printStatusTable(w io.Writer, jobs []inspect.JobStatus, v verdicts) error {
 		if j.LastHolder != nil {
 			by = *j.LastHolder
 		}
-		fmt.Fprintf(tw, "%s\t", printable(j.Job))
+		fmt.Fprintf(tw, "%s\t", escape.Printable(j.Job))
 		if slotted {
 			fmt.Fprintf(tw, "%d/%d\t", max(j.Slot, 1), max(j.Slots, 1))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s", v.of(j.Job).State, printable(j.Holder), j.State,
-			expires, j.FencingToken, start, duration, exit, printable(by))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s", v.of(j.Job).State, escape.Printable(j.Holder), j.State,
+			expires, j.FencingToken, start, duration, exit, escape.Printable(by))
 		if scheduled {
 			spec, next := "-", "-"
 			if j.Schedule != nil {
-				spec = printable(*j.Schedule)
+				spec = escape.Printable(*j.Schedule)
 			}
 			if at := v.next(j); at != nil {
 				next = stamp(*at)
@@ -253,10 +253,6 @@ func printStatusTable(w io.Writer, jobs []inspect.JobStatus, v verdicts) error {
 	}
 	return nil
 }
-
-// printable escapes what a terminal would act on, so that a hostile job
-// name or holder id cannot draw over other rows (see escape.Printable).
-func printable(s string) string { return escape.Printable(s) }
 
 // lastDuration is how long the last finished run took.
 func lastDuration(j inspect.JobStatus) (time.Duration, bool) {
