@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/redbite/leasewrap/internal/escape"
+	"github.com/redbite/leasewrap/internal/timefmt"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
 	"github.com/redbite/leasewrap/monitor"
@@ -33,9 +34,9 @@ func checkScheduled(c *cli.Context, job string) error {
 		return unknown(c, job, a.db.redact.wrap(err))
 	}
 	r := verdictResult(js.Verdict)
-	r.ScheduledAt = utc(js.Verdict.Due)
+	r.ScheduledAt = timefmt.UTC(js.Verdict.Due)
 	if run := js.LastRun; run != nil {
-		r.LastRunAt, r.LastRunOutcome, r.LastExitCode = utc(&run.FinishedAt), &run.Outcome, run.ExitCode
+		r.LastRunAt, r.LastRunOutcome, r.LastExitCode = timefmt.UTC(&run.FinishedAt), &run.Outcome, run.ExitCode
 	}
 	return r.print(c.App.Writer, c.Bool("json"))
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/redbite/leasewrap/internal/escape"
+	"github.com/redbite/leasewrap/internal/timefmt"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
 )
@@ -285,7 +286,7 @@ func printHistoryJSON(w io.Writer, runs []inspect.Run) error {
 		out = append(out, historyJSON{Job: r.Job, Slot: r.Slot, Holder: r.Holder, FencingToken: r.FencingToken,
 			Attempt: r.Attempt, StartedAt: r.StartedAt.UTC(), FinishedAt: r.FinishedAt.UTC(),
 			DurationSeconds: runDuration(r).Seconds(), ExitCode: r.ExitCode, Outcome: r.Outcome,
-			ScheduledAt: utc(r.ScheduledAt), OutputBytes: r.OutputBytes, Origin: origin(r)})
+			ScheduledAt: timefmt.UTC(r.ScheduledAt), OutputBytes: r.OutputBytes, Origin: origin(r)})
 	}
 	return escape.JSON(w, out)
 }
@@ -325,7 +326,7 @@ func printHistoryTable(w io.Writer, runs []inspect.Run) error {
 			how = r.Origin
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", escape.Printable(r.Holder), r.FencingToken, r.Attempt,
-			stamp(r.StartedAt), runDuration(r), exit, escape.Printable(r.Outcome), how)
+			timefmt.Stamp(r.StartedAt), runDuration(r), exit, escape.Printable(r.Outcome), how)
 	}
 	return tw.Flush()
 }
@@ -401,7 +402,7 @@ func printTimeline(w io.Writer, runs []inspect.Run, from, to time.Time, width in
 	slices.Sort(jobs)
 	ticks := axis(from, step, width)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s .. %s, one column = %s\n", stamp(from), stamp(to), roundStep(step))
+	fmt.Fprintf(&b, "%s .. %s, one column = %s\n", timefmt.Stamp(from), timefmt.Stamp(to), roundStep(step))
 	pad := strings.Repeat(" ", laneNameWidth+2)
 	for _, job := range jobs {
 		jr := byJob[job]
@@ -629,10 +630,6 @@ func laneName(holder string) string {
 	return name
 }
 
-// stamp is how the tables and the timeline write a time: in UTC, to the
-// second.
-func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") }
-
 func roundStep(d time.Duration) time.Duration {
 	switch {
 	case d >= time.Minute:
@@ -659,7 +656,7 @@ func overlaps(runs []inspect.Run) []string {
 			both := end.Sub(b.StartedAt)
 			out = append(out, fmt.Sprintf("slot %d: %s (token %d) and %s (token %d) ran together for %s from %s",
 				a.Slot, escape.Printable(a.Holder), a.FencingToken, escape.Printable(b.Holder), b.FencingToken,
-				both.Round(time.Millisecond), stamp(b.StartedAt)))
+				both.Round(time.Millisecond), timefmt.Stamp(b.StartedAt)))
 		}
 	}
 	return out
