@@ -518,20 +518,6 @@ func mostAtOnce(runs []inspect.Run, a, b time.Time) int {
 	return most
 }
 
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
 func countMark(n int) byte {
 	switch {
 	case n == 0:

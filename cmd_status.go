@@ -275,5 +275,3 @@ func nextScheduled(spec *string, now time.Time) *time.Time {
 	}
 	return nil
 }
-
-func ptr[T any](v T) *T { return &v }
