@@ -6,6 +6,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/redbite/leasewrap/internal/escape"
+	"github.com/redbite/leasewrap/internal/timefmt"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
 	"github.com/redbite/leasewrap/monitor"
@@ -26,15 +28,15 @@ func checkScheduled(c *cli.Context, job string) error {
 	js, err := a.read.Summary(c.Context, job, monitor.RunsWindow)
 	if errors.Is(err, lease.ErrNoJob) || err == nil && js.Schedule == "" {
 		return unknown(c, job, fmt.Errorf("missing --max-age: how old the last success may be, as in --max-age 26h "+
-			"(without it, check judges the latest due time of a job run with --schedule, and %s has none)", printable(job)))
+			"(without it, check judges the latest due time of a job run with --schedule, and %s has none)", escape.Printable(job)))
 	}
 	if err != nil {
 		return unknown(c, job, a.db.redact.wrap(err))
 	}
 	r := verdictResult(js.Verdict)
-	r.ScheduledAt = utc(js.Verdict.Due)
+	r.ScheduledAt = timefmt.UTC(js.Verdict.Due)
 	if run := js.LastRun; run != nil {
-		r.LastRunAt, r.LastRunOutcome, r.LastExitCode = utc(&run.FinishedAt), &run.Outcome, run.ExitCode
+		r.LastRunAt, r.LastRunOutcome, r.LastExitCode = timefmt.UTC(&run.FinishedAt), &run.Outcome, run.ExitCode
 	}
 	return r.print(c.App.Writer, c.Bool("json"))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/redbite/leasewrap/internal/escape"
+	"github.com/redbite/leasewrap/internal/timefmt"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
 )
@@ -117,11 +118,11 @@ func judge(f inspect.Freshness, maxAge time.Duration, failOnLastFailure, known, 
 	r := verdictResult(inspect.Judge(facts, inspect.Policy{MaxAge: maxAge, FailOnLastFailure: failOnLastFailure}))
 	r.MaxAgeSeconds = maxAge.Seconds()
 	if run := f.LastRun; run != nil {
-		r.LastRunAt, r.LastRunOutcome, r.LastExitCode = utc(&run.FinishedAt), &run.Outcome, run.ExitCode
+		r.LastRunAt, r.LastRunOutcome, r.LastExitCode = timefmt.UTC(&run.FinishedAt), &run.Outcome, run.ExitCode
 	}
 	if run := f.LastSuccess; run != nil {
 		age := f.Now.Sub(run.FinishedAt)
-		r.LastSuccessAt, r.LastSuccessAgeSeconds = utc(&run.FinishedAt), ptr(math.Round(age.Seconds()*1000)/1000)
+		r.LastSuccessAt, r.LastSuccessAgeSeconds = timefmt.UTC(&run.FinishedAt), ptr(math.Round(age.Seconds()*1000)/1000)
 	}
 	return r
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/redbite/leasewrap/internal/escape"
+	"github.com/redbite/leasewrap/internal/timefmt"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
 )
@@ -285,7 +286,7 @@ func printHistoryJSON(w io.Writer, runs []inspect.Run) error {
 		out = append(out, historyJSON{Job: r.Job, Slot: r.Slot, Holder: r.Holder, FencingToken: r.FencingToken,
 			Attempt: r.Attempt, StartedAt: r.StartedAt.UTC(), FinishedAt: r.FinishedAt.UTC(),
 			DurationSeconds: runDuration(r).Seconds(), ExitCode: r.ExitCode, Outcome: r.Outcome,
-			ScheduledAt: utc(r.ScheduledAt), OutputBytes: r.OutputBytes, Origin: origin(r)})
+			ScheduledAt: timefmt.UTC(r.ScheduledAt), OutputBytes: r.OutputBytes, Origin: origin(r)})
 	}
 	return escape.JSON(w, out)
 }
@@ -312,7 +313,7 @@ func printHistoryTable(w io.Writer, runs []inspect.Run) error {
 	}
 	fmt.Fprintln(tw, "HOLDER\tTOKEN\tATTEMPT\tSTARTED\tDURATION\tEXIT\tOUTCOME\tORIGIN")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t", printable(r.Job))
+		fmt.Fprintf(tw, "%s\t", escape.Printable(r.Job))
 		if slotted {
 			fmt.Fprintf(tw, "%d\t", r.Slot)
 		}
@@ -324,8 +325,8 @@ func printHistoryTable(w io.Writer, runs []inspect.Run) error {
 		if r.Origin != "" {
 			how = r.Origin
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", printable(r.Holder), r.FencingToken, r.Attempt,
-			stamp(r.StartedAt), runDuration(r), exit, printable(r.Outcome), how)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", escape.Printable(r.Holder), r.FencingToken, r.Attempt,
+			timefmt.Stamp(r.StartedAt), runDuration(r), exit, escape.Printable(r.Outcome), how)
 	}
 	return tw.Flush()
 }
@@ -401,12 +402,12 @@ func printTimeline(w io.Writer, runs []inspect.Run, from, to time.Time, width in
 	slices.Sort(jobs)
 	ticks := axis(from, step, width)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s .. %s, one column = %s\n", stamp(from), stamp(to), roundStep(step))
+	fmt.Fprintf(&b, "%s .. %s, one column = %s\n", timefmt.Stamp(from), timefmt.Stamp(to), roundStep(step))
 	pad := strings.Repeat(" ", laneNameWidth+2)
 	for _, job := range jobs {
 		jr := byJob[job]
 		slices.SortStableFunc(jr, func(a, b inspect.Run) int { return a.StartedAt.Compare(b.StartedAt) })
-		fmt.Fprintf(&b, "\n%s\n%s%s\n%s%s\n", printable(job), pad, labels(ticks), pad, ruler(ticks, width))
+		fmt.Fprintf(&b, "\n%s\n%s%s\n%s%s\n", escape.Printable(job), pad, labels(ticks), pad, ruler(ticks, width))
 		ran := slices.DeleteFunc(slices.Clone(jr), notRun)
 		drawLanes(&b, ran, from, step, width, col)
 		drawNotRun(&b, jr, width, col)
@@ -517,20 +518,6 @@ func mostAtOnce(runs []inspect.Run, a, b time.Time) int {
 	return most
 }
 
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
 func countMark(n int) byte {
 	switch {
 	case n == 0:
@@ -622,16 +609,12 @@ func labels(ticks []tick) string {
 }
 
 func laneName(holder string) string {
-	name := printable(holder)
+	name := escape.Printable(holder)
 	if len(name) > laneNameWidth {
 		name = name[:laneNameWidth-1] + "~"
 	}
 	return name
 }
-
-// stamp is how the tables and the timeline write a time: in UTC, to the
-// second.
-func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") }
 
 func roundStep(d time.Duration) time.Duration {
 	switch {
@@ -658,8 +641,8 @@ func overlaps(runs []inspect.Run) []string {
 			}
 			both := end.Sub(b.StartedAt)
 			out = append(out, fmt.Sprintf("slot %d: %s (token %d) and %s (token %d) ran together for %s from %s",
-				a.Slot, printable(a.Holder), a.FencingToken, printable(b.Holder), b.FencingToken,
-				both.Round(time.Millisecond), stamp(b.StartedAt)))
+				a.Slot, escape.Printable(a.Holder), a.FencingToken, escape.Printable(b.Holder), b.FencingToken,
+				both.Round(time.Millisecond), timefmt.Stamp(b.StartedAt)))
 		}
 	}
 	return out

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 )
 
@@ -83,7 +84,7 @@ func pauseAction(c *cli.Context) error {
 	if running != "" {
 		line += "; the command " + running + " runs now goes on to its end"
 	}
-	return printed(fmt.Fprintln(c.App.Writer, printable(line)))
+	return printed(fmt.Fprintln(c.App.Writer, escape.Printable(line)))
 }
 
 func resumeAction(c *cli.Context) error {
@@ -102,9 +103,9 @@ func resumeAction(c *cli.Context) error {
 	case err != nil:
 		return a.db.unavailable(err, a.log)
 	case was == nil:
-		return printed(fmt.Fprintln(c.App.Writer, printable("job "+job+" is not paused; nothing to resume")))
+		return printed(fmt.Fprintln(c.App.Writer, escape.Printable("job "+job+" is not paused; nothing to resume")))
 	}
-	return printed(fmt.Fprintln(c.App.Writer, printable(fmt.Sprintf("resumed %s (paused by %s since %s)",
+	return printed(fmt.Fprintln(c.App.Writer, escape.Printable(fmt.Sprintf("resumed %s (paused by %s since %s)",
 		job, was.By, was.Since.UTC().Format(time.RFC3339)))))
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
 )
@@ -60,11 +61,11 @@ func releaseAction(c *cli.Context) error {
 	}
 	i := slices.IndexFunc(jobs, func(j inspect.JobStatus) bool { return j.Slot == slot })
 	if i < 0 {
-		return &exitError{code: exitNotFound, err: fmt.Errorf("job %s has no slot %d (it has %d)", printable(job), slot, jobs[0].Slots)}
+		return &exitError{code: exitNotFound, err: fmt.Errorf("job %s has no slot %d (it has %d)", escape.Printable(job), slot, jobs[0].Slots)}
 	}
 	if j := jobs[i]; j.State == lease.StateReleasing && !force && j.Holder == id {
 		// Asked for already: what this command would ask for is under way.
-		return printed(fmt.Fprintln(c.App.Writer, printable(fmt.Sprintf(
+		return printed(fmt.Fprintln(c.App.Writer, escape.Printable(fmt.Sprintf(
 			"release already requested: %s stops its command at its next renewal (within its --renew-interval), then hands the lease on %s back (token %d)",
 			j.Holder, job, j.FencingToken))))
 	}
@@ -87,24 +88,24 @@ func releaseAction(c *cli.Context) error {
 		msg = fmt.Sprintf("release requested: %s stops its command at its next renewal (within its --renew-interval), then hands the lease on %s back (token %d)",
 			holder, job, token)
 	}
-	return printed(fmt.Fprintln(c.App.Writer, printable(msg)))
+	return printed(fmt.Fprintln(c.App.Writer, escape.Printable(msg)))
 }
 
 // releasable says why the lease in j cannot or should not be released as
 // asked, in words that say what to do instead.
 func releasable(j inspect.JobStatus, id string, force, yes bool) error {
-	holder := printable(j.Holder)
+	holder := escape.Printable(j.Holder)
 	switch {
 	case id != "" && j.Holder != id:
-		return &exitError{code: exitNotFound, err: fmt.Errorf("the lease on %s is not held by %s (holder: %s, %s)", printable(j.Job), printable(id), holder, j.State)}
+		return &exitError{code: exitNotFound, err: fmt.Errorf("the lease on %s is not held by %s (holder: %s, %s)", escape.Printable(j.Job), escape.Printable(id), holder, j.State)}
 	case !j.Live():
-		return &exitError{code: exitNotFound, err: fmt.Errorf("the lease on %s is already free (%s)", printable(j.Job), j.State)}
+		return &exitError{code: exitNotFound, err: fmt.Errorf("the lease on %s is already free (%s)", escape.Printable(j.Job), j.State)}
 	case j.State == lease.StateKept && !force:
 		return &exitError{code: exitNotFound, err: fmt.Errorf("the command of %s has finished; --hold-for keeps the lease on %s for another %s: add --force to end the hold now",
-			holder, printable(j.Job), j.ExpiresIn.Round(time.Second))}
+			holder, escape.Printable(j.Job), j.ExpiresIn.Round(time.Second))}
 	case force && j.State != lease.StateKept && !yes:
 		return usagef("%s holds the lease on %s and renewed it within the TTL, so it is probably alive: --force would let another instance start while its command still runs. Use release --id %s to let it stop first, or add --yes if you know it is dead",
-			holder, printable(j.Job), holder)
+			holder, escape.Printable(j.Job), holder)
 	}
 	return nil
 }

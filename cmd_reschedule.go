@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/schedule"
 )
@@ -55,12 +56,12 @@ func rescheduleAction(c *cli.Context) error {
 	case err != nil:
 		return a.db.unavailable(err, a.log)
 	case was == sched.Spec():
-		return printed(fmt.Fprintln(c.App.Writer, printable(fmt.Sprintf(
+		return printed(fmt.Fprintln(c.App.Writer, escape.Printable(fmt.Sprintf(
 			"job %s runs on %q already; the zone data it was recorded with are forgotten: the next instance to start records its own", job, was))))
 	case was == "":
 		was = "none"
 	}
-	return printed(fmt.Fprintln(c.App.Writer, printable(fmt.Sprintf(
+	return printed(fmt.Fprintln(c.App.Writer, escape.Printable(fmt.Sprintf(
 		"job %s runs on %q from now on (was %q): instances with the old schedule stand by; those with the new one run its times",
 		job, sched.Spec(), was))))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/redbite/leasewrap/internal/escape"
+	"github.com/redbite/leasewrap/internal/timefmt"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
 	"github.com/redbite/leasewrap/monitor"
@@ -125,7 +126,7 @@ func (v verdicts) of(job string) inspect.Verdict {
 // clock, or by the host's when there is none.
 func (v verdicts) next(j inspect.JobStatus) *time.Time {
 	if vd, ok := v.byJob[j.Job]; ok {
-		return utc(vd.Next)
+		return timefmt.UTC(vd.Next)
 	}
 	return nextScheduled(j.Schedule, time.Now())
 }
@@ -168,7 +169,7 @@ func printStatusJSON(w io.Writer, jobs []inspect.JobStatus, v verdicts) error {
 	out := make([]statusJSON, 0, len(jobs))
 	for _, j := range jobs {
 		s := statusJSON{Job: j.Job, Holder: j.Holder, State: j.State, FencingToken: j.FencingToken,
-			LastStartedAt: utc(j.LastStarted), LastFinishedAt: utc(j.LastFinished), LastExitCode: j.LastExitCode, LastHolder: j.LastHolder}
+			LastStartedAt: timefmt.UTC(j.LastStarted), LastFinishedAt: timefmt.UTC(j.LastFinished), LastExitCode: j.LastExitCode, LastHolder: j.LastHolder}
 		if j.Live() {
 			s.ExpiresInSeconds = ptr(j.ExpiresIn.Round(time.Millisecond).Seconds())
 		}
@@ -209,7 +210,7 @@ func printStatusTable(w io.Writer, jobs []inspect.JobStatus, v verdicts) error {
 			expires = j.ExpiresIn.Round(100 * time.Millisecond).String()
 		}
 		if j.LastStarted != nil {
-			start = stamp(*j.LastStarted)
+			start = timefmt.Stamp(*j.LastStarted)
 		}
 		if d, ok := lastDuration(j); ok {
 			duration = d.String()
@@ -222,19 +223,19 @@ func printStatusTable(w io.Writer, jobs []inspect.JobStatus, v verdicts) error {
 		if j.LastHolder != nil {
 			by = *j.LastHolder
 		}
-		fmt.Fprintf(tw, "%s\t", printable(j.Job))
+		fmt.Fprintf(tw, "%s\t", escape.Printable(j.Job))
 		if slotted {
 			fmt.Fprintf(tw, "%d/%d\t", max(j.Slot, 1), max(j.Slots, 1))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s", v.of(j.Job).State, printable(j.Holder), j.State,
-			expires, j.FencingToken, start, duration, exit, printable(by))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s", v.of(j.Job).State, escape.Printable(j.Holder), j.State,
+			expires, j.FencingToken, start, duration, exit, escape.Printable(by))
 		if scheduled {
 			spec, next := "-", "-"
 			if j.Schedule != nil {
-				spec = printable(*j.Schedule)
+				spec = escape.Printable(*j.Schedule)
 			}
 			if at := v.next(j); at != nil {
-				next = stamp(*at)
+				next = timefmt.Stamp(*at)
 			}
 			fmt.Fprintf(tw, "\t%s\t%s", spec, next)
 		}
@@ -254,10 +255,6 @@ func printStatusTable(w io.Writer, jobs []inspect.JobStatus, v verdicts) error {
 	return nil
 }
 
-// printable escapes what a terminal would act on, so that a hostile job
-// name or holder id cannot draw over other rows (see escape.Printable).
-func printable(s string) string { return escape.Printable(s) }
-
 // lastDuration is how long the last finished run took.
 func lastDuration(j inspect.JobStatus) (time.Duration, bool) {
 	if j.LastStarted == nil || j.LastFinished == nil || j.LastFinished.Before(*j.LastStarted) {
@@ -274,17 +271,7 @@ func nextScheduled(spec *string, now time.Time) *time.Time {
 		return nil
 	}
 	if next, ok := schedule.NextOf(*spec, now); ok {
-		return utc(&next)
+		return timefmt.UTC(&next)
 	}
 	return nil
 }
-
-func utc(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
-}
-
-func ptr[T any](v T) *T { return &v }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 )
 
@@ -124,7 +125,7 @@ func triggerAction(c *cli.Context) error {
 // stands whatever the line's fate: one that cannot be written is said on
 // stderr, and trigger exits 0.
 func triggerSays(c *cli.Context, a *admin, line string) error {
-	if _, err := fmt.Fprintln(c.App.Writer, printable(line)); err != nil {
+	if _, err := fmt.Fprintln(c.App.Writer, escape.Printable(line)); err != nil {
 		a.log.Warn().Err(err).Msg("run requested; cannot write that to stdout")
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/redbite/leasewrap/internal/escape"
+	"github.com/redbite/leasewrap/internal/timefmt"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/schedule"
 )
@@ -171,7 +172,7 @@ func judgeScheduled(v *Verdict, f Facts, job string) {
 	}
 	at := acc.At.UTC()
 	v.Due = &at
-	when := at.Format("2006-01-02 15:04:05Z")
+	when := timefmt.Stamp(at)
 	switch {
 	case acc.Claim == "" && acc.Run == nil:
 		v.State, v.Reason = StateOverdue, fmt.Sprintf("%s: the time due at %s was not run, and no instance recorded it missed (are its schedulers running?)", job, when)
@@ -191,11 +192,11 @@ func judgeScheduled(v *Verdict, f Facts, job string) {
 
 // PauseReason says who paused the job, since when, until when and why.
 func PauseReason(job string, p *lease.Pause) string {
-	s := fmt.Sprintf("%s is paused by %s since %s", job, escape.Printable(p.By), p.Since.UTC().Format("2006-01-02 15:04:05Z"))
+	s := fmt.Sprintf("%s is paused by %s since %s", job, escape.Printable(p.By), timefmt.Stamp(p.Since))
 	if p.Until.IsZero() {
 		s += ", until resumed"
 	} else {
-		s += ", until " + p.Until.UTC().Format("2006-01-02 15:04:05Z")
+		s += ", until " + timefmt.Stamp(p.Until)
 	}
 	if p.Reason != "" {
 		s += ": " + escape.Printable(p.Reason)
