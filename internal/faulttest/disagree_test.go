@@ -64,26 +64,12 @@ func TestScheduleExactlyOnceWhenInstancesDisagree(t *testing.T) {
 		if now.After(nextFault) {
 			nextFault = now.Add(time.Duration(1000+rng.IntN(2000)) * time.Millisecond)
 			// Longer than the short windows: back with an old position.
-			back := time.Duration(1000+rng.IntN(14000)) * time.Millisecond
-			switch k := rng.IntN(100); {
-			case k < 25:
-				c.strike(faultKill, back)
-			case k < 50:
-				c.strike(faultStop, back)
-			default:
-				c.strike(faultCut, back)
-			}
+			c.strikeAtRandom(time.Duration(1000+rng.IntN(14000))*time.Millisecond,
+				odds{faultKill, 25}, odds{faultStop, 25}, odds{faultCut, 50})
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	c.heal()
-	faults := c.faults
-	f.sleepUntil(to.Add(5 * ttl))
-	f.stop()
-	counts := f.checkOncePerTime(from, to, period)
-	line := fmt.Sprintf("scenario %-14s times=%d outcomes=%v faults=%v", "disagree", times, counts, faults)
-	t.Log(line)
-	fmt.Println(line)
+	c.end("disagree", times, to, func() map[string]int { return f.checkOncePerTime(from, to, period) })
 }
 
 // checkOncePerTime is checkExactlyOnce for a claims table an operator

@@ -264,29 +264,12 @@ func TestScheduleExactlyOnceUnderFaults(t *testing.T) {
 		now := c.tick()
 		if now.After(nextFault) {
 			nextFault = now.Add(time.Duration(800+rng.IntN(1700)) * time.Millisecond)
-			back := time.Duration(300+rng.IntN(4000)) * time.Millisecond
-			switch k := rng.IntN(100); {
-			case k < 30:
-				c.strike(faultKill, back)
-			case k < 50:
-				c.strike(faultStop, back)
-			case k < 65:
-				c.strike(faultTerm, back)
-			default:
-				c.strike(faultCut, back)
-			}
+			c.strikeAtRandom(time.Duration(300+rng.IntN(4000))*time.Millisecond,
+				odds{faultKill, 30}, odds{faultStop, 20}, odds{faultTerm, 15}, odds{faultCut, 35})
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// Heal everything, let a few clean times pass, then stop.
-	c.heal()
-	faults := c.faults
-	f.sleepUntil(to.Add(5 * ttl))
-	f.stop()
-	counts := f.checkExactlyOnce(from, to, period)
-	line := fmt.Sprintf("scenario %-14s times=%d outcomes=%v faults=%v", "schedule", times, counts, faults)
-	t.Log(line)
-	fmt.Println(line)
+	counts := c.end("schedule", times, to, func() map[string]int { return f.checkExactlyOnce(from, to, period) })
 	if counts["exited"] == 0 {
 		t.Errorf("no time ran to completion: %v", counts)
 	}
@@ -546,6 +529,38 @@ func (c *chaos) strike(kind string, back time.Duration) {
 		m.proxy.Cut()
 		c.later(back, func() { m.proxy.Restore(); up() })
 	}
+}
+
+// odds is a fault kind and its chance in percent.
+type odds struct {
+	kind    string
+	percent int
+}
+
+// strikeAtRandom strikes a fault drawn by the odds (their percents add up
+// to 100), healed after back.
+func (c *chaos) strikeAtRandom(back time.Duration, kinds ...odds) {
+	k := c.rng.IntN(100)
+	for _, o := range kinds {
+		if k < o.percent {
+			c.strike(o.kind, back)
+			return
+		}
+		k -= o.percent
+	}
+}
+
+// end heals everything, lets a few clean times pass after to, stops the
+// fleet, checks it with check and prints the scenario's line.
+func (c *chaos) end(name string, times int, to time.Time, check func() map[string]int) map[string]int {
+	c.heal()
+	c.f.sleepUntil(to.Add(5 * ttl))
+	c.f.stop()
+	counts := check()
+	line := fmt.Sprintf("scenario %-14s times=%d outcomes=%v faults=%v", name, times, counts, c.faults)
+	c.f.t.Log(line)
+	fmt.Println(line)
+	return counts
 }
 
 // heal runs every pending action and starts again the members that
