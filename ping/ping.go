@@ -123,18 +123,6 @@ type config struct {
 // retries (at debug level). The default discards them.
 func WithLogger(l zerolog.Logger) Option { return func(c *config) { c.log = l } }
 
-// WithHTTPClient sets the HTTP client. Its transport must honour request
-// contexts, or Close cannot cut a hung request short. The default is a
-// client of its own on a clone of http.DefaultTransport (which honours
-// HTTPS_PROXY and friends).
-func WithHTTPClient(h *http.Client) Option {
-	return func(c *config) {
-		if h != nil {
-			c.client = h
-		}
-	}
-}
-
 // WithTimeout bounds each attempt; d <= 0 means DefaultTimeout.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) {

@@ -24,7 +24,7 @@ func Parse(raw string) (*url.URL, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, fmt.Errorf("ping URL is not a valid URL: %v", err)
+		return nil, fmt.Errorf("ping URL is not a valid URL: %w", err)
 	}
 	switch u.Scheme {
 	case "http", "https":

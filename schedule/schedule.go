@@ -44,7 +44,7 @@ const validSyntax = `valid: five fields "minute hour day-of-month month day-of-w
 // separate some leap days (2096 to 2104).
 const searchYears = 10
 
-var parser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.DowOrDom).
+var parser = cron.MustNewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.DowOrDom).
 	WithMaxSearchYears(searchYears)
 
 var descriptors = map[string]string{

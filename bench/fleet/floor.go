@@ -57,29 +57,7 @@ func pollFloor(ctx context.Context, c config) (*floorResult, error) {
 		if err != nil {
 			return nil, fmt.Errorf("floor: %w", err)
 		}
-		wg.Go(func() {
-			defer conn.Close(context.Background())
-			if !sleep(pctx, rand.N(every)) {
-				return
-			}
-			tick := time.NewTicker(every)
-			defer tick.Stop()
-			for {
-				var one int
-				if err := conn.QueryRow(pctx, `SELECT 1`).Scan(&one); err != nil {
-					if pctx.Err() == nil {
-						failures.Add(1)
-					}
-					return
-				}
-				polls.Add(1)
-				select {
-				case <-pctx.Done():
-					return
-				case <-tick.C:
-				}
-			}
-		})
+		wg.Go(func() { pollOne(pctx, conn, every, &polls, &failures) })
 	}
 	sleep(ctx, every+time.Second)
 	measure := func() (s snapshot, polled int64, err error) {
@@ -99,15 +77,46 @@ func pollFloor(ctx context.Context, c config) (*floorResult, error) {
 	if f := failures.Load(); f > 0 {
 		return nil, fmt.Errorf("floor: %d pollers failed", f)
 	}
+	return floorFigures(c, n, every, before, after, p1-p0), nil
+}
+
+// pollOne is one poller of the floor: SELECT 1 once per interval, at a
+// random phase, until ctx ends; a failure before then is counted.
+func pollOne(ctx context.Context, conn *pgx.Conn, every time.Duration, polls, failures *atomic.Int64) {
+	defer conn.Close(context.Background())
+	if !sleep(ctx, rand.N(every)) {
+		return
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		var one int
+		if err := conn.QueryRow(ctx, `SELECT 1`).Scan(&one); err != nil {
+			if ctx.Err() == nil {
+				failures.Add(1)
+			}
+			return
+		}
+		polls.Add(1)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// floorFigures turns two samples around the measured span into the
+// floor's figures; a server the run cannot see (no pid given) is -1.
+func floorFigures(c config, pollers int, every time.Duration, before, after snapshot, polled int64) *floorResult {
 	secs := after.at.Sub(before.at).Seconds()
-	r := &floorResult{Floor: true, Pollers: n, Seconds: secs, RetrySeconds: every.Seconds(),
-		DBCPU: -1, BouncerCPU: -1,
-		Statements: float64(p1-p0) / secs}
+	r := &floorResult{Floor: true, Pollers: pollers, Seconds: secs, RetrySeconds: every.Seconds(),
+		DBCPU: -1, BouncerCPU: -1, Statements: float64(polled) / secs}
 	if c.postmaster > 0 {
 		r.DBCPU = float64(after.dbTicks-before.dbTicks) / userHZ / secs
 	}
 	if c.pgbouncer > 0 {
 		r.BouncerCPU = float64(after.pgbTicks-before.pgbTicks) / userHZ / secs
 	}
-	return r, nil
+	return r
 }

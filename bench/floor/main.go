@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -49,7 +50,7 @@ func run(url, job string, command []string) int {
 	defer conn.Close(ctx)
 	holder := fmt.Sprintf("floor-%d", os.Getpid())
 	var taken bool
-	if err := conn.QueryRow(ctx, take, job, holder).Scan(&taken); err == pgx.ErrNoRows {
+	if err := conn.QueryRow(ctx, take, job, holder).Scan(&taken); errors.Is(err, pgx.ErrNoRows) {
 		return 0 // held by another instance
 	} else if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -60,7 +61,7 @@ func run(url, job string, command []string) int {
 	status := 0
 	if err := cmd.Run(); err != nil {
 		status = 1
-		if ee, ok := err.(*exec.ExitError); ok {
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 			status = ee.ExitCode()
 		}
 	}
