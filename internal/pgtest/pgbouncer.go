@@ -22,35 +22,13 @@ func StartPgBouncer(t testing.TB, target string) string {
 	if err != nil {
 		Missing(t, "pgbouncer is not installed (Debian package pgbouncer)")
 	}
-	host, port, err := net.SplitHostPort(target)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir, err := os.MkdirTemp("", "leasewrap-pgbouncer")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	listen := freePort(t)
-	ini := fmt.Sprintf(`[databases]
-* = host=%s port=%s
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = %d
-unix_socket_dir =
-auth_type = trust
-auth_file = %s
-pool_mode = transaction
-max_client_conn = 500
-default_pool_size = 20
-logfile = %s
-`, host, port, listen, filepath.Join(dir, "users.txt"), filepath.Join(dir, "log"))
-	for name, content := range map[string]string{"pgbouncer.ini": ini, "users.txt": `"postgres" ""` + "\n"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	writeBouncerConfig(t, dir, addr, target)
 	cmd := exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
 	// PgBouncer refuses to run as root.
 	if cred := postgresCredential(t); cred != nil {
@@ -70,16 +48,58 @@ logfile = %s
 			t.Logf("pgbouncer log:\n%s", log)
 		}
 	})
-	addr := fmt.Sprintf("127.0.0.1:%d", listen)
+	awaitListening(t, filepath.Join(dir, "log"), addr)
+	return addr
+}
+
+// writeBouncerConfig writes pgbouncer.ini and its users file into dir.
+//
+// server_login_retry is 1 s, not the default 15 s: a login that fails
+// while the shared test server is at max_connections (a busy run of the
+// whole suite) makes PgBouncer refuse every new client at once for that
+// long, which a test waiting 15 s for a standby's take cannot tell from a
+// hung pooler.
+func writeBouncerConfig(t testing.TB, dir, addr, target string) {
+	t.Helper()
+	host, port, err := net.SplitHostPort(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listenHost, listenPort, _ := net.SplitHostPort(addr)
+	ini := fmt.Sprintf(`[databases]
+* = host=%s port=%s
+
+[pgbouncer]
+listen_addr = %s
+listen_port = %s
+unix_socket_dir =
+auth_type = trust
+auth_file = %s
+pool_mode = transaction
+max_client_conn = 500
+default_pool_size = 20
+server_login_retry = 1
+logfile = %s
+`, host, port, listenHost, listenPort, filepath.Join(dir, "users.txt"), filepath.Join(dir, "log"))
+	for name, content := range map[string]string{"pgbouncer.ini": ini, "users.txt": `"postgres" ""` + "\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// awaitListening waits until PgBouncer's own log says it listens on addr
+// and a dial gets through: a dial alone could reach a stranger that took
+// the port first.
+func awaitListening(t testing.TB, logFile, addr string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		// Its own log says it listens: a dial alone could reach a stranger
-		// that took the port first.
-		log, _ := os.ReadFile(filepath.Join(dir, "log"))
+		log, _ := os.ReadFile(logFile)
 		if bytes.Contains(log, []byte("listening on "+addr)) {
 			if conn, err := net.Dial("tcp", addr); err == nil {
 				conn.Close()
-				return addr
+				return
 			}
 		}
 		if time.Now().After(deadline) {
