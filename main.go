@@ -1,10 +1,12 @@
 // Command leasewrap runs a command only while this instance holds a lease
-// row in PostgreSQL, so that exactly one of N instances runs it.
+// row in PostgreSQL, so that exactly one of N instances runs it. The
+// application is package command; this file only starts it.
 package main
 
 import (
 	"os"
 
+	"github.com/redbite/leasewrap/command"
 	"github.com/redbite/leasewrap/signals"
 
 	// The IANA zone database, for --timezone where the host has none
@@ -20,5 +22,5 @@ func main() {
 	// environment (a password) or memory. It cannot fail on Linux, and
 	// other systems have no such switch (see docs/guarantees.md).
 	_ = signals.Undumpable()
-	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+	os.Exit(command.Run(os.Args, os.Stdout, os.Stderr))
 }

@@ -1,0 +1,330 @@
+package command
+
+import (
+	"fmt"
+	"io"
+	"os/exec"
+	"regexp"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Run parses args (os.Args), runs what they ask for and returns the exit
+// status for os.Exit.
+//
+// The child's command line is split off at the first "--" before urfave/cli
+// sees the rest, so that a child named "status" is never taken for a
+// subcommand. A subcommand's name may come after flags; those flags are
+// moved behind it, so that every flag means the same wherever it is written
+// (urfave/cli would otherwise parse them as the main command's and the
+// subcommand would use its defaults).
+//
+// As in git: leasewrap alone prints its usage to stderr and exits 64;
+// "leasewrap help [SUBCOMMAND]" is --help, and --version is the version
+// subcommand. A word before "--" that is no subcommand is refused as an
+// unknown command (with the subcommand it is likely a typo of), unless no
+// "--" follows and it names a program (a path, or one found in $PATH):
+// "leasewrap --job x ./report" runs ./report, as it always did.
+func Run(args []string, stdout, stderr io.Writer) int {
+	own, child, hasChild := splitChild(args)
+	app := NewApp(stdout, stderr)
+	if len(own) <= 1 && !hasChild {
+		printUsage(stderr, app.Commands)
+		return exitUsage
+	}
+	own, err := helpAndVersion(own, app.Commands)
+	if err != nil {
+		return report(stderr, err)
+	}
+	own, sub := subcommandFirst(own, app.Commands)
+	app.Metadata = map[string]any{argsKey: own}
+	switch {
+	case sub != nil && hasChild:
+		return report(stderr, usagef("%s runs no command: remove the -- and what follows it (%q)", sub.Name, child))
+	case sub != nil:
+		// Only the main command reads the run settings: a bad LEASEWRAP_TTL
+		// must not break status or version.
+		app.Flags = nil
+	default:
+		if err := unknownCommand(own, app.Commands, hasChild); err != nil {
+			return report(stderr, err)
+		}
+		app.Action = withStatus(func(c *cli.Context) error { return runAction(c, child, hasChild) })
+	}
+	return report(stderr, app.Run(own))
+}
+
+// printUsage is what leasewrap alone prints, to stderr, before it exits
+// 64: how it is used, and where to read more.
+func printUsage(w io.Writer, cmds []*cli.Command) {
+	fmt.Fprintf(w, "usage: leasewrap [flags] -- COMMAND [ARG...]\n       leasewrap %s [flags]\n\n"+
+		"Runs COMMAND only while this instance holds the lease on --job in PostgreSQL.\n"+
+		"See leasewrap --help for the flags, leasewrap help SUBCOMMAND for a subcommand's.\n",
+		subcommandList(cmds))
+}
+
+// subcommandList names the subcommands as usage lines do: status|history|...
+func subcommandList(cmds []*cli.Command) string {
+	names := make([]string, len(cmds))
+	for i, c := range cmds {
+		names[i] = c.Name
+	}
+	return strings.Join(names, "|")
+}
+
+// helpAndVersion turns "help", "help SUBCOMMAND" and --version, the words
+// people try first, into what leasewrap reads: --help, "SUBCOMMAND --help"
+// and the version subcommand.
+func helpAndVersion(args []string, cmds []*cli.Command) ([]string, error) {
+	bools := boolFlags(cmds)
+	i := firstWord(args, bools)
+	switch {
+	case i == 0 && hasFlag(args, "version", bools):
+		return []string{args[0], "version"}, nil
+	case i == 0 || args[i] != "help":
+		return args, nil
+	}
+	rest := append([]string{args[0]}, args[i+1:]...)
+	k := firstWord(rest, bools)
+	if k == 0 {
+		return []string{args[0], "--help"}, nil
+	}
+	for _, c := range cmds {
+		if c.HasName(rest[k]) {
+			return []string{args[0], c.Name, "--help"}, nil
+		}
+	}
+	return nil, unknownWord(rest[k], cmds)
+}
+
+// unknownCommand refuses a word among leasewrap's own arguments (before
+// any "--") that is no subcommand, as git and kubectl do, and says which
+// subcommand it is likely a typo of. Without "--", a word that names a
+// program (a path, or one found in $PATH) is the command to run, as
+// "leasewrap --job x ./report" has always been read.
+func unknownCommand(args []string, cmds []*cli.Command, hasChild bool) error {
+	i := firstWord(args, boolFlags(cmds))
+	if i == 0 {
+		return nil
+	}
+	word := args[i]
+	if !hasChild {
+		if strings.Contains(word, "/") {
+			return nil
+		}
+		if _, err := exec.LookPath(word); err == nil {
+			return nil
+		}
+	}
+	return unknownWord(word, cmds)
+}
+
+// unknownWord is the error for word, which names no subcommand.
+func unknownWord(word string, cmds []*cli.Command) error {
+	if near := nearest(word, cmds); near != "" {
+		return usagef("unknown command %q; did you mean %q? (a command to run goes after --)", word, near)
+	}
+	return usagef("unknown command %q: see leasewrap --help (a command to run goes after --)", word)
+}
+
+// nearest is the subcommand name (or "help") closest to word, within two
+// edits, or "" when none is.
+func nearest(word string, cmds []*cli.Command) string {
+	best, bestDist := "", 3
+	names := []string{"help"}
+	for _, c := range cmds {
+		names = append(names, c.Names()...)
+	}
+	for _, name := range names {
+		if d := editDistance(word, name); d < bestDist && d < len(name) {
+			best, bestDist = name, d
+		}
+	}
+	return best
+}
+
+// editDistance counts the insertions, deletions, substitutions and swaps
+// of two neighbours that turn a into b (optimal string alignment).
+func editDistance(a, b string) int {
+	x, y := []rune(a), []rune(b)
+	d := make([][]int, len(x)+1)
+	for i := range d {
+		d[i] = make([]int, len(y)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(x); i++ {
+		for j := 1; j <= len(y); j++ {
+			cost := 1
+			if x[i-1] == y[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && x[i-1] == y[j-2] && x[i-2] == y[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(x)][len(y)]
+}
+
+// NewApp describes the whole command line: the main command's flags and
+// every subcommand.
+func NewApp(stdout, stderr io.Writer) *cli.App {
+	cmds := commands()
+	return &cli.App{
+		Name:            "leasewrap",
+		Usage:           "run a command on exactly one of N instances, coordinated by a PostgreSQL lease",
+		UsageText:       "leasewrap [flags] -- COMMAND [ARG...]\nleasewrap " + subcommandList(cmds) + " [flags]\nleasewrap help [SUBCOMMAND]",
+		Description:     description,
+		Version:         version(),
+		HideVersion:     true,
+		Flags:           runFlags(),
+		Commands:        cmds,
+		OnUsageError:    usageError,
+		ExitErrHandler:  func(*cli.Context, error) {}, // run alone decides the status
+		HideHelpCommand: true,
+		Writer:          stdout,
+		ErrWriter:       stderr,
+	}
+}
+
+// report prints err's one line, if it has one, and returns its exit status.
+func report(stderr io.Writer, err error) int {
+	code, msg := exitCode(err)
+	if msg != nil {
+		fmt.Fprintf(stderr, "leasewrap: %v\n", msg)
+	}
+	return code
+}
+
+func commands() []*cli.Command {
+	cmds := []*cli.Command{statusCommand(), historyCommand(), checkCommand(), exporterCommand(), releaseCommand(), triggerCommand(), pauseCommand(), resumeCommand(), rescheduleCommand(), migrateCommand(), versionCommand()}
+	for _, c := range cmds {
+		c.Action = withStatus(c.Action)
+	}
+	return cmds
+}
+
+// splitChild splits args at the first "--": leasewrap's own arguments before
+// it, the child's command line after it.
+func splitChild(args []string) (own, child []string, found bool) {
+	for i, a := range args {
+		if i > 0 && a == "--" {
+			return args[:i], args[i+1:], true
+		}
+	}
+	return args, nil, false
+}
+
+// subcommandFirst finds the subcommand named among args (the first word that
+// is not a flag or a flag's value) and moves it in front of every flag. It
+// returns args unchanged, and nil, when there is none.
+func subcommandFirst(args []string, cmds []*cli.Command) ([]string, *cli.Command) {
+	i := firstWord(args, boolFlags(cmds))
+	if i == 0 {
+		return args, nil
+	}
+	for _, c := range cmds {
+		if c.HasName(args[i]) {
+			reordered := append([]string{args[0], args[i]}, args[1:i]...)
+			return append(reordered, args[i+1:]...), c
+		}
+	}
+	return args, nil
+}
+
+// firstWord is the index in args (args[0] is the program's name) of the
+// first word that is neither a flag nor a flag's value, or 0 when there is
+// none. bools names the flags that take no value.
+func firstWord(args []string, bools map[string]bool) int {
+	for i := 1; i < len(args); i++ {
+		name, hasValue, isFlag := flagName(args[i])
+		if !isFlag {
+			return i
+		}
+		if !hasValue && !bools[name] {
+			i++ // the flag's value
+		}
+	}
+	return 0
+}
+
+// hasFlag reports whether args hold flag name itself (not as another
+// flag's value).
+func hasFlag(args []string, name string, bools map[string]bool) bool {
+	for i := 1; i < len(args); i++ {
+		n, hasValue, isFlag := flagName(args[i])
+		if !isFlag {
+			continue
+		}
+		if n == name {
+			return true
+		}
+		if !hasValue && !bools[n] {
+			i++
+		}
+	}
+	return false
+}
+
+const description = `Runs COMMAND only while this instance holds the lease on --job in
+PostgreSQL; the others skip (exit --skip-exit-code) or stand by (--wait).
+If the lease cannot be renewed, COMMAND gets SIGTERM before the lease could
+expire, SIGKILL --grace later, and leasewrap exits 75.
+
+Timings: --renew-interval, --grace and --retry-interval follow --ttl unless
+set (ttl/3, ttl*2/9 and ttl*2/45: 15s, 10s and 2s at the default 45s). Their
+sum plus 5% of the TTL must stay under the TTL. Durations need a unit: 30s,
+2m, 500ms.
+
+Ready-made sets:
+  fast failover (about 10s):  --ttl 10s
+  default:                    --ttl 45s
+  gentle on the database:     --ttl 3m`
+
+// usageError keeps urfave/cli from printing the whole help for a bad flag:
+// one line says what was wrong.
+func usageError(c *cli.Context, err error, _ bool) error {
+	name := "leasewrap"
+	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
+		name += " " + c.Command.Name
+	}
+	return usagef("%s (see %s --help)", flagError(err.Error()), name)
+}
+
+// urfave/cli's words for a flag it does not know or a boolean it cannot
+// read, which name the flag with one dash and pass on strconv's.
+var (
+	unknownFlag = regexp.MustCompile(`^flag provided but not defined: -+(\S+)$`)
+	badBool     = regexp.MustCompile(`^invalid boolean value "(.*)" for -+(\S+): parse error$`)
+	badEnvBool  = regexp.MustCompile(`^could not parse "(.*)" as bool value from environment variable "(\S+)" for flag (\S+): `)
+)
+
+// flagError says msg, urfave/cli's error, as leasewrap's other settings
+// errors do: the flag as written, with two dashes, and what is valid. Any
+// other message is left as it is.
+func flagError(msg string) string {
+	const bools = "want true or false (or 1, 0, t, f)"
+	if m := unknownFlag.FindStringSubmatch(msg); m != nil {
+		return "unknown flag --" + m[1]
+	}
+	if m := badBool.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("invalid --%s %q: %s", m[2], m[1], bools)
+	}
+	if m := badEnvBool.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("invalid %s (--%s) %q: %s", m[2], m[3], m[1], bools)
+	}
+	return msg
+}
+
+// noArgs refuses arguments a subcommand does not take.
+func noArgs(c *cli.Context) error {
+	if c.Args().Present() {
+		return usagef("%s takes no arguments, got %q", c.Command.Name, c.Args().First())
+	}
+	return nil
+}

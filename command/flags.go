@@ -1,0 +1,176 @@
+package command
+
+import (
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/schedule"
+)
+
+// Each setting is declared once here, with its flag name and environment
+// variables; commands pick the ones they read. Durations and numbers are
+// read as text and parsed by the options code, which can then say whether a
+// bad value came from the flag or from the environment.
+
+func jobFlag(usage string) cli.Flag {
+	return &cli.StringFlag{Name: "job", EnvVars: []string{"LEASEWRAP_JOB"}, Usage: usage}
+}
+
+func idFlag(usage string) cli.Flag {
+	return &cli.StringFlag{Name: "id", EnvVars: []string{"LEASEWRAP_ID"}, Usage: usage}
+}
+
+// jsonFlag asks a subcommand for JSON instead of a table or a line.
+func jsonFlag(usage string) cli.Flag { return &cli.BoolFlag{Name: "json", Usage: usage} }
+
+// storeFlags are the settings of every command that talks to the lease table.
+func storeFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "database-url", EnvVars: []string{"LEASEWRAP_DATABASE_URL", "DATABASE_URL"},
+			Usage: "PostgreSQL URL or key=value string; needed unless PGHOST, PGDATABASE or PGSERVICE names the database; prefer the environment or ~/.pgpass for passwords"},
+		&cli.StringFlag{Name: "table", EnvVars: []string{"LEASEWRAP_TABLE"}, Value: lease.DefaultTable,
+			Usage: "lease table, may be schema.table"},
+		&cli.StringFlag{Name: "log-level", EnvVars: []string{"LEASEWRAP_LOG_LEVEL"}, Value: "info",
+			Usage: "trace, debug, info, warn or error"},
+		&cli.StringFlag{Name: "log-format", EnvVars: []string{"LEASEWRAP_LOG_FORMAT"}, Value: "auto",
+			Usage: "json, console, or auto (console on a terminal)"},
+	}
+}
+
+// runFlags are the settings of the main command.
+func runFlags() []cli.Flag {
+	return append([]cli.Flag{
+		jobFlag("lease name, 1-200 bytes of printable UTF-8 without '#', not . or .. (required)"),
+		idFlag("this instance's holder id, 1-200 bytes of printable UTF-8 (default: <hostname>-<pid>-<random>)"),
+		&cli.StringFlag{Name: "ttl", EnvVars: []string{"LEASEWRAP_TTL"}, Value: lease.DefaultTTL.String(),
+			Usage: "lease duration written to the database, at most 24h; the three timings below follow it unless set"},
+		&cli.StringFlag{Name: "renew-interval", EnvVars: []string{"LEASEWRAP_RENEW_INTERVAL"},
+			DefaultText: "ttl/3, 15s", Usage: "how often the leader renews"},
+		&cli.StringFlag{Name: "grace", EnvVars: []string{"LEASEWRAP_GRACE"},
+			DefaultText: "ttl*2/9, 10s", Usage: "SIGTERM to SIGKILL delay"},
+		&cli.StringFlag{Name: "retry-interval", EnvVars: []string{"LEASEWRAP_RETRY_INTERVAL"},
+			DefaultText: "ttl*2/45, 2s", Usage: "standby poll and renewal retry period"},
+		&cli.BoolFlag{Name: "wait", EnvVars: []string{"LEASEWRAP_WAIT"},
+			Usage: "stand by until leader instead of skipping"},
+		&cli.StringFlag{Name: "wait-timeout", EnvVars: []string{"LEASEWRAP_WAIT_TIMEOUT"}, Value: "0s",
+			Usage: "give up standing by after this long and exit 124 (0s: never)"},
+		&cli.BoolFlag{Name: "listen", EnvVars: []string{"LEASEWRAP_LISTEN"}, Value: true,
+			Usage: "wake standbys the moment the lease is released, and schedulers on a trigger (LISTEN/NOTIFY); --listen=false only polls"},
+		&cli.StringFlag{Name: "hold-for", EnvVars: []string{"LEASEWRAP_HOLD_FOR"}, Value: "0s",
+			Usage: "keep the lease at least this long after acquiring, even once the command has exited"},
+		&cli.StringFlag{Name: "skip-exit-code", EnvVars: []string{"LEASEWRAP_SKIP_EXIT_CODE"}, Value: "0",
+			Usage: "exit status when another instance holds the lease"},
+		&cli.StringFlag{Name: "max-runtime", EnvVars: []string{"LEASEWRAP_MAX_RUNTIME"}, Value: "0s",
+			Usage: "stop the command (SIGTERM, SIGKILL --grace later) once it ran this long, and exit 124 (0s: no limit)"},
+		&cli.StringFlag{Name: "retries", EnvVars: []string{"LEASEWRAP_RETRIES"}, Value: "0",
+			Usage: "run a failed command again up to this many times, keeping the lease in between"},
+		&cli.StringFlag{Name: "retry-delay", EnvVars: []string{"LEASEWRAP_RETRY_DELAY"}, Value: "10s",
+			Usage: "wait before the first retry, doubled for each next one (at most 10m)"},
+		&cli.StringFlag{Name: "slots", EnvVars: []string{"LEASEWRAP_SLOTS"}, Value: "1",
+			Usage: "let up to N instances run the command at once, each in a slot of its own with its own lease (every instance of a job must use the same N)"},
+		&cli.BoolFlag{Name: "require-replicated", EnvVars: []string{"LEASEWRAP_REQUIRE_REPLICATED"},
+			Usage: "count a take or renewal only once every streaming standby has replayed it, so that no failover, even to an asynchronous standby, can lose it; with no standby streaming, refuse to start the command (needs pg_monitor)"},
+		&cli.StringFlag{Name: "history-keep", EnvVars: []string{"LEASEWRAP_HISTORY_KEEP"}, Value: shortDuration(lease.DefaultHistoryKeep),
+			Usage: "keep finished runs in the history table this long (0s: for ever)"},
+		&cli.StringFlag{Name: "keep-output", EnvVars: []string{"LEASEWRAP_KEEP_OUTPUT"}, Value: "0",
+			Usage: "keep the last SIZE bytes of the command's stdout and stderr with its run in the history, for history --output (bytes, KiB or MiB, as in 64KiB; at most 1MiB; 0: off); the command's stdout and stderr are then pipes"},
+		&cli.StringFlag{Name: "ping-url", EnvVars: []string{"LEASEWRAP_PING_URL"},
+			Usage: "ping a monitor when the command starts and ends (healthchecks.io and its self-hosted server, or a cronitor.link URL); only the instance that runs it pings, and a ping never delays it"},
+		&cli.BoolFlag{Name: "ping-output", EnvVars: []string{"LEASEWRAP_PING_OUTPUT"},
+			Usage: "send the last 10000 bytes of the command's stderr (with --keep-output, of its stdout and stderr) with the final ping (its stderr then becomes a pipe)"},
+		&cli.StringFlag{Name: "ping-protocol", EnvVars: []string{"LEASEWRAP_PING_PROTOCOL"}, Value: "auto",
+			Usage: "auto, healthchecks or cronitor (auto: cronitor for cronitor.link, else healthchecks)"},
+		&cli.StringFlag{Name: "http-addr", EnvVars: []string{"LEASEWRAP_HTTP_ADDR"},
+			Usage: "serve /healthz, /leader and /metrics on this address, as in :8080 (default: off)"},
+	}, append(scheduleFlags(), storeFlags()...)...)
+}
+
+// scheduleFlags are the settings of a job run on a schedule.
+func scheduleFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "schedule", EnvVars: []string{"LEASEWRAP_SCHEDULE"},
+			Usage: "run the command at each time of this schedule, on exactly one instance, and never exit by itself: five cron fields, @hourly, @daily, ... or \"@every D\" (counted from the Unix epoch)"},
+		&cli.StringFlag{Name: "timezone", EnvVars: []string{"LEASEWRAP_TIMEZONE"},
+			Usage: "IANA time zone the schedule is read in, as in Europe/Berlin (default: UTC, or CRON_TZ= in the schedule)"},
+		&cli.StringFlag{Name: "catch-up", EnvVars: []string{"LEASEWRAP_CATCH_UP"}, Value: string(schedule.DefaultPolicy),
+			Usage: "times nobody ran on time (all instances down): none runs none, latest the most recent once, all each in order; the others are recorded missed"},
+		&cli.StringFlag{Name: "catch-up-window", EnvVars: []string{"LEASEWRAP_CATCH_UP_WINDOW"}, Value: shortDuration(schedule.DefaultWindow),
+			Usage: "how late a time may still be caught up"},
+		&cli.BoolFlag{Name: "once", EnvVars: []string{"LEASEWRAP_ONCE"},
+			Usage: "with --schedule: run the time just due, unless an instance ran it, then exit (for crontab lines): the latest time when less than a minute late, else the next when due within 5s, each at most half the period; older times are recorded missed. A cron spec needs --timezone (or CRON_TZ=) unless this host's zone is UTC"},
+	}
+}
+
+// shortDuration writes d as a flag's default is read: 720h, not
+// 720h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
+// configEnv lists every environment variable leasewrap reads its own
+// settings from (DATABASE_URL excepted: it is the child's too).
+func configEnv() []string {
+	var names []string
+	for _, f := range runFlags() {
+		if ev, ok := f.(interface{ GetEnvVars() []string }); ok {
+			for _, name := range ev.GetEnvVars() {
+				if strings.HasPrefix(name, "LEASEWRAP_") {
+					names = append(names, name)
+				}
+			}
+		}
+	}
+	return names
+}
+
+// boolFlags names the flags that take no value, for finding the subcommand
+// among flags.
+func boolFlags(cmds []*cli.Command) map[string]bool {
+	bools := map[string]bool{"help": true, "h": true}
+	add := func(flags []cli.Flag) {
+		for _, f := range flags {
+			if _, ok := f.(*cli.BoolFlag); ok {
+				for _, n := range f.Names() {
+					bools[n] = true
+				}
+			}
+		}
+	}
+	add(runFlags())
+	for _, c := range cmds {
+		add(c.Flags)
+	}
+	return bools
+}
+
+// flagName returns the name of a command-line flag ("--ttl=3s" gives
+// "ttl"), and whether arg is one.
+func flagName(arg string) (name string, hasValue, ok bool) {
+	if len(arg) < 2 || arg[0] != '-' {
+		return "", false, false
+	}
+	name = strings.TrimLeft(arg, "-")
+	name, _, hasValue = strings.Cut(name, "=")
+	return name, hasValue, name != ""
+}
+
+// fromCommandLine reports whether args set flag name (in any of the forms
+// the flag package accepts).
+func fromCommandLine(args []string, name string) bool {
+	for _, a := range args {
+		if n, _, ok := flagName(a); ok && n == name {
+			return true
+		}
+	}
+	return false
+}

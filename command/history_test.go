@@ -1,0 +1,299 @@
+package command
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/inspect"
+)
+
+// Each way a run can end leaves one history row, written with the release.
+func TestHistoryRecordsHowEachRunEnded(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	run := func(job, script string, want int, extra ...string) {
+		t.Helper()
+		p := lw(t, []string{child(script)}, d.args(append([]string{"--job", job}, extra...)...)...)
+		if got := p.Wait(t, 20*time.Second); got != want {
+			t.Fatalf("%s: exit %d, want %d; logs:\n%s", job, got, want, p.Logs)
+		}
+	}
+	run("exited", "exit:3", 3, "--", self())
+	run("signalled", "kill:TERM", 143, "--", self())
+	// Found and executable, but its interpreter does not exist: the lease
+	// is taken, the exec fails.
+	script := filepath.Join(t.TempDir(), "broken")
+	if err := os.WriteFile(script, []byte("#!/nonexistent/interpreter\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run("could-not-start", "", 127, "--", script)
+	// An operator's release stops the command.
+	p := lw(t, []string{child("trap ready block")}, d.args("--job", "stopped", "--id", "holder-s", "--", self())...)
+	p.Expect(t, "ready")
+	rel := lw(t, nil, "release", "--database-url", d.args()[1], "--table", d.table, "--job", "stopped", "--id", "holder-s")
+	if got := rel.Wait(t, 10*time.Second); got != 0 {
+		t.Fatalf("release exited %d: %s", got, rel.Logs)
+	}
+	if got := p.Wait(t, 10*time.Second); got != 75 {
+		t.Fatalf("released holder exited %d, want 75", got)
+	}
+
+	var got []string
+	d.query(t, &got, `SELECT array_agg(job_name || ' ' || outcome || ' ' || coalesce(exit_code::text, '-') ORDER BY job_name)
+FROM TABLE_history`)
+	want := []string{"could-not-start could_not_start 127", "exited exited 3", "signalled signalled 143", "stopped stopped 143"}
+	if !slices.Equal(got, want) {
+		t.Errorf("history rows %q, want %q", got, want)
+	}
+	var consistent bool
+	d.query(t, &consistent, `SELECT bool_and(h.fencing_token = l.fencing_token AND h.holder = l.holder
+  AND h.started_at = l.last_started_at AND h.finished_at = l.last_finished_at AND h.slot = 1 AND h.attempt = 1)
+FROM TABLE_history h JOIN TABLE l ON l.job_name = h.job_name`)
+	if !consistent {
+		t.Error("history rows do not match the lease rows' last runs")
+	}
+}
+
+// A wrapper that died without releasing (SIGKILL) leaves its run open; the
+// next instance that takes the lease closes it as lost, in the statement
+// that takes it.
+func TestCrashedRunIsClosedAsLostByTheNextTaker(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	a := lw(t, []string{child("ready block")}, d.expiringArgs("--job", "j", "--id", "crashed", "--", self())...)
+	a.Expect(t, "ready")
+	token := int64(a.WaitLog(t, "acquired")["fencing_token"].(float64))
+	_ = a.Cmd.Process.Kill()
+	a.Wait(t, 10*time.Second)
+	var rows int
+	d.query(t, &rows, `SELECT count(*) FROM TABLE_history`)
+	if rows != 0 {
+		t.Fatalf("%d history rows before anyone took the lease over, want 0", rows)
+	}
+	b := lw(t, []string{child("exit:0")}, d.expiringArgs("--job", "j", "--id", "next", "--wait", "--", self())...)
+	if got := b.Wait(t, 20*time.Second); got != 0 {
+		t.Fatalf("next holder exited %d", got)
+	}
+	var got []string
+	d.query(t, &got, `SELECT array_agg(holder || ' ' || outcome || ' ' || (fencing_token = $1) || ' ' || (exit_code IS NULL)
+  || ' ' || (finished_at > started_at) ORDER BY finished_at) FROM TABLE_history`, token)
+	want := []string{"crashed lost true true true", "next exited false false true"}
+	if !slices.Equal(got, want) {
+		t.Errorf("history %q, want %q", got, want)
+	}
+}
+
+// Each release deletes at most a batch of its job's runs older than
+// --history-keep, oldest first, and nothing younger.
+func TestHistoryPruningIsBounded(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	once := func(extra ...string) {
+		t.Helper()
+		p := lw(t, []string{child("exit:0")}, d.args(append([]string{"--job", "j"}, append(extra, "--", self())...)...)...)
+		if got := p.Wait(t, 20*time.Second); got != 0 {
+			t.Fatalf("exit %d; logs:\n%s", got, p.Logs)
+		}
+	}
+	once() // creates the tables
+	d.exec(t, `INSERT INTO "`+d.table+`_history" (job_name, holder, fencing_token, started_at, finished_at, outcome)
+SELECT 'j', 'old', g, now() - interval '40 days' - g * interval '1 second', now() - interval '40 days' + g * interval '1 second', 'exited'
+FROM generate_series(1, 250) g
+UNION ALL
+SELECT 'j', 'recent', g, now() - interval '10 days', now() - interval '10 days', 'exited' FROM generate_series(1, 5) g
+UNION ALL
+SELECT 'other', 'old', g, now() - interval '40 days', now() - interval '40 days', 'exited' FROM generate_series(1, 5) g`)
+	count := func(job, holder string) (n int) {
+		d.query(t, &n, `SELECT count(*) FROM TABLE_history WHERE job_name = $1 AND holder = $2`, job, holder)
+		return n
+	}
+	once("--history-keep", "0s")
+	if n := count("j", "old"); n != 250 {
+		t.Errorf("--history-keep 0s pruned: %d old runs left, want 250", n)
+	}
+	for _, left := range []int{150, 50, 0} {
+		once()
+		if n := count("j", "old"); n != left {
+			t.Fatalf("%d old runs left after a run, want %d (a batch of 100 per release)", n, left)
+		}
+	}
+	if n := count("j", "recent"); n != 5 {
+		t.Errorf("%d runs younger than 30 days left, want 5", n)
+	}
+	var mine int
+	d.query(t, &mine, `SELECT count(*) FROM TABLE_history WHERE job_name = 'j' AND holder NOT IN ('old', 'recent')`)
+	if mine != 5 {
+		t.Errorf("%d runs of j, want the 5 just made", mine)
+	}
+	if n := count("other", "old"); n != 5 {
+		t.Errorf("j's releases pruned another job's runs: %d of its 5 left", n)
+	}
+}
+
+// history --json is a list of objects with a fixed set of keys.
+func TestHistoryJSONShape(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	for _, script := range []string{"exit:0", "exit:2"} {
+		p := lw(t, []string{child(script)}, d.args("--job", "j", "--id", "h1", "--", self())...)
+		p.Wait(t, 20*time.Second)
+	}
+	p := lw(t, nil, "history", "--database-url", d.args()[1], "--table", d.table, "--json", "--job", "j")
+	var out strings.Builder
+	for line := range p.Lines {
+		out.WriteString(line + "\n")
+	}
+	if got := p.Wait(t, 10*time.Second); got != 0 {
+		t.Fatalf("history exited %d: %s", got, p.Logs)
+	}
+	var runs []map[string]any
+	if err := json.Unmarshal([]byte(out.String()), &runs); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out.String())
+	}
+	if len(runs) != 2 {
+		t.Fatalf("%d runs, want 2:\n%s", len(runs), out.String())
+	}
+	keys := func(m map[string]any) []string {
+		var k []string
+		for key := range m {
+			k = append(k, key)
+		}
+		slices.Sort(k)
+		return k
+	}
+	want := []string{"attempt", "duration_seconds", "exit_code", "fencing_token", "finished_at", "holder", "job", "origin", "outcome", "output_bytes",
+		"scheduled_at", "slot", "started_at"}
+	for _, r := range runs {
+		if !slices.Equal(keys(r), want) {
+			t.Errorf("keys %q, want %q", keys(r), want)
+		}
+	}
+	// Newest first.
+	if runs[0]["exit_code"] != 2.0 || runs[1]["exit_code"] != 0.0 || runs[0]["outcome"] != "exited" || runs[0]["holder"] != "h1" {
+		t.Errorf("runs %v, want the exit 2 run first", runs)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, runs[0]["finished_at"].(string)); err != nil {
+		t.Errorf("finished_at: %v", err)
+	}
+}
+
+// The timeline of a fixed set of runs: two holders of a one-slot job with
+// a double run and a gap, a two-slot job, and a scheduled job with a time
+// skipped while its run went on and an outage summarised as missed: those
+// are marks in their own lane, no runs, no holder's and no double run.
+func TestTimelineGolden(t *testing.T) {
+	at := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
+	m := func(min float64) time.Time { return at.Add(time.Duration(min * float64(time.Minute))) }
+	code := func(c int) *int { return &c }
+	runs := []inspect.Run{
+		{Job: "nightly_report", Slot: 1, Holder: "host-a", FencingToken: 101, StartedAt: m(0), FinishedAt: m(10), ExitCode: code(0), Outcome: lease.OutcomeExited},
+		{Job: "nightly_report", Slot: 1, Holder: "host-b", FencingToken: 102, StartedAt: m(12), FinishedAt: m(20), Outcome: lease.OutcomeLost},
+		{Job: "nightly_report", Slot: 1, Holder: "host-a", FencingToken: 103, StartedAt: m(22.5), FinishedAt: m(30), ExitCode: code(1), Outcome: lease.OutcomeExited},
+		{Job: "nightly_report", Slot: 1, Holder: "host-c\x1b[2J", FencingToken: 104, StartedAt: m(27), FinishedAt: m(33), ExitCode: code(143), Outcome: lease.OutcomeSignalled},
+		{Job: "nightly_report", Slot: 1, Holder: "host-b", FencingToken: 105, StartedAt: m(50), FinishedAt: m(60), Outcome: "running"},
+		{Job: "workers", Slot: 1, Holder: "host-a", FencingToken: 201, StartedAt: m(5), FinishedAt: m(40), ExitCode: code(0), Outcome: lease.OutcomeExited},
+		{Job: "workers", Slot: 2, Holder: "host-b", FencingToken: 202, StartedAt: m(6), FinishedAt: m(25), ExitCode: code(143), Outcome: lease.OutcomeStopped},
+		{Job: "workers", Slot: 2, Holder: "host-c", FencingToken: 203, StartedAt: m(26), FinishedAt: m(26.1), ExitCode: code(127), Outcome: lease.OutcomeCouldNotStart},
+		{Job: "workers", Slot: 2, Holder: "host-c", FencingToken: 204, StartedAt: m(30), FinishedAt: m(45), Outcome: "vanished"},
+		{Job: "every_10m", Slot: 1, Holder: "host-a", FencingToken: 301, StartedAt: m(0), FinishedAt: m(14), ExitCode: code(0), Outcome: lease.OutcomeExited},
+		{Job: "every_10m", Slot: 1, Holder: "host-b", StartedAt: m(10), FinishedAt: m(10), Outcome: lease.OutcomeSkipped},
+		{Job: "every_10m", Slot: 1, Holder: "host-b", StartedAt: m(20), FinishedAt: m(40), Outcome: lease.OutcomeMissed},
+		{Job: "every_10m", Slot: 1, Holder: "host-b", FencingToken: 302, StartedAt: m(50), FinishedAt: m(52), ExitCode: code(0), Outcome: lease.OutcomeExited},
+	}
+	var b bytes.Buffer
+	if err := printTimeline(&b, runs, at, m(60), 60); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsRune(b.String(), '\x1b') {
+		t.Error("timeline printed a terminal control")
+	}
+	golden(t, "timeline.txt", b.String())
+}
+
+// Every column a lane draws a run in counts it in the runs lane, a run
+// shorter than a column and one ending on a column's edge too; and the
+// axis names round times at a regular interval, each in its own column.
+func TestTimelineShortRunsAndEvenAxis(t *testing.T) {
+	from := time.Date(2026, 3, 1, 16, 15, 20, 0, time.UTC)
+	to := from.Add(5 * time.Minute)
+	s := func(sec float64) time.Time { return from.Add(time.Duration(sec * float64(time.Second))) }
+	code := func(c int) *int { return &c }
+	runs := []inspect.Run{
+		{Job: "j", Slot: 1, Holder: "a", StartedAt: s(0), FinishedAt: s(25), ExitCode: code(0), Outcome: lease.OutcomeExited},
+		{Job: "j", Slot: 1, Holder: "b", StartedAt: s(40.5), FinishedAt: s(41), ExitCode: code(1), Outcome: lease.OutcomeExited},
+		{Job: "j", Slot: 1, Holder: "a", StartedAt: s(100), FinishedAt: s(100), ExitCode: code(0), Outcome: lease.OutcomeExited},
+		{Job: "j", Slot: 1, Holder: "b", StartedAt: s(200.1), FinishedAt: s(200.2), ExitCode: code(127), Outcome: lease.OutcomeCouldNotStart},
+	}
+	var b bytes.Buffer
+	const width = 72
+	if err := printTimeline(&b, runs, from, to, width); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(b.String(), "\n")
+	lane := func(name string) string {
+		for _, l := range lines {
+			if strings.HasPrefix(l, "  "+name+" ") {
+				return l[strings.Index(l, "|")+1 : strings.LastIndex(l, "|")]
+			}
+		}
+		t.Fatalf("no %s lane in\n%s", name, b.String())
+		return ""
+	}
+	count := lane("runs")
+	for _, h := range []string{"a", "b"} {
+		for i, c := range lane(h) {
+			if c != ' ' && count[i] == '.' {
+				t.Errorf("column %d: %s's lane shows %q, the runs lane '.':\n%s", i, h, c, b.String())
+			}
+		}
+	}
+	// The labels: the line after the job's name.
+	step := to.Sub(from) / width
+	pad := laneNameWidth + 2
+	var prev time.Time
+	var gaps []time.Duration
+	for i, f := range strings.Fields(lines[3]) {
+		at, err := time.Parse("15:04:05", f)
+		if err != nil {
+			at, err = time.Parse("15:04", f)
+		}
+		if err != nil {
+			t.Fatalf("label %q: %v\n%s", f, err, b.String())
+		}
+		at = time.Date(2026, 3, 1, at.Hour(), at.Minute(), at.Second(), 0, time.UTC)
+		col := strings.Index(lines[3][pad:], f) - 1
+		if want := int(at.Sub(from) / step); col != want {
+			t.Errorf("label %s in column %d, want %d", f, col, want)
+		}
+		if i > 0 {
+			gaps = append(gaps, at.Sub(prev))
+		}
+		prev = at
+	}
+	if len(gaps) < 2 || slices.ContainsFunc(gaps, func(g time.Duration) bool { return g != gaps[0] }) {
+		t.Errorf("labels %q are not evenly spaced (gaps %v)", lines[3], gaps)
+	}
+}
+
+// --since reads a positive duration back from now, or a date or time; a
+// duration of none or less says it must be positive.
+func TestSinceReadsDurationsAndDates(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for text, want := range map[string]time.Time{"90m": now.Add(-90 * time.Minute), "2026-02-27": time.Date(2026, 2, 27, 0, 0, 0, 0, time.UTC)} {
+		if got, err := parseSince(text, now); err != nil || !got.Equal(want) {
+			t.Errorf("parseSince(%q) = %v, %v; want %v", text, got, err, want)
+		}
+	}
+	for _, text := range []string{"0s", "-5m"} {
+		if _, err := parseSince(text, now); err == nil || !strings.Contains(err.Error(), "must be positive") {
+			t.Errorf("parseSince(%q): %v, want it refused as not positive", text, err)
+		}
+	}
+}

@@ -1,0 +1,59 @@
+package command
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redbite/leasewrap/internal/pgtest"
+)
+
+// Every command works through PgBouncer in transaction pooling mode, which
+// keeps no session state between statements (no named prepared statements,
+// no LISTEN): standbys fall back to polling.
+func TestThroughPgBouncerInTransactionMode(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	cfg := d.pool.Config().ConnConfig
+	bouncer := pgtest.StartPgBouncer(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
+	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", cfg.User, bouncer, cfg.Database)
+	store := []string{"--database-url", url, "--table", d.table}
+
+	migrate := lw(t, nil, append([]string{"migrate"}, store...)...)
+	migrate.Expect(t, `created table "`+d.table+`"`)
+	if got := migrate.Wait(t, 10*time.Second); got != 0 {
+		t.Fatalf("migrate exited %d", got)
+	}
+	// The leader renews a few times (every 300ms) through the pooler.
+	leader := lw(t, []string{child("ready sleep:1500ms exit:0")}, d.args("--database-url", url, "--job", "j", "--id", "leader", "--", self())...)
+	leader.Expect(t, "ready")
+	// A standby there polls, as the docs say (LISTEN needs a session).
+	standby := lw(t, []string{child("ready exit:0")}, d.args("--database-url", url, "--job", "j", "--wait", "--listen=false", "--", self())...)
+	standby.WaitLog(t, "standing by: lease held by another instance")
+	if got := leader.Wait(t, 10*time.Second); got != 0 {
+		t.Errorf("leader exited %d", got)
+	}
+	standby.Expect(t, "ready")
+	if got := standby.Wait(t, 10*time.Second); got != 0 {
+		t.Errorf("standby exited %d", got)
+	}
+	for _, e := range leader.LogEntries(t) {
+		if e["message"] == "renewal failed" {
+			t.Errorf("a renewal failed through PgBouncer: %v", e["error"])
+		}
+	}
+
+	status := lw(t, nil, append([]string{"status", "--job", "j"}, store...)...)
+	if got := status.Wait(t, 10*time.Second); got != 0 {
+		t.Errorf("status exited %d", got)
+	}
+	holder := lw(t, []string{child("ready block")}, d.args("--database-url", url, "--job", "k", "--id", "h", "--", self())...)
+	holder.Expect(t, "ready")
+	release := lw(t, nil, append([]string{"release", "--job", "k", "--id", "h"}, store...)...)
+	if got := release.Wait(t, 10*time.Second); got != 0 {
+		t.Errorf("release exited %d", got)
+	}
+	if got := holder.Wait(t, 10*time.Second); got != 75 {
+		t.Errorf("released holder exited %d, want 75", got)
+	}
+}

@@ -1,0 +1,225 @@
+package command
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redbite/leasewrap/internal/lwtest"
+	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/schedule"
+)
+
+// A schedule refuses, with one line and status 64, what it leaves without
+// meaning or cannot combine with, and bad schedule settings.
+func TestScheduleRefusesSettingsItCannotUse(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--schedule", "@every 2s", "--wait"}, nil, "--wait means nothing with --schedule"},
+		{[]string{"--schedule", "@every 2s", "--hold-for", "1m"}, nil, "--hold-for means nothing with --schedule"},
+		{[]string{"--schedule", "@every 2s", "--slots", "2"}, nil, "--slots cannot be combined with --schedule"},
+		{[]string{"--once"}, nil, "--once needs --schedule"},
+		{[]string{"--catch-up", "all"}, nil, "--catch-up needs --schedule"},
+		{[]string{"--schedule", "61 * * * *"}, nil, "invalid --schedule"},
+		{[]string{"--schedule", "0 2 * * *", "--timezone", "Mars/Olympus"}, nil, "unknown time zone"},
+		{[]string{"--schedule", "0 2 * * *", "--catch-up", "some"}, nil, `catch-up policy "some" is not one of none, latest or all`},
+		{[]string{"--schedule", "0 2 * * *", "--catch-up-window", "0s"}, nil, "--catch-up-window 0s: must be positive"},
+		{nil, map[string]string{"LEASEWRAP_SCHEDULE": "@every 0s"}, "invalid LEASEWRAP_SCHEDULE (--schedule)"},
+		{nil, map[string]string{"LEASEWRAP_SCHEDULE": "@daily", "LEASEWRAP_CATCH_UP": "x"}, "invalid LEASEWRAP_CATCH_UP (--catch-up)"},
+	} {
+		_, err := parse(t, tc.env, append(append([]string{"--job", "j"}, tc.args...), "--", "true")...)
+		var ee *exitError
+		if !errors.As(err, &ee) || ee.code != exitUsage || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q %v: got %v, want one line with status 64 containing %q", tc.args, tc.env, err, tc.want)
+		}
+	}
+}
+
+func TestScheduleSettingsAreRead(t *testing.T) {
+	o, err := parse(t, map[string]string{"LEASEWRAP_TIMEZONE": "Europe/Berlin", "LEASEWRAP_CATCH_UP_WINDOW": "2h"},
+		"--job", "j", "--schedule", "30 2 * * *", "--catch-up", "none", "--once", "--", "true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.sched.Spec() != "CRON_TZ=Europe/Berlin 30 2 * * *" || !o.once || o.catchUp.Policy != schedule.CatchUpNone ||
+		o.catchUp.Window != 2*time.Hour {
+		t.Errorf("got %q once=%v %+v", o.sched.Spec(), o.once, o.catchUp)
+	}
+}
+
+// Instances that disagree on a job's schedule: a crontab line (--once)
+// with another schedule is refused with 64, saying which the job has and
+// how to change it; a scheduler with another one stands by, running
+// nothing, with no crash loop.
+func TestScheduleMismatchIsRefused(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	first := lw(t, nil, d.args("--job", "j", "--schedule", "0 3 * * *", "--timezone", "Europe/Berlin", "--", "true")...)
+	first.WaitLog(t, "scheduler started")
+	second := lw(t, nil, d.args("--job", "j", "--schedule", "0 3 * * *", "--timezone", "UTC", "--once", "--", "true")...)
+	if code := second.Wait(t, 15*time.Second); code != exitUsage {
+		t.Fatalf("second instance exited %d, want 64", code)
+	}
+	if !strings.Contains(second.Logs.String(), `runs on schedule \"CRON_TZ=Europe/Berlin 0 3 * * *\"`) &&
+		!strings.Contains(second.Logs.String(), `runs on schedule "CRON_TZ=Europe/Berlin 0 3 * * *"`) {
+		t.Errorf("the refusal does not name the recorded schedule: %s", second.Logs)
+	}
+	if !strings.Contains(second.Logs.String(), "leasewrap reschedule --job j --schedule '0 3 * * *'") {
+		t.Errorf("the refusal does not say how to change the schedule: %s", second.Logs)
+	}
+	third := lw(t, nil, d.args("--job", "j", "--schedule", "0 3 * * *", "--", "true")...)
+	third.WaitLog(t, "standing by: the job runs on another schedule; this instance runs nothing until the job's is its own")
+	for _, p := range []*lwtest.Proc{first, third} {
+		_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+		if code := p.Wait(t, 15*time.Second); code != 0 {
+			t.Errorf("a scheduler stopped between runs exited %d, want 0", code)
+		}
+	}
+}
+
+// A scheduled job as operators see it: status shows its schedule and next
+// time, the exporter the next time, and check without --max-age judges
+// its latest due time: OK once it ran and succeeded, CRITICAL when no
+// scheduler ran it (all down) or its run failed.
+func TestScheduledJobStatusCheckAndMetrics(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	check := func() (int, string) {
+		t.Helper()
+		p := lw(t, nil, "check", "--database-url", pgtest.URL(), "--table", d.table, "--job", "nightly")
+		var out strings.Builder
+		for line := range p.Lines {
+			out.WriteString(line + "\n")
+		}
+		return p.Wait(t, 10*time.Second), out.String()
+	}
+	waitCheck := func(wantCode int, wantPart string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			code, out := check()
+			if code == wantCode && strings.Contains(out, wantPart) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("check kept answering %d %q, want %d with %q", code, out, wantCode, wantPart)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	sched := lw(t, nil, d.args("--job", "nightly", "--schedule", "@every 2s", "--", "true")...)
+	sched.WaitLog(t, "released")
+	waitCheck(0, "ran and succeeded")
+
+	p := lw(t, nil, "status", "--database-url", pgtest.URL(), "--table", d.table, "--json")
+	var out strings.Builder
+	for line := range p.Lines {
+		out.WriteString(line)
+	}
+	p.Wait(t, 10*time.Second)
+	var jobs []statusJSON
+	if err := json.Unmarshal([]byte(out.String()), &jobs); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if len(jobs) != 1 || jobs[0].Schedule == nil || *jobs[0].Schedule != "@every 2s" || jobs[0].NextScheduledAt == nil ||
+		time.Until(*jobs[0].NextScheduledAt) <= 0 || time.Until(*jobs[0].NextScheduledAt) > 2*time.Second {
+		t.Errorf("status --json: %s, want the schedule and its next time within 2s", out.String())
+	}
+	_, addr := d.exporter(t, pgtest.URL())
+	next := scrape(t, addr)[`leasewrap_job_next_scheduled_timestamp_seconds{lease="nightly"}`]
+	if at := seconds(t, next); at < float64(time.Now().Unix())-1 || at > float64(time.Now().Unix())+3 {
+		t.Errorf("leasewrap_job_next_scheduled_timestamp_seconds = %s, want within 2s from now", next)
+	}
+
+	// All schedulers down: the next due time is nobody's.
+	_ = sched.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := sched.Wait(t, 15*time.Second); code != 0 {
+		t.Errorf("scheduler stopped between runs exited %d, want 0", code)
+	}
+	waitCheck(2, "was not run, and no instance recorded it missed")
+
+	// Back, with a command that fails.
+	lw(t, nil, d.args("--job", "nightly", "--schedule", "@every 2s", "--", "false")...)
+	waitCheck(2, "failed (exited 1 on")
+}
+
+// --once runs only the time just due, however many times nobody ran
+// before it: a crontab line is not a catch-up (cron runs no time it did
+// not fire for). Under either policy it accepts it records the older ones
+// missed; --catch-up all is refused with it.
+func TestOnceRecordsTheTimesNobodyRanMissed(t *testing.T) {
+	t.Parallel()
+	for _, policy := range []string{"latest", "none"} {
+		t.Run(policy, func(t *testing.T) {
+			t.Parallel()
+			d := newDB(t)
+			args := d.args("--job", "j", "--schedule", "@every 1s", "--catch-up", policy)
+			sched := lw(t, nil, append(args, "--", "true")...)
+			sched.WaitLog(t, "released")
+			_ = sched.Cmd.Process.Signal(syscall.SIGTERM)
+			sched.Wait(t, 15*time.Second)
+			var last time.Time
+			if err := d.pool.QueryRow(context.Background(), `SELECT max(scheduled_at) FROM "`+d.table+`_schedule"`).Scan(&last); err != nil {
+				t.Fatal(err)
+			}
+			// Four times come due while nothing runs.
+			time.Sleep(time.Until(last.Add(4*time.Second + 600*time.Millisecond)))
+			once := lw(t, nil, append(args, "--once", "--", "true")...)
+			if code := once.Wait(t, 20*time.Second); code != 0 {
+				t.Fatalf("--once exited %d", code)
+			}
+			var runs, missed int
+			var lastRun, lastMissed *time.Time
+			err := d.pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE outcome = 'run'), count(*) FILTER (WHERE outcome = 'missed'),
+  max(scheduled_at) FILTER (WHERE outcome = 'run'), max(scheduled_at) FILTER (WHERE outcome = 'missed')
+FROM "`+d.table+`_schedule" WHERE scheduled_at > $1`, last).Scan(&runs, &missed, &lastRun, &lastMissed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if runs != 1 || missed < 4 || lastMissed == nil || !lastRun.After(*lastMissed) {
+				t.Errorf("--catch-up %s: %d runs and %d missed of the late times, want the one just due run and the others (at least 4) missed", policy, runs, missed)
+			}
+		})
+	}
+}
+
+// Between scheduled times a scheduler sends the database nothing: its
+// sessions' last statements stay where they were for many renew and retry
+// intervals (the next time, 29 February at midnight, is years away).
+func TestIdleSchedulerSendsNothing(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	app := "lw-idle-" + d.table
+	url := pgtest.URL() + "&application_name=" + app
+	args := d.args("--job", "j", "--schedule", "0 0 29 2 *", "--", "true")
+	args[1] = url // --database-url
+	sched := lw(t, nil, args...)
+	sched.WaitLog(t, "scheduler started")
+	// lastStatements lists the scheduler's sessions with when each last
+	// began a statement.
+	lastStatements := func() string {
+		var s string
+		err := d.pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(pid || '@' || coalesce(query_start::text, '-'), ',' ORDER BY pid), '')
+FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := lastStatements()
+	if before == "" {
+		t.Fatal("the scheduler has no session")
+	}
+	// Ten renew intervals (300ms) and thirty retry intervals (100ms).
+	time.Sleep(3 * time.Second)
+	if after := lastStatements(); after != before {
+		t.Errorf("an idle scheduler sent statements: sessions went from %s to %s", before, after)
+	}
+}

@@ -1,0 +1,25 @@
+package command
+
+import "time"
+
+// Small helpers on values that the commands, the scheduler and the views
+// share.
+
+// maxTime is the later of a and b.
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// minTime is the earlier of a and b.
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// ptr points to a copy of v, for the optional fields of the JSON views.
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,184 @@
+package command
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/lease/schema"
+)
+
+// output runs leasewrap and returns its exit status and stdout.
+func output(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	p := lw(t, nil, args...)
+	var out strings.Builder
+	for line := range p.Lines {
+		out.WriteString(line + "\n")
+	}
+	return p.Wait(t, 15*time.Second), out.String()
+}
+
+// A job whose schedulers all stopped, with its due time neither run nor
+// recorded missed, is overdue in every view: check, status (table and
+// JSON), history, the exporter's leasewrap_job_state and the web page's
+// index and job page, none of which calls it healthy.
+func TestOverdueJobIsOverdueInEveryView(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	store := []string{"--database-url", pgtest.URL(), "--table", d.table}
+	sched := lw(t, nil, d.args("--job", "misser", "--schedule", "@every 2s", "--", "true")...)
+	sched.WaitLog(t, "released")
+	_, addr := d.exporter(t, pgtest.URL())
+	_ = sched.Cmd.Process.Signal(syscall.SIGTERM)
+	sched.Wait(t, 15*time.Second)
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, out := output(t, append([]string{"check", "--job", "misser"}, store...)...)
+		if code == 2 && strings.Contains(out, "was not run, and no instance recorded it missed") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("check kept answering %d %q, want CRITICAL: not run", code, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// Each view in turn: the next due time, nobody's either, keeps the
+	// job overdue, but a view read just as one comes due may still judge
+	// the one before; each is polled with a deadline.
+	eventually := func(what string, ok func() (bool, string)) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			good, got := ok()
+			if good {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%s: %s", what, got)
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	eventually("check --json, want state overdue", func() (bool, string) {
+		_, out := output(t, append([]string{"check", "--job", "misser", "--json"}, store...)...)
+		var res checkResult
+		return json.Unmarshal([]byte(out), &res) == nil && res.State == "overdue", out
+	})
+	eventually("status --json, want health overdue and why", func() (bool, string) {
+		_, out := output(t, append([]string{"status", "--json"}, store...)...)
+		var jobs []statusJSON
+		return json.Unmarshal([]byte(out), &jobs) == nil && len(jobs) == 1 && jobs[0].Health == "overdue" &&
+			strings.Contains(jobs[0].HealthReason, "was not run"), out
+	})
+	eventually("status, want the job overdue", func() (bool, string) {
+		_, out := output(t, append([]string{"status"}, store...)...)
+		return strings.Contains(out, " overdue "), out
+	})
+	for _, args := range [][]string{{"history", "--job", "misser"}, {"history"}, {"history", "--job", "misser", "--timeline"}} {
+		eventually(fmt.Sprint(args, ", want the job's health overdue"), func() (bool, string) {
+			_, out := output(t, append(args, store...)...)
+			return strings.Contains(out, "health: overdue: misser: the time due at"), out
+		})
+	}
+	eventually("leasewrap_job_state, want overdue 1 and healthy 0", func() (bool, string) {
+		series := scrape(t, addr)
+		o, h := series[`leasewrap_job_state{lease="misser",state="overdue"}`], series[`leasewrap_job_state{lease="misser",state="healthy"}`]
+		return o == "1" && h == "0", "overdue " + o + ", healthy " + h
+	})
+	eventually("/, want misser among the jobs to act on, overdue", func() (bool, string) {
+		code, page := get(t, addr, "/")
+		return code == 200 && strings.Contains(page, `<tr class="job failing" data-job="misser">`) && strings.Contains(page, `data-health="overdue"`), page
+	})
+	eventually("/jobs/misser, want the job overdue", func() (bool, string) {
+		code, page := get(t, addr, "/jobs/misser")
+		return code == 200 && strings.Contains(page, `data-health="overdue"`) && strings.Contains(page, "was not run, and no instance recorded it missed"), page
+	})
+}
+
+// Every run says how it came to be, the same in history, history --json,
+// the web page and the exporter: on schedule, late (catch-up), by hand
+// (trigger) or without a schedule (plain). Only the claims table records
+// which; the views read it.
+func TestRunsSayHowTheyCameToBe(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	store := []string{"--database-url", pgtest.URL(), "--table", d.table}
+	lw(t, nil, d.args("--job", "plain", "--", "true")...).Wait(t, 15*time.Second)
+	sched := lw(t, nil, d.args("--job", "j", "--schedule", farSchedule, "--", "true")...)
+	sched.WaitLog(t, "scheduler started")
+	// Two earlier scheduled times of j: one run on time, one a day late.
+	history, claims := pgx.Identifier{d.table + "_history"}.Sanitize(), schema.ClaimsTable(pgx.Identifier{d.table}).Sanitize()
+	now := time.Now().Truncate(time.Second)
+	for _, row := range []struct {
+		token    int64
+		at, late time.Duration
+	}{{11, 3 * 24 * time.Hour, time.Second}, {12, 2 * 24 * time.Hour, 24 * time.Hour}} {
+		at := now.Add(-row.at)
+		d.exec(t, `INSERT INTO `+history+` (job_name, holder, fencing_token, started_at, finished_at, exit_code, outcome, scheduled_at)
+VALUES ('j', 'h', $1, $2, $3, 0, 'exited', $4)`, row.token, at.Add(row.late), at.Add(row.late+time.Second), at)
+		d.exec(t, `INSERT INTO `+claims+` (job_name, scheduled_at, outcome, holder, fencing_token, claimed_at)
+VALUES ('j', $2, 'run', 'h', $1, $3)`, row.token, at, at.Add(row.late))
+	}
+	if code, out := d.trigger(t, "--job", "j"); code != 0 {
+		t.Fatalf("trigger exited %d: %s", code, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	var runs []historyJSON
+	for len(runs) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("history of j: %+v, want the manual run too", runs)
+		}
+		time.Sleep(100 * time.Millisecond)
+		_, out := output(t, append([]string{"history", "--job", "j", "--json"}, store...)...)
+		if err := json.Unmarshal([]byte(out), &runs); err != nil {
+			t.Fatalf("history --json: %v in %q", err, out)
+		}
+	}
+	want := map[int64]string{11: "schedule", 12: "catch-up"}
+	for _, r := range runs {
+		w, ok := want[r.FencingToken]
+		if !ok {
+			w = "manual"
+		}
+		if r.Origin == nil || *r.Origin != w {
+			t.Errorf("history --json: run %d has origin %v, want %s", r.FencingToken, r.Origin, w)
+		}
+	}
+	_, out := output(t, append([]string{"history", "--json", "--job", "plain"}, store...)...)
+	if !strings.Contains(out, `"origin": "plain"`) {
+		t.Errorf("history --json of a job without a schedule: %s, want origin plain", out)
+	}
+	_, out = output(t, append([]string{"history"}, store...)...)
+	for _, w := range []string{" ORIGIN", " manual\n", " catch-up\n", " schedule\n", " plain\n"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("history: %q lacks %q", out, w)
+		}
+	}
+
+	_, addr := d.exporter(t, pgtest.URL())
+	series := scrape(t, addr)
+	for _, s := range []string{`leasewrap_job_last_run_origin{lease="j",origin="manual"}`, `leasewrap_job_last_run_origin{lease="plain",origin="plain"}`} {
+		if series[s] != "1" {
+			t.Errorf("%s = %q, want 1", s, series[s])
+		}
+	}
+	_, page := get(t, addr, "/jobs/j?since=7d")
+	for _, o := range []string{"schedule", "catch-up", "manual"} {
+		if !strings.Contains(page, `data-origin="`+o+`"`) {
+			t.Errorf("/jobs/j has no run of origin %s", o)
+		}
+	}
+	if _, page = get(t, addr, "/"); !strings.Contains(page, `data-origin="plain"`) || !strings.Contains(page, `data-origin="manual"`) {
+		t.Errorf("/ does not say how the newest runs came to be")
+	}
+}
