@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -33,13 +34,25 @@ var (
 	helpEnv  = regexp.MustCompile(`\$([A-Z][A-Z0-9_]*)`)
 )
 
-// TestDocsNameEveryFlagAndVariable reads every testdata/help-*.txt (what
-// `leasewrap --help` and `leasewrap SUB --help` print) and wants each flag
-// and environment variable named in docs/configuration.md.
+// TestDocsNameEveryFlagAndVariable reads every help-*.txt golden file (what
+// `leasewrap --help` and `leasewrap SUB --help` print; TestHelpGolden keeps
+// them current) and wants each flag and environment variable named in
+// docs/configuration.md. Each subcommand must have its golden file, so that
+// a new one cannot escape the check.
 func TestDocsNameEveryFlagAndVariable(t *testing.T) {
-	helps, err := filepath.Glob(filepath.Join(root, "testdata", "help-*.txt"))
-	if err != nil || len(helps) < 2 {
-		t.Fatalf("want testdata/help-*.txt golden files, found %d (%v)", len(helps), err)
+	dir := helpDir(t)
+	helps, err := filepath.Glob(filepath.Join(dir, "help-*.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootHelp, err := os.ReadFile(filepath.Join(dir, "help-root.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range subcommands(t, string(rootHelp)) {
+		if !slices.Contains(helps, filepath.Join(dir, "help-"+sub+".txt")) {
+			t.Errorf("no %s/help-%s.txt: add `%s --help` to TestHelpGolden and run it with -update", rel(dir), sub, sub)
+		}
 	}
 	config := read(t, "docs/configuration.md")
 	missing := map[string][]string{}
@@ -68,25 +81,53 @@ func TestDocsNameEveryFlagAndVariable(t *testing.T) {
 	report(t, "docs/configuration.md does not name", missing)
 }
 
-// TestDocsNameEveryMetric wants every metric of the exporter
-// (prometheus.NewDesc in monitor/exporter.go) in docs/monitoring.md, and
-// every metric of --http-addr (the *Opts Name in monitor/monitor.go) in
-// docs/standby.md.
-func TestDocsNameEveryMetric(t *testing.T) {
-	for _, c := range []struct{ source, pattern, doc string }{
-		{"monitor/exporter.go", `prometheus\.NewDesc\("(leasewrap_[a-z0-9_]+)"`, "docs/monitoring.md"},
-		{"monitor/monitor.go", `Opts\{Name:\s*"(leasewrap_[a-z0-9_]+)"`, "docs/standby.md"},
-	} {
-		src, doc := read(t, c.source), read(t, c.doc)
-		found := regexp.MustCompile(c.pattern).FindAllStringSubmatch(src, -1)
-		if len(found) == 0 {
-			t.Errorf("no metric found in %s with %s: update the test", c.source, c.pattern)
-		}
-		missing := map[string][]string{}
-		for _, m := range found {
-			if !mentions(doc, m[1]) {
-				missing[m[1]] = append(missing[m[1]], c.source)
+// childVariable is a variable leasewrap sets in the command's environment.
+var childVariable = regexp.MustCompile(`"(LEASEWRAP_[A-Z0-9_]+)="`)
+
+// TestDocsNameEveryChildVariable wants every variable leasewrap sets for the
+// command ("LEASEWRAP_X=" in the code) in docs/configuration.md, whose
+// table of the command's environment is where a reader looks for it.
+func TestDocsNameEveryChildVariable(t *testing.T) {
+	config := read(t, "docs/configuration.md")
+	missing := map[string][]string{}
+	n := 0
+	for path, src := range goSources(t) {
+		for _, m := range childVariable.FindAllStringSubmatch(src, -1) {
+			n++
+			if !mentions(config, m[1]) {
+				missing[m[1]] = append(missing[m[1]], path)
 			}
+		}
+	}
+	if n == 0 {
+		t.Fatal(`no "LEASEWRAP_X=" found in the code: update the test`)
+	}
+	report(t, "docs/configuration.md does not name", missing)
+}
+
+// TestDocsNameEveryMetric wants every metric the exporter serves
+// (prometheus.NewDesc, as its collector declares them) in
+// docs/monitoring.md, and every metric of --http-addr (a *Opts Name) in
+// docs/standby.md, wherever in the code they are declared.
+func TestDocsNameEveryMetric(t *testing.T) {
+	sources := goSources(t)
+	for _, c := range []struct{ pattern, doc string }{
+		{`prometheus\.NewDesc\(\s*"(leasewrap_[a-z0-9_]+)"`, "docs/monitoring.md"},
+		{`Opts\{Name:\s*"(leasewrap_[a-z0-9_]+)"`, "docs/standby.md"},
+	} {
+		doc, re := read(t, c.doc), regexp.MustCompile(c.pattern)
+		missing := map[string][]string{}
+		n := 0
+		for path, src := range sources {
+			for _, m := range re.FindAllStringSubmatch(src, -1) {
+				n++
+				if !mentions(doc, m[1]) {
+					missing[m[1]] = append(missing[m[1]], path)
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("no metric found in the code with %s: update the test", c.pattern)
 		}
 		report(t, c.doc+" does not name", missing)
 	}
@@ -95,25 +136,16 @@ func TestDocsNameEveryMetric(t *testing.T) {
 // TestDocsReadmeNamesEverySubcommand wants each subcommand that
 // `leasewrap --help` lists named in the README as `leasewrap SUB`.
 func TestDocsReadmeNamesEverySubcommand(t *testing.T) {
-	help, readme := read(t, "testdata/help-root.txt"), read(t, "README.md")
-	_, after, ok := strings.Cut(help, "\nCOMMANDS:\n")
-	if !ok {
-		t.Fatal("testdata/help-root.txt has no COMMANDS: section: update the test")
+	help, err := os.ReadFile(filepath.Join(helpDir(t), "help-root.txt"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	readme := read(t, "README.md")
 	missing := map[string][]string{}
-	n := 0
-	for _, line := range strings.Split(after, "\n") {
-		if strings.TrimSpace(line) == "" {
-			break
-		}
-		sub := strings.Fields(line)[0]
-		n++
+	for _, sub := range subcommands(t, string(help)) {
 		if !mentions(readme, "leasewrap "+sub) {
 			missing["leasewrap "+sub] = []string{"help-root.txt"}
 		}
-	}
-	if n == 0 {
-		t.Fatal("no subcommands read from testdata/help-root.txt: update the test")
 	}
 	report(t, "README.md does not name", missing)
 }
