@@ -11,52 +11,52 @@ import (
 )
 
 // admin is what the subcommands that read or change the tables work with.
-type admin struct {
-	opts storeOptions
-	log  zerolog.Logger
-	db   *database
+type Admin struct {
+	Opts StoreOptions
+	Log  zerolog.Logger
+	DB   *Database
 	// read answers the read-only questions; it never creates, alters or
 	// migrates anything, so status, history, check and the exporter open
 	// no Store at all.
-	read *inspect.Reader
+	Read *inspect.Reader
 }
 
 // openAdmin reads the store settings of a subcommand and opens the reader.
 // The caller closes a.db.
-func openAdmin(c *cli.Context) (*admin, error) {
-	if err := noArgs(c); err != nil {
+func OpenAdmin(c *cli.Context) (*Admin, error) {
+	if err := NoArgs(c); err != nil {
 		return nil, err
 	}
-	opts, err := parseStoreOptions(newSettings(c))
+	opts, err := ParseStoreOptions(NewSettings(c))
 	if err != nil {
 		return nil, err
 	}
-	redact := newRedactor(opts.databaseURL)
-	a := &admin{opts: opts, log: newLogger(opts, redact)}
-	if a.db, err = openDatabase(c.Context, opts.databaseURL, redact, a.log); err != nil {
+	redact := NewRedactor(opts.DatabaseURL)
+	a := &Admin{Opts: opts, Log: NewLogger(opts, redact)}
+	if a.DB, err = OpenDatabase(c.Context, opts.DatabaseURL, redact, a.Log); err != nil {
 		return nil, err
 	}
-	if a.read, err = inspect.Open(a.db.pool, opts.table); err != nil {
-		a.db.close()
-		return nil, usagef("%v", err)
+	if a.Read, err = inspect.Open(a.DB.Pool, opts.Table); err != nil {
+		a.DB.Close()
+		return nil, Usagef("%v", err)
 	}
 	return a, nil
 }
 
 // store opens the lease store, for the commands that change the tables:
 // migrate, and release once its look-up found what to release.
-func (a *admin) store() (*lease.Store, error) {
-	s, err := lease.New(a.db.pool, lease.WithTable(a.opts.table), lease.WithLogger(a.db.storeLogger(a.log)))
+func (a *Admin) Store() (*lease.Store, error) {
+	s, err := lease.New(a.DB.Pool, lease.WithTable(a.Opts.Table), lease.WithLogger(a.DB.StoreLogger(a.Log)))
 	if err != nil {
-		return nil, usagef("%v", err)
+		return nil, Usagef("%v", err)
 	}
 	return s, nil
 }
 
 // printed turns a failed write of a subcommand's output into EX_IOERR.
-func printed(_ int, err error) error {
+func Printed(_ int, err error) error {
 	if err != nil {
-		return &exitError{code: exitIOErr, err: fmt.Errorf("cannot write output: %w", err)}
+		return &ExitError{Code: ExitIOErr, Err: fmt.Errorf("cannot write output: %w", err)}
 	}
 	return nil
 }

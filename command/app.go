@@ -31,28 +31,28 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	app := NewApp(stdout, stderr)
 	if len(own) <= 1 && !hasChild {
 		printUsage(stderr, app.Commands)
-		return exitUsage
+		return ExitUsage
 	}
 	own, err := helpAndVersion(own, app.Commands)
 	if err != nil {
-		return report(stderr, err)
+		return Report(stderr, err)
 	}
 	own, sub := subcommandFirst(own, app.Commands)
-	app.Metadata = map[string]any{argsKey: own}
+	app.Metadata = map[string]any{ArgsKey: own}
 	switch {
 	case sub != nil && hasChild:
-		return report(stderr, usagef("%s runs no command: remove the -- and what follows it (%q)", sub.Name, child))
+		return Report(stderr, Usagef("%s runs no command: remove the -- and what follows it (%q)", sub.Name, child))
 	case sub != nil:
 		// Only the main command reads the run settings: a bad LEASEWRAP_TTL
 		// must not break status or version.
 		app.Flags = nil
 	default:
 		if err := unknownCommand(own, app.Commands, hasChild); err != nil {
-			return report(stderr, err)
+			return Report(stderr, err)
 		}
-		app.Action = withStatus(func(c *cli.Context) error { return runAction(c, child, hasChild) })
+		app.Action = WithStatus(func(c *cli.Context) error { return Action(c, child, hasChild) })
 	}
-	return report(stderr, app.Run(own))
+	return Report(stderr, app.Run(own))
 }
 
 // printUsage is what leasewrap alone prints, to stderr, before it exits
@@ -77,7 +77,7 @@ func subcommandList(cmds []*cli.Command) string {
 // people try first, into what leasewrap reads: --help, "SUBCOMMAND --help"
 // and the version subcommand.
 func helpAndVersion(args []string, cmds []*cli.Command) ([]string, error) {
-	bools := boolFlags(cmds)
+	bools := BoolFlags(cmds)
 	i := firstWord(args, bools)
 	switch {
 	case i == 0 && hasFlag(args, "version", bools):
@@ -104,7 +104,7 @@ func helpAndVersion(args []string, cmds []*cli.Command) ([]string, error) {
 // program (a path, or one found in $PATH) is the command to run, as
 // "leasewrap --job x ./report" has always been read.
 func unknownCommand(args []string, cmds []*cli.Command, hasChild bool) error {
-	i := firstWord(args, boolFlags(cmds))
+	i := firstWord(args, BoolFlags(cmds))
 	if i == 0 {
 		return nil
 	}
@@ -123,9 +123,9 @@ func unknownCommand(args []string, cmds []*cli.Command, hasChild bool) error {
 // unknownWord is the error for word, which names no subcommand.
 func unknownWord(word string, cmds []*cli.Command) error {
 	if near := nearest(word, cmds); near != "" {
-		return usagef("unknown command %q; did you mean %q? (a command to run goes after --)", word, near)
+		return Usagef("unknown command %q; did you mean %q? (a command to run goes after --)", word, near)
 	}
-	return usagef("unknown command %q: see leasewrap --help (a command to run goes after --)", word)
+	return Usagef("unknown command %q: see leasewrap --help (a command to run goes after --)", word)
 }
 
 // nearest is the subcommand name (or "help") closest to word, within two
@@ -180,11 +180,11 @@ func NewApp(stdout, stderr io.Writer) *cli.App {
 		Usage:           "run a command on exactly one of N instances, coordinated by a PostgreSQL lease",
 		UsageText:       "leasewrap [flags] -- COMMAND [ARG...]\nleasewrap " + subcommandList(cmds) + " [flags]\nleasewrap help [SUBCOMMAND]",
 		Description:     description,
-		Version:         version(),
+		Version:         Version(),
 		HideVersion:     true,
-		Flags:           runFlags(),
+		Flags:           RunFlags(),
 		Commands:        cmds,
-		OnUsageError:    usageError,
+		OnUsageError:    UsageError,
 		ExitErrHandler:  func(*cli.Context, error) {}, // run alone decides the status
 		HideHelpCommand: true,
 		Writer:          stdout,
@@ -193,8 +193,8 @@ func NewApp(stdout, stderr io.Writer) *cli.App {
 }
 
 // report prints err's one line, if it has one, and returns its exit status.
-func report(stderr io.Writer, err error) int {
-	code, msg := exitCode(err)
+func Report(stderr io.Writer, err error) int {
+	code, msg := ExitCode(err)
 	if msg != nil {
 		fmt.Fprintf(stderr, "leasewrap: %v\n", msg)
 	}
@@ -202,9 +202,9 @@ func report(stderr io.Writer, err error) int {
 }
 
 func commands() []*cli.Command {
-	cmds := []*cli.Command{statusCommand(), historyCommand(), checkCommand(), exporterCommand(), releaseCommand(), triggerCommand(), pauseCommand(), resumeCommand(), rescheduleCommand(), migrateCommand(), versionCommand()}
+	cmds := []*cli.Command{StatusCommand(), HistoryCommand(), CheckCommand(), ExporterCommand(), ReleaseCommand(), TriggerCommand(), PauseCommand(), ResumeCommand(), RescheduleCommand(), MigrateCommand(), VersionCommand()}
 	for _, c := range cmds {
-		c.Action = withStatus(c.Action)
+		c.Action = WithStatus(c.Action)
 	}
 	return cmds
 }
@@ -224,7 +224,7 @@ func splitChild(args []string) (own, child []string, found bool) {
 // is not a flag or a flag's value) and moves it in front of every flag. It
 // returns args unchanged, and nil, when there is none.
 func subcommandFirst(args []string, cmds []*cli.Command) ([]string, *cli.Command) {
-	i := firstWord(args, boolFlags(cmds))
+	i := firstWord(args, BoolFlags(cmds))
 	if i == 0 {
 		return args, nil
 	}
@@ -242,7 +242,7 @@ func subcommandFirst(args []string, cmds []*cli.Command) ([]string, *cli.Command
 // none. bools names the flags that take no value.
 func firstWord(args []string, bools map[string]bool) int {
 	for i := 1; i < len(args); i++ {
-		name, hasValue, isFlag := flagName(args[i])
+		name, hasValue, isFlag := FlagName(args[i])
 		if !isFlag {
 			return i
 		}
@@ -257,7 +257,7 @@ func firstWord(args []string, bools map[string]bool) int {
 // flag's value).
 func hasFlag(args []string, name string, bools map[string]bool) bool {
 	for i := 1; i < len(args); i++ {
-		n, hasValue, isFlag := flagName(args[i])
+		n, hasValue, isFlag := FlagName(args[i])
 		if !isFlag {
 			continue
 		}
@@ -288,12 +288,12 @@ Ready-made sets:
 
 // usageError keeps urfave/cli from printing the whole help for a bad flag:
 // one line says what was wrong.
-func usageError(c *cli.Context, err error, _ bool) error {
+func UsageError(c *cli.Context, err error, _ bool) error {
 	name := "leasewrap"
 	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
 		name += " " + c.Command.Name
 	}
-	return usagef("%s (see %s --help)", flagError(err.Error()), name)
+	return Usagef("%s (see %s --help)", flagError(err.Error()), name)
 }
 
 // urfave/cli's words for a flag it does not know or a boolean it cannot
@@ -322,9 +322,9 @@ func flagError(msg string) string {
 }
 
 // noArgs refuses arguments a subcommand does not take.
-func noArgs(c *cli.Context) error {
+func NoArgs(c *cli.Context) error {
 	if c.Args().Present() {
-		return usagef("%s takes no arguments, got %q", c.Command.Name, c.Args().First())
+		return Usagef("%s takes no arguments, got %q", c.Command.Name, c.Args().First())
 	}
 	return nil
 }

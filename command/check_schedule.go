@@ -20,18 +20,18 @@ import (
 // its grace has passed (a minute, at most half the period) before it
 // counts: until then the one before decides.
 func checkScheduled(c *cli.Context, job string) error {
-	a, err := openAdmin(c)
+	a, err := OpenAdmin(c)
 	if err != nil {
 		return unknown(c, job, err)
 	}
-	defer a.db.close()
-	js, err := a.read.Summary(c.Context, job, monitor.RunsWindow)
+	defer a.DB.Close()
+	js, err := a.Read.Summary(c.Context, job, monitor.RunsWindow)
 	if errors.Is(err, lease.ErrNoJob) || err == nil && js.Schedule == "" {
 		return unknown(c, job, fmt.Errorf("missing --max-age: how old the last success may be, as in --max-age 26h "+
 			"(without it, check judges the latest due time of a job run with --schedule, and %s has none)", escape.Printable(job)))
 	}
 	if err != nil {
-		return unknown(c, job, a.db.redact.wrap(err))
+		return unknown(c, job, a.DB.Redact.Wrap(err))
 	}
 	r := verdictResult(js.Verdict)
 	r.ScheduledAt = timefmt.UTC(js.Verdict.Due)
@@ -44,15 +44,15 @@ func checkScheduled(c *cli.Context, job string) error {
 // verdictResult is the check's answer for a verdict: OK when healthy, WARNING when paused,
 // UNKNOWN when the facts could not be read, CRITICAL otherwise.
 func verdictResult(v inspect.Verdict) checkResult {
-	r := checkResult{Job: v.Job, State: v.State, Message: v.Reason, code: checkCritical, Status: "critical"}
+	r := checkResult{Job: v.Job, State: v.State, Message: v.Reason, code: CheckCritical, Status: "critical"}
 	switch v.State {
 	case inspect.StateHealthy:
-		r.code, r.Status = checkOK, "ok"
+		r.code, r.Status = CheckOK, "ok"
 	case inspect.StatePaused:
 		// Nothing runs on purpose: worth a look, not a page.
-		r.code, r.Status = checkWarning, "warning"
+		r.code, r.Status = CheckWarning, "warning"
 	case inspect.StateUnknown:
-		r.code, r.Status = checkUnknown, "unknown"
+		r.code, r.Status = CheckUnknown, "unknown"
 	}
 	return r
 }

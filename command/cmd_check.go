@@ -20,13 +20,13 @@ import (
 
 // check exits as Nagios and Icinga plugins do.
 const (
-	checkOK       = 0
-	checkWarning  = 1
-	checkCritical = 2
-	checkUnknown  = 3
+	CheckOK       = 0
+	CheckWarning  = 1
+	CheckCritical = 2
+	CheckUnknown  = 3
 )
 
-func checkCommand() *cli.Command {
+func CheckCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "check",
 		Usage: "a monitoring check: exit 0 if --job last succeeded within --max-age (a job with a schedule: if its latest due time ran and succeeded), 1 if it is paused, 2 if not, 3 if it cannot tell",
@@ -34,11 +34,11 @@ func checkCommand() *cli.Command {
 			"leasewrap check --job NAME [--json]   (a job run with --schedule)\n" +
 			"Prints one line (Nagios/Icinga style, with perfdata) or, with --json, one object.",
 		Flags: append([]cli.Flag{
-			jobFlag("the job to check (required)"),
+			JobFlag("the job to check (required)"),
 			&cli.StringFlag{Name: "max-age", Usage: "how long ago the last successful run may have finished, as in 26h (required for a job without a schedule)"},
 			&cli.BoolFlag{Name: "fail-on-last-failure", Usage: "also exit 2 when the newest run failed, even if a success is recent enough"},
-			jsonFlag("print a JSON object for machines"),
-		}, storeFlags()...),
+			JSONFlag("print a JSON object for machines"),
+		}, StoreFlags()...),
 		// A monitoring system reads UNKNOWN (3) and one line on stdout, for
 		// a bad flag too.
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
@@ -69,34 +69,34 @@ type checkResult struct {
 }
 
 func checkAction(c *cli.Context) error {
-	s := newSettings(c)
-	job, err := requireJob(s)
+	s := NewSettings(c)
+	job, err := RequireJob(s)
 	if err != nil {
 		return unknown(c, "", err)
 	}
 	if c.String("max-age") == "" {
 		return checkScheduled(c, job)
 	}
-	maxAge, err := s.duration("max-age")
+	maxAge, err := s.Duration("max-age")
 	if err == nil && maxAge <= 0 {
-		err = fmt.Errorf("invalid %s: must be positive, as in 26h", s.source("max-age"))
+		err = fmt.Errorf("invalid %s: must be positive, as in 26h", s.Source("max-age"))
 	}
 	if err != nil {
 		return unknown(c, job, err)
 	}
-	a, err := openAdmin(c)
+	a, err := OpenAdmin(c)
 	if err != nil {
 		return unknown(c, job, err)
 	}
-	defer a.db.close()
-	f, err := a.read.Freshness(c.Context, job)
+	defer a.DB.Close()
+	f, err := a.Read.Freshness(c.Context, job)
 	if err != nil {
-		return unknown(c, job, a.db.redact.wrap(err))
+		return unknown(c, job, a.DB.Redact.Wrap(err))
 	}
 	// The lease rows say whether the job is paused, and, with no run at
 	// all (a job that has not run yet, or no such job) or none that
 	// succeeded, whether it runs its first.
-	rows, err := a.read.Status(c.Context, job)
+	rows, err := a.Read.Status(c.Context, job)
 	known := f.LastRun != nil || !errors.Is(err, lease.ErrNoJob)
 	held := slices.ContainsFunc(rows, inspect.JobStatus.Live)
 	var paused *lease.Pause
@@ -122,7 +122,7 @@ func judge(f inspect.Freshness, maxAge time.Duration, failOnLastFailure, known, 
 	}
 	if run := f.LastSuccess; run != nil {
 		age := f.Now.Sub(run.FinishedAt)
-		r.LastSuccessAt, r.LastSuccessAgeSeconds = timefmt.UTC(&run.FinishedAt), ptr(math.Round(age.Seconds()*1000)/1000)
+		r.LastSuccessAt, r.LastSuccessAgeSeconds = timefmt.UTC(&run.FinishedAt), Ptr(math.Round(age.Seconds()*1000)/1000)
 	}
 	return r
 }
@@ -138,21 +138,21 @@ func (r checkResult) print(w io.Writer, asJSON bool) error {
 			perf = fmt.Sprintf(" | age=%ss;;%s;0", strconv.FormatFloat(*r.LastSuccessAgeSeconds, 'f', -1, 64),
 				strconv.FormatFloat(r.MaxAgeSeconds, 'f', -1, 64))
 		}
-		_, err = fmt.Fprintf(w, "%s: %s%s\n", map[int]string{checkOK: "OK", checkWarning: "WARNING", checkCritical: "CRITICAL", checkUnknown: "UNKNOWN"}[r.code], r.Message, perf)
+		_, err = fmt.Fprintf(w, "%s: %s%s\n", map[int]string{CheckOK: "OK", CheckWarning: "WARNING", CheckCritical: "CRITICAL", CheckUnknown: "UNKNOWN"}[r.code], r.Message, perf)
 	}
 	if err != nil {
-		return &exitError{code: checkUnknown, err: fmt.Errorf("cannot write the check's output: %w", err)}
+		return &ExitError{Code: CheckUnknown, Err: fmt.Errorf("cannot write the check's output: %w", err)}
 	}
-	return exitWith(r.code)
+	return ExitWith(r.code)
 }
 
 // unknown is the check's answer when it cannot tell: exit 3 with the
 // reason, on stdout, where a monitoring system reads it.
 func unknown(c *cli.Context, job string, err error) error {
-	_, msg := exitCode(err)
+	_, msg := ExitCode(err)
 	if msg == nil {
 		msg = err
 	}
-	r := checkResult{Job: job, Status: "unknown", State: inspect.StateUnknown, Message: strings.ReplaceAll(msg.Error(), "\n\t", "; "), code: checkUnknown}
+	r := checkResult{Job: job, Status: "unknown", State: inspect.StateUnknown, Message: strings.ReplaceAll(msg.Error(), "\n\t", "; "), code: CheckUnknown}
 	return r.print(c.App.Writer, c.Bool("json"))
 }

@@ -22,7 +22,7 @@ import (
 // also postgres_exporter's default: on a host running both, set one.
 const defaultExporterAddr = ":9187"
 
-func exporterCommand() *cli.Command {
+func ExporterCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "exporter",
 		Usage:     "serve Prometheus metrics and a web page on every job's lease and runs, read from the tables at each request",
@@ -40,58 +40,58 @@ func exporterCommand() *cli.Command {
 				Usage: "serve /, /jobs/NAME, /metrics and /healthz on this address"},
 			&cli.StringFlag{Name: "web.config.file", EnvVars: []string{"LEASEWRAP_WEB_CONFIG_FILE"},
 				Usage: "TLS and basic auth for the listener, in the Prometheus exporters' web configuration format"},
-		}, storeFlags()...),
-		OnUsageError: usageError,
+		}, StoreFlags()...),
+		OnUsageError: UsageError,
 		Action:       exporterAction,
 	}
 }
 
 func exporterAction(c *cli.Context) error {
-	s := newSettings(c)
+	s := NewSettings(c)
 	addr := c.String("http-addr")
 	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return usagef("invalid %s %q: want [host]:port, as in %s", s.source("http-addr"), addr, defaultExporterAddr)
+		return Usagef("invalid %s %q: want [host]:port, as in %s", s.Source("http-addr"), addr, defaultExporterAddr)
 	}
 	// The file is read again at each connection (the exporter toolkit's
 	// way, so that certificates can be rotated): checked once here, so that
 	// a mistake stops the start rather than every request.
 	webConfig := c.String("web.config.file")
 	if err := toolkit.Validate(webConfig); err != nil {
-		return usagef("invalid %s %q: %v (see https://prometheus.io/docs/prometheus/latest/configuration/https/)",
-			s.source("web.config.file"), webConfig, err)
+		return Usagef("invalid %s %q: %v (see https://prometheus.io/docs/prometheus/latest/configuration/https/)",
+			s.Source("web.config.file"), webConfig, err)
 	}
-	a, err := openAdmin(c)
+	a, err := OpenAdmin(c)
 	if err != nil {
 		return err
 	}
-	defer a.db.close()
+	defer a.DB.Close()
 	ctx, stopSignals := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer stopSignals()
-	if err := leaseTableThere(ctx, a.read); err != nil {
+	if err := leaseTableThere(ctx, a.Read); err != nil {
 		return err
 	}
 
-	exp := monitor.NewExporter(ctx, a.read, monitor.DefaultScrapeTimeout, a.log)
+	exp := monitor.NewExporter(ctx, a.Read, monitor.DefaultScrapeTimeout, a.Log)
 	mux := http.NewServeMux()
 	metrics := exp.Handler()
 	mux.Handle("/metrics", metrics)
 	mux.Handle("/healthz", metrics)
-	mux.Handle("/", web.New(a.read, a.log).Handler())
-	stop, bound, err := monitor.ServeWith(addr, mux, webServe(webConfig, a.log))
+	mux.Handle("/", web.New(a.Read, a.Log).Handler())
+	stop, bound, err := monitor.ServeWith(addr, mux, webServe(webConfig, a.Log))
 	if err != nil {
-		return usagef("cannot serve %s %q: %v", s.source("http-addr"), addr, err)
+		return Usagef("cannot serve %s %q: %v", s.Source("http-addr"), addr, err)
 	}
 	defer stop()
-	a.log.Info().Str("http_addr", bound.String()).Str("table", a.opts.table).Bool("web_config", webConfig != "").
+	a.Log.Info().Str("http_addr", bound.String()).Str("table", a.Opts.Table).Bool("web_config", webConfig != "").
 		Msg("serving the web page, /metrics and /healthz")
 	// The database need not answer now: the exporter starts anyway and
 	// says leasewrap_exporter_up 0 until it does, so that an outage shows
 	// as such rather than as a missing target.
 	if jobs, err := exp.Probe(); err == nil {
-		a.log.Info().Int("jobs", jobs).Msg("database answers")
+		a.Log.Info().Int("jobs", jobs).Msg("database answers")
 	}
 	<-ctx.Done()
-	a.log.Info().Msg("stopping")
+	a.Log.Info().Msg("stopping")
 	return nil
 }
 
@@ -104,7 +104,7 @@ func leaseTableThere(ctx context.Context, read *inspect.Reader) error {
 	ctx, cancel := context.WithTimeout(ctx, monitor.DefaultScrapeTimeout)
 	defer cancel()
 	if _, err := read.Status(ctx, ""); errors.Is(err, inspect.ErrNoTable) {
-		return &exitError{code: exitUnavailable, err: err}
+		return &ExitError{Code: ExitUnavailable, Err: err}
 	}
 	return nil
 }

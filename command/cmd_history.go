@@ -26,24 +26,24 @@ const defaultHistoryLimit = 100
 // defaultTimelineWidth is how many columns a timeline's lanes have.
 const defaultTimelineWidth = 72
 
-func historyCommand() *cli.Command {
+func HistoryCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "history",
 		Usage:     "show finished runs, newest first, or with --timeline who ran each job when, or with --output what a run printed",
 		UsageText: "leasewrap history [--job NAME] [--since D] [--limit N] [--json | --timeline [--width N]]\nleasewrap history --job NAME --output [--token N [--attempt N]] [--raw]",
 		Flags: append([]cli.Flag{
-			jobFlag("show only this job"),
+			JobFlag("show only this job"),
 			&cli.StringFlag{Name: "since", Usage: "only runs that finished in the last D (24h), or since a time (2026-03-01 or RFC 3339)"},
 			&cli.StringFlag{Name: "limit", Value: strconv.Itoa(defaultHistoryLimit), Usage: "show at most N runs (0: all)"},
-			jsonFlag("print a JSON array for scripts"),
+			JSONFlag("print a JSON array for scripts"),
 			&cli.BoolFlag{Name: "timeline", Usage: "draw one lane per holder over the period, so that double runs and gaps show"},
 			&cli.StringFlag{Name: "width", Value: strconv.Itoa(defaultTimelineWidth), Usage: "with --timeline: columns of the time axis"},
 			&cli.BoolFlag{Name: "output", Usage: "print the output the job's latest run kept (--keep-output) to stdout, as it was written, with terminal controls escaped on a terminal; exit 1 when no run kept any"},
 			&cli.BoolFlag{Name: "raw", Usage: "with --output: write the bytes as they were kept even to a terminal, escape sequences included (to a pipe or a file they always are)"},
 			&cli.StringFlag{Name: "token", Usage: "with --output: the run with this fencing token"},
 			&cli.StringFlag{Name: "attempt", Usage: "with --output: this attempt of the run (default: its last that kept output)"},
-		}, storeFlags()...),
-		OnUsageError: usageError,
+		}, StoreFlags()...),
+		OnUsageError: UsageError,
 		Action:       historyAction,
 	}
 }
@@ -61,68 +61,68 @@ type historyOptions struct {
 }
 
 func parseHistoryOptions(c *cli.Context, now time.Time) (historyOptions, error) {
-	s := newSettings(c)
+	s := NewSettings(c)
 	o := historyOptions{json: c.Bool("json"), timeline: c.Bool("timeline"), raw: c.Bool("raw")}
 	var err error
-	if o.query.Job, err = parseJob(s); err != nil {
+	if o.query.Job, err = ParseJob(s); err != nil {
 		return o, err
 	}
 	if o.json && o.timeline {
-		return o, usagef("--json and --timeline do not go together: pick one")
+		return o, Usagef("--json and --timeline do not go together: pick one")
 	}
 	if o.query.Limit, err = strconv.Atoi(c.String("limit")); err != nil || o.query.Limit < 0 {
-		return o, usagef("invalid %s %q: must be a number, 0 for all", s.source("limit"), c.String("limit"))
+		return o, Usagef("invalid %s %q: must be a number, 0 for all", s.Source("limit"), c.String("limit"))
 	}
 	if o.width, err = strconv.Atoi(c.String("width")); err != nil || o.width < 10 || o.width > 1000 {
-		return o, usagef("invalid %s %q: must be a number 10-1000", s.source("width"), c.String("width"))
+		return o, Usagef("invalid %s %q: must be a number 10-1000", s.Source("width"), c.String("width"))
 	}
 	if since := c.String("since"); since != "" {
 		if o.query.Since, err = parseSince(since, now); err != nil {
-			return o, usagef("invalid %s %q: %v", s.source("since"), since, err)
+			return o, Usagef("invalid %s %q: %v", s.Source("since"), since, err)
 		}
 	}
 	if o.output, err = parseOutputQuery(s, o); err != nil {
 		return o, err
 	}
 	if o.output == nil {
-		sayJobFromEnv(s, o.query.Job)
+		SayJobFromEnv(s, o.query.Job)
 	}
 	return o, nil
 }
 
 // parseOutputQuery reads --output and the run it picks (--token,
 // --attempt): nil without --output.
-func parseOutputQuery(s settings, o historyOptions) (*inspect.OutputQuery, error) {
-	c := s.c
+func parseOutputQuery(s Settings, o historyOptions) (*inspect.OutputQuery, error) {
+	c := s.Ctx
 	if !c.Bool("output") {
 		for _, name := range []string{"token", "attempt"} {
 			if c.IsSet(name) {
-				return nil, usagef("--%s picks the run whose output --output prints: add --output", name)
+				return nil, Usagef("--%s picks the run whose output --output prints: add --output", name)
 			}
 		}
 		if o.raw {
-			return nil, usagef("--raw says how --output prints a run's output: add --output")
+			return nil, Usagef("--raw says how --output prints a run's output: add --output")
 		}
 		return nil, nil
 	}
 	switch {
 	case o.query.Job == "":
-		return nil, usagef("--output needs --job: name the job whose run's output to print, as in --job nightly_report --output")
+		return nil, Usagef("--output needs --job: name the job whose run's output to print, as in --job nightly_report --output")
 	case o.json || o.timeline:
-		return nil, usagef("--output prints one run's output as it was: it does not go with --json or --timeline")
+		return nil, Usagef("--output prints one run's output as it was: it does not go with --json or --timeline")
 	}
 	q := &inspect.OutputQuery{Job: o.query.Job}
 	if c.IsSet("token") {
 		token, err := strconv.ParseInt(c.String("token"), 10, 64)
 		if err != nil || token <= 0 {
-			return nil, usagef("invalid --token %q: must be a run's fencing token, a positive number (see leasewrap history)", c.String("token"))
+			return nil, Usagef("invalid --token %q: must be a run's fencing token, a positive number (see leasewrap history)", c.String("token"))
 		}
 		q.FencingToken = token
 	}
 	if c.IsSet("attempt") {
 		attempt, err := strconv.Atoi(c.String("attempt"))
 		if err != nil || attempt <= 0 {
-			return nil, usagef("invalid --attempt %q: must be a number from 1", c.String("attempt"))
+			return nil, Usagef("invalid --attempt %q: must be a number from 1", c.String("attempt"))
 		}
 		q.Attempt = attempt
 	}
@@ -151,29 +151,29 @@ func historyAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	a, err := openAdmin(c)
+	a, err := OpenAdmin(c)
 	if err != nil {
 		return err
 	}
-	defer a.db.close()
+	defer a.DB.Close()
 	if o.output != nil {
 		return printOutput(c, a, *o.output, o.raw)
 	}
-	runs, err := a.read.History(c.Context, o.query)
+	runs, err := a.Read.History(c.Context, o.query)
 	switch {
 	// No lease table (a mistyped --table), or a history that cannot be
 	// read: said in one line, not shown as an empty history.
 	case errors.Is(err, inspect.ErrNoTable), errors.Is(err, inspect.ErrNoHistory), errors.Is(err, lease.ErrHistoryUnavailable):
-		return &exitError{code: exitUnavailable, err: a.db.redact.wrap(err)}
+		return &ExitError{Code: ExitUnavailable, Err: a.DB.Redact.Wrap(err)}
 	case err != nil:
-		return a.db.unavailable(err, a.log)
+		return a.DB.Unavailable(err, a.Log)
 	}
 	// The job's state (every job's that is not healthy, without --job),
 	// as every view shows it, after the runs.
 	var health []inspect.Verdict
 	if !o.json {
-		v := judgeJobs(c.Context, a.read, o.query.Job, true)
-		if v.err == nil {
+		v := JudgeJobs(c.Context, a.Read, o.query.Job, true)
+		if v.Err == nil {
 			for _, vd := range v.byJob {
 				if o.query.Job != "" || !vd.Healthy() {
 					health = append(health, vd)
@@ -188,7 +188,7 @@ func historyAction(c *cli.Context) error {
 		print = func(w io.Writer) error { return printHistoryJSON(w, runs) }
 	case o.timeline:
 		// Leases held now are runs that have not finished: draw them up to now.
-		if jobs, err := a.read.Status(c.Context, o.query.Job); err == nil {
+		if jobs, err := a.Read.Status(c.Context, o.query.Job); err == nil {
 			runs = append(runs, inspect.Running(jobs, now)...)
 		}
 		from := o.query.Since
@@ -200,10 +200,10 @@ func historyAction(c *cli.Context) error {
 		print = func(w io.Writer) error { return printHistoryTable(w, runs) }
 	}
 	if err := print(c.App.Writer); err != nil {
-		return &exitError{code: exitIOErr, err: fmt.Errorf("cannot write history: %w", err)}
+		return &ExitError{Code: ExitIOErr, Err: fmt.Errorf("cannot write history: %w", err)}
 	}
 	if err := printHealth(c.App.Writer, health); err != nil {
-		return &exitError{code: exitIOErr, err: fmt.Errorf("cannot write history: %w", err)}
+		return &ExitError{Code: ExitIOErr, Err: fmt.Errorf("cannot write history: %w", err)}
 	}
 	return nil
 }
@@ -228,21 +228,21 @@ func printHealth(w io.Writer, health []inspect.Verdict) error {
 // sequences, carriage returns, invalid UTF-8) escaped, as every other
 // output of leasewrap is: a run's output may clear the screen or retitle
 // the window of whoever reads it.
-func printOutput(c *cli.Context, a *admin, q inspect.OutputQuery, raw bool) error {
-	out, _, _, err := a.read.Output(c.Context, q)
+func printOutput(c *cli.Context, a *Admin, q inspect.OutputQuery, raw bool) error {
+	out, _, _, err := a.Read.Output(c.Context, q)
 	switch {
 	case errors.Is(err, inspect.ErrNoOutput):
-		return &exitError{code: exitNotFound, err: fmt.Errorf("%w (runs keep their output with --keep-output SIZE)", err)}
+		return &ExitError{Code: ExitNotFound, Err: fmt.Errorf("%w (runs keep their output with --keep-output SIZE)", err)}
 	case errors.Is(err, inspect.ErrNoTable), errors.Is(err, inspect.ErrNoHistory), errors.Is(err, lease.ErrHistoryUnavailable):
-		return &exitError{code: exitUnavailable, err: a.db.redact.wrap(err)}
+		return &ExitError{Code: ExitUnavailable, Err: a.DB.Redact.Wrap(err)}
 	case err != nil:
-		return a.db.unavailable(err, a.log)
+		return a.DB.Unavailable(err, a.Log)
 	}
 	if f, ok := c.App.Writer.(*os.File); ok && !raw && isatty.IsTerminal(f.Fd()) {
 		out = escape.Text(out)
 	}
 	if _, err := c.App.Writer.Write(out); err != nil {
-		return &exitError{code: exitIOErr, err: fmt.Errorf("cannot write the output: %w", err)}
+		return &ExitError{Code: ExitIOErr, Err: fmt.Errorf("cannot write the output: %w", err)}
 	}
 	return nil
 }
@@ -501,7 +501,7 @@ func mostAtOnce(runs []inspect.Run, a, b time.Time) int {
 		if !r.StartedAt.Before(b) || !end.After(a) {
 			continue
 		}
-		events = append(events, event{maxTime(r.StartedAt, a), 1}, event{minTime(end, b), -1})
+		events = append(events, event{MaxTime(r.StartedAt, a), 1}, event{MinTime(end, b), -1})
 	}
 	// Ends before starts at the same moment.
 	slices.SortFunc(events, func(x, y event) int {

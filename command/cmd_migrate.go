@@ -9,19 +9,19 @@ import (
 	"github.com/redbite/leasewrap/lease"
 )
 
-func migrateCommand() *cli.Command {
+func MigrateCommand() *cli.Command {
 	return &cli.Command{
 		Name:         "migrate",
 		Usage:        "create or upgrade the lease table and the leasewrap_check function, print what was done, and exit",
-		Flags:        storeFlags(),
-		OnUsageError: usageError,
+		Flags:        StoreFlags(),
+		OnUsageError: UsageError,
 		Action: func(c *cli.Context) error {
-			a, err := openAdmin(c)
+			a, err := OpenAdmin(c)
 			if err != nil {
 				return err
 			}
-			defer a.db.close()
-			store, err := a.store()
+			defer a.DB.Close()
+			store, err := a.Store()
 			if err != nil {
 				return err
 			}
@@ -30,22 +30,22 @@ func migrateCommand() *cli.Command {
 			// The lease table is ready; the run history is not, and says why.
 			case errors.Is(err, lease.ErrHistoryUnavailable):
 				for _, line := range changes {
-					if err := printed(fmt.Fprintln(c.App.Writer, line)); err != nil {
+					if err := Printed(fmt.Fprintln(c.App.Writer, line)); err != nil {
 						return err
 					}
 				}
-				return &exitError{code: exitUnavailable, err: a.db.redact.wrap(err)}
+				return &ExitError{Code: ExitUnavailable, Err: a.DB.Redact.Wrap(err)}
 			case err != nil:
-				return a.db.unavailable(err, a.log)
+				return a.DB.Unavailable(err, a.Log)
 			}
 			// Each change is said once, on stdout; where it was made, which
 			// stdout does not say, once on stderr.
-			a.db.named(a.log.Info()).Str("table", store.Table()).Int("changes", len(changes)).Msg("lease tables migrated")
+			a.DB.Named(a.Log.Info()).Str("table", store.Table()).Int("changes", len(changes)).Msg("lease tables migrated")
 			if len(changes) == 0 {
 				changes = []string{"lease table " + store.Table() + " is up to date"}
 			}
 			for _, line := range changes {
-				if err := printed(fmt.Fprintln(c.App.Writer, line)); err != nil {
+				if err := Printed(fmt.Fprintln(c.App.Writer, line)); err != nil {
 					return err
 				}
 			}

@@ -17,7 +17,7 @@ import (
 // maxReason bounds a pause's reason, which every view shows.
 const maxReason = 500
 
-func pauseCommand() *cli.Command {
+func PauseCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "pause",
 		Usage: "stop a job fleet-wide until resumed: no instance takes its lease, and its scheduled times are recorded paused",
@@ -27,49 +27,49 @@ func pauseCommand() *cli.Command {
 			"now goes on to its end. status, the web page and the exporter show the pause with\n" +
 			"its reason; check says WARNING. It ends with leasewrap resume, or at --until.",
 		Flags: append([]cli.Flag{
-			jobFlag("the job to pause (required)"),
+			JobFlag("the job to pause (required)"),
 			&cli.StringFlag{Name: "until", Usage: "end the pause by itself: a duration from now (2h) or a time (RFC 3339, as in 2026-12-24T06:00:00Z) (default: until resumed)"},
 			&cli.StringFlag{Name: "reason", Usage: "why, shown in every view of the job"},
-			idFlag("who pauses, shown in every view of the job (default: <user>@<hostname>)"),
-		}, storeFlags()...),
-		OnUsageError: usageError,
+			IDFlag("who pauses, shown in every view of the job (default: <user>@<hostname>)"),
+		}, StoreFlags()...),
+		OnUsageError: UsageError,
 		Action:       pauseAction,
 	}
 }
 
-func resumeCommand() *cli.Command {
+func ResumeCommand() *cli.Command {
 	return &cli.Command{
 		Name:         "resume",
 		Usage:        "end a job's pause: its instances take the lease again, its standbys at once",
 		UsageText:    "leasewrap resume --job NAME",
-		Flags:        append([]cli.Flag{jobFlag("the job to resume (required)")}, storeFlags()...),
-		OnUsageError: usageError,
+		Flags:        append([]cli.Flag{JobFlag("the job to resume (required)")}, StoreFlags()...),
+		OnUsageError: UsageError,
 		Action:       resumeAction,
 	}
 }
 
 func pauseAction(c *cli.Context) error {
-	s := newSettings(c)
-	job, err := requireJob(s)
+	s := NewSettings(c)
+	job, err := RequireJob(s)
 	if err != nil {
 		return err
 	}
 	until, err := parseUntil(c.String("until"), time.Now())
 	if err != nil {
-		return usagef("invalid --until %q: %v", c.String("until"), err)
+		return Usagef("invalid --until %q: %v", c.String("until"), err)
 	}
 	reason := c.String("reason")
 	if len(reason) > maxReason || strings.ContainsAny(reason, "\x00") {
-		return usagef("invalid --reason: at most %d bytes, without NUL", maxReason)
+		return Usagef("invalid --reason: at most %d bytes, without NUL", maxReason)
 	}
-	store, a, err := operatorStore(c, s, pauser())
+	store, a, err := OperatorStore(c, s, Pauser())
 	if err != nil {
 		return err
 	}
-	defer a.db.close()
+	defer a.DB.Close()
 	p, running, err := store.Pause(c.Context, job, reason, until)
 	if err != nil {
-		return a.db.unavailable(err, a.log)
+		return a.DB.Unavailable(err, a.Log)
 	}
 	line := fmt.Sprintf("paused %s (by %s", job, p.By)
 	if p.Reason != "" {
@@ -84,54 +84,54 @@ func pauseAction(c *cli.Context) error {
 	if running != "" {
 		line += "; the command " + running + " runs now goes on to its end"
 	}
-	return printed(fmt.Fprintln(c.App.Writer, escape.Printable(line)))
+	return Printed(fmt.Fprintln(c.App.Writer, escape.Printable(line)))
 }
 
 func resumeAction(c *cli.Context) error {
-	s := newSettings(c)
-	job, err := requireJob(s)
+	s := NewSettings(c)
+	job, err := RequireJob(s)
 	if err != nil {
 		return err
 	}
-	store, a, err := operatorStore(c, s, pauser())
+	store, a, err := OperatorStore(c, s, Pauser())
 	if err != nil {
 		return err
 	}
-	defer a.db.close()
+	defer a.DB.Close()
 	was, err := store.Resume(c.Context, job)
 	switch {
 	case err != nil:
-		return a.db.unavailable(err, a.log)
+		return a.DB.Unavailable(err, a.Log)
 	case was == nil:
-		return printed(fmt.Fprintln(c.App.Writer, escape.Printable("job "+job+" is not paused; nothing to resume")))
+		return Printed(fmt.Fprintln(c.App.Writer, escape.Printable("job "+job+" is not paused; nothing to resume")))
 	}
-	return printed(fmt.Fprintln(c.App.Writer, escape.Printable(fmt.Sprintf("resumed %s (paused by %s since %s)",
+	return Printed(fmt.Fprintln(c.App.Writer, escape.Printable(fmt.Sprintf("resumed %s (paused by %s since %s)",
 		job, was.By, was.Since.UTC().Format(time.RFC3339)))))
 }
 
 // operatorStore opens the database and a Store acting as who (--id when
 // given), for an operator's command that writes.
-func operatorStore(c *cli.Context, s settings, who string) (*lease.Store, *admin, error) {
+func OperatorStore(c *cli.Context, s Settings, who string) (*lease.Store, *Admin, error) {
 	if id := c.String("id"); id != "" {
 		if err := lease.CheckHolder(id); err != nil {
-			return nil, nil, usagef("invalid %s: %v", s.source("id"), err)
+			return nil, nil, Usagef("invalid %s: %v", s.Source("id"), err)
 		}
 		who = id
 	}
-	a, err := openAdmin(c)
+	a, err := OpenAdmin(c)
 	if err != nil {
 		return nil, nil, err
 	}
-	store, err := lease.New(a.db.pool, lease.WithTable(a.opts.table), lease.WithHolder(who), lease.WithLogger(a.db.storeLogger(a.log)))
+	store, err := lease.New(a.DB.Pool, lease.WithTable(a.Opts.Table), lease.WithHolder(who), lease.WithLogger(a.DB.StoreLogger(a.Log)))
 	if err != nil {
-		a.db.close()
-		return nil, nil, usagef("%v", err)
+		a.DB.Close()
+		return nil, nil, Usagef("%v", err)
 	}
 	return store, a, nil
 }
 
 // pauser is who pauses by default: the operator's user name at this host.
-func pauser() string {
+func Pauser() string {
 	name := "unknown"
 	if u, err := user.Current(); err == nil && u.Username != "" {
 		name = u.Username

@@ -11,7 +11,7 @@ import (
 	"github.com/redbite/leasewrap/schedule"
 )
 
-func rescheduleCommand() *cli.Command {
+func RescheduleCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "reschedule",
 		Usage: "switch a scheduled job to another schedule from now on, for a rolling change of its instances",
@@ -22,46 +22,46 @@ func rescheduleCommand() *cli.Command {
 			"those with the new one run its times after now; a time of the old schedule not\n" +
 			"yet run is not run, and no time runs twice.",
 		Flags: append([]cli.Flag{
-			jobFlag("the scheduled job (required)"),
+			JobFlag("the scheduled job (required)"),
 			&cli.StringFlag{Name: "schedule", Usage: "the new schedule, as its instances' --schedule (required)"},
 			&cli.StringFlag{Name: "timezone", Usage: "the zone the new schedule is read in, as its instances' --timezone (default: UTC, or CRON_TZ= in the schedule)"},
-		}, storeFlags()...),
-		OnUsageError: usageError,
+		}, StoreFlags()...),
+		OnUsageError: UsageError,
 		Action:       rescheduleAction,
 	}
 }
 
 func rescheduleAction(c *cli.Context) error {
-	s := newSettings(c)
-	job, err := requireJob(s)
+	s := NewSettings(c)
+	job, err := RequireJob(s)
 	if err != nil {
 		return err
 	}
 	if c.String("schedule") == "" {
-		return usagef("reschedule needs --schedule, the new schedule")
+		return Usagef("reschedule needs --schedule, the new schedule")
 	}
 	sched, err := schedule.Parse(c.String("schedule"), c.String("timezone"))
 	if err != nil {
-		return usagef("invalid --schedule: %v", err)
+		return Usagef("invalid --schedule: %v", err)
 	}
-	store, a, err := operatorStore(c, s, lease.DefaultHolder())
+	store, a, err := OperatorStore(c, s, lease.DefaultHolder())
 	if err != nil {
 		return err
 	}
-	defer a.db.close()
+	defer a.DB.Close()
 	was, err := store.Reschedule(c.Context, job, sched.Spec())
 	switch {
 	case errors.Is(err, lease.ErrNoJob):
-		return &exitError{code: exitNotFound, err: err}
+		return &ExitError{Code: ExitNotFound, Err: err}
 	case err != nil:
-		return a.db.unavailable(err, a.log)
+		return a.DB.Unavailable(err, a.Log)
 	case was == sched.Spec():
-		return printed(fmt.Fprintln(c.App.Writer, escape.Printable(fmt.Sprintf(
+		return Printed(fmt.Fprintln(c.App.Writer, escape.Printable(fmt.Sprintf(
 			"job %s runs on %q already; the zone data it was recorded with are forgotten: the next instance to start records its own", job, was))))
 	case was == "":
 		was = "none"
 	}
-	return printed(fmt.Fprintln(c.App.Writer, escape.Printable(fmt.Sprintf(
+	return Printed(fmt.Fprintln(c.App.Writer, escape.Printable(fmt.Sprintf(
 		"job %s runs on %q from now on (was %q): instances with the old schedule stand by; those with the new one run its times",
 		job, sched.Spec(), was))))
 }

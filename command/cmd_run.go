@@ -21,13 +21,13 @@ import (
 
 // runAction is the main command: hold the lease on --job, run the child while
 // it holds, release it, and exit with the child's status.
-func runAction(c *cli.Context, child []string, hasChild bool) error {
+func Action(c *cli.Context, child []string, hasChild bool) error {
 	o, err := parseRunOptions(c, child, hasChild)
 	if err != nil {
 		return err
 	}
-	redact := newRedactor(o.store.databaseURL)
-	log := newLogger(o.store, redact)
+	redact := NewRedactor(o.store.DatabaseURL)
+	log := NewLogger(o.store, redact)
 	path, err := runner.LookPath(o.command[0])
 	if err != nil {
 		return err
@@ -37,16 +37,16 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 	sigs, stopSignals := signals.Notify()
 	defer stopSignals()
 
-	db, err := openDatabase(c.Context, o.store.databaseURL, redact, log)
+	db, err := OpenDatabase(c.Context, o.store.DatabaseURL, redact, log)
 	if err != nil {
 		return err
 	}
-	defer db.close()
+	defer db.Close()
 	if o.holder == "" {
 		o.holder = lease.DefaultHolder()
 	}
 	log = log.With().Str("holder", o.holder).Logger()
-	storeLog := db.storeLogger(log) // the store adds the job to its own lines
+	storeLog := db.StoreLogger(log) // the store adds the job to its own lines
 	log = log.With().Str("job", o.job).Logger()
 	log.Debug().Stringer("ttl", o.timings.TTL).Stringer("renew_interval", o.timings.RenewInterval).
 		Stringer("grace", o.timings.Grace).Stringer("retry_interval", o.timings.RetryInterval).
@@ -55,17 +55,17 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 	if o.httpAddr != "" {
 		stop, bound, err := monitor.Serve(o.httpAddr, mon.Handler())
 		if err != nil {
-			return usagef("cannot serve %s %q: %v", "--http-addr", o.httpAddr, err)
+			return Usagef("cannot serve %s %q: %v", "--http-addr", o.httpAddr, err)
 		}
 		defer stop()
 		log.Info().Str("http_addr", bound.String()).Msg("serving /healthz, /leader and /metrics")
 	}
-	store, err := lease.New(db.pool, lease.WithTable(o.store.table), lease.WithHolder(o.holder),
+	store, err := lease.New(db.Pool, lease.WithTable(o.store.Table), lease.WithHolder(o.holder),
 		lease.WithTimings(o.timings), lease.WithHoldFor(o.holdFor), lease.WithListen(o.listen),
 		lease.WithSlots(o.slots), lease.WithHistoryKeep(o.historyKeep), lease.WithRequireReplicated(o.requireReplicated),
 		lease.WithLogger(storeLog), lease.WithObserver(mon))
 	if err != nil {
-		return usagef("%v", err)
+		return Usagef("%v", err)
 	}
 	w := &wrapper{o: o, log: log, db: db, store: store, sigs: sigs, children: runner.NewSupervisor()}
 	if o.sched != nil {
@@ -84,7 +84,7 @@ func runAction(c *cli.Context, child []string, hasChild bool) error {
 type wrapper struct {
 	o     runOptions
 	log   zerolog.Logger
-	db    *database
+	db    *Database
 	store *lease.Store
 	sigs  <-chan os.Signal
 	// children runs every attempt's command.
@@ -192,7 +192,7 @@ func runOutcome(res runner.Result) string {
 		return lease.OutcomeLost
 	case res.TimedOut:
 		return lease.OutcomeTimedOut
-	case res.Status > exitSignalBase && res.Status <= exitSignalBase+64:
+	case res.Status > ExitSignalBase && res.Status <= ExitSignalBase+64:
 		return lease.OutcomeSignalled
 	}
 	return lease.OutcomeExited
@@ -203,9 +203,9 @@ func runOutcome(res runner.Result) string {
 func runExitCode(res runner.Result) int {
 	switch {
 	case res.Lost != nil:
-		return exitLeaseLost
+		return ExitLeaseLost
 	case res.TimedOut:
-		return exitTimedOut
+		return ExitTimedOut
 	}
 	return res.Status
 }
@@ -213,7 +213,7 @@ func runExitCode(res runner.Result) int {
 // exitStatus is runExitCode as an action's error.
 func exitStatus(res runner.Result) error {
 	if code := runExitCode(res); code != 0 {
-		return exitWith(code)
+		return ExitWith(code)
 	}
 	return nil
 }
@@ -273,7 +273,7 @@ func (w *wrapper) acquire(ctx context.Context) (*lease.Lease, error) {
 		return l, nil
 	case errors.Is(err, errWaitTimeout):
 		w.log.Warn().Stringer("wait_timeout", w.o.waitTimeout).Msg("gave up standing by: --wait-timeout passed")
-		return nil, exitWith(exitWaitTimeout)
+		return nil, ExitWith(ExitWaitTimeout)
 	case errors.As(err, &held):
 		ev := w.log.Info().Str("current_holder", held.Holder).Str("state", held.State).
 			Stringer("expires_in", held.ExpiresIn.Round(time.Millisecond)).Int64("current_token", held.Token)
@@ -287,16 +287,16 @@ func (w *wrapper) acquire(ctx context.Context) (*lease.Lease, error) {
 			}
 		}
 		ev.Msg(skipMessages[held.State])
-		return nil, exitWith(w.o.skipExitCode)
+		return nil, ExitWith(w.o.skipExitCode)
 	case errors.As(err, &slotsErr):
-		return nil, usagef("refusing %s %d: %v", "--slots", w.o.slots, err)
+		return nil, Usagef("refusing %s %d: %v", "--slots", w.o.slots, err)
 	case errors.Is(err, lease.ErrTakeInDoubt):
 		// The database answered; the lease is in doubt, as when it is
 		// lost before the command starts.
 		w.log.Error().Err(err).Msg("not starting the command: the lease is in doubt")
-		return nil, exitWith(exitLeaseLost)
+		return nil, ExitWith(ExitLeaseLost)
 	default:
-		return nil, w.db.unavailable(err, w.log)
+		return nil, w.db.Unavailable(err, w.log)
 	}
 }
 
@@ -380,7 +380,7 @@ func (w *wrapper) stoppedBySignal(l *lease.Lease, sig os.Signal, log zerolog.Log
 		logRelease(l.Abandon(context.Background()), log)
 	}
 	log.Info().Str("signal", sig.String()).Msg("stopped by signal before the command started")
-	return exitWith(exitSignalBase + signals.Number(sig))
+	return ExitWith(ExitSignalBase + signals.Number(sig))
 }
 
 // logRelease logs how handing the lease back went; a failure only means the

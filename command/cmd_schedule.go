@@ -120,7 +120,7 @@ func (sc *scheduler) register(ctx context.Context) (lease.Registration, error) {
 		var se *lease.ScheduleError
 		switch {
 		case errors.As(err, &se) && w.o.once:
-			return reg, usagef("refusing %s %q: %v", "--schedule", w.o.sched.Spec(), err)
+			return reg, Usagef("refusing %s %q: %v", "--schedule", w.o.sched.Spec(), err)
 		case errors.As(err, &se):
 			if !standing {
 				sc.log.Warn().Err(err).Str("reschedule", "leasewrap reschedule --job "+w.o.job+" --schedule '"+w.o.sched.Spec()+"'").
@@ -132,7 +132,7 @@ func (sc *scheduler) register(ctx context.Context) (lease.Registration, error) {
 			}
 			continue
 		case err != nil:
-			return reg, w.db.unavailable(err, w.log)
+			return reg, w.db.Unavailable(err, w.log)
 		}
 		if standing {
 			sc.log.Info().Msg("the job's schedule is this instance's: scheduling")
@@ -260,7 +260,7 @@ func (sc *scheduler) step(ctx context.Context) (time.Duration, error) {
 func (sc *scheduler) onceAt(now time.Time) {
 	if due, ok := sc.w.o.sched.JustDue(now, schedule.DefaultGrace, schedule.DefaultEarly); ok {
 		sc.due = due
-		sc.until = maxTime(now, due)
+		sc.until = MaxTime(now, due)
 	}
 }
 
@@ -379,9 +379,9 @@ func (sc *scheduler) take(ctx context.Context, at time.Time, latest bool) (wait 
 		sc.log.Warn().Err(err).Msg("the job's schedule changed under this scheduler")
 		return 0, false, errScheduleChanged
 	case errors.As(err, &se):
-		return 0, false, usagef("refusing %s %q: %v", "--schedule", o.sched.Spec(), err)
+		return 0, false, Usagef("refusing %s %q: %v", "--schedule", o.sched.Spec(), err)
 	case errors.As(err, &slotsErr):
-		return 0, false, usagef("refusing %s %q: %v", "--schedule", o.sched.Spec(), err)
+		return 0, false, Usagef("refusing %s %q: %v", "--schedule", o.sched.Spec(), err)
 	case err != nil:
 		wait, err := sc.failed(err)
 		return wait, false, err
@@ -456,7 +456,7 @@ func (sc *scheduler) run(c lease.Claim, at time.Time, log zerolog.Logger) error 
 	// crontab line's.
 	var during []lease.Missed
 	if sc.w.o.sched.Next(at).After(taken) {
-		for _, t := range sc.w.o.sched.Between(maxTime(at, taken), minTime(held, sc.planNow()), schedule.DefaultMaxRuns) {
+		for _, t := range sc.w.o.sched.Between(MaxTime(at, taken), MinTime(held, sc.planNow()), schedule.DefaultMaxRuns) {
 			during = append(during, lease.Missed{At: t})
 		}
 	}
@@ -496,10 +496,10 @@ func (sc *scheduler) failed(err error) (time.Duration, error) {
 		return 0, err
 	}
 	if errors.Is(err, lease.ErrNotLeaseTable) || errors.Is(err, lease.ErrClaimsUnavailable) {
-		return 0, sc.w.db.unavailable(err, sc.log)
+		return 0, sc.w.db.Unavailable(err, sc.log)
 	}
 	if sc.w.o.once {
-		return 0, sc.w.db.unavailable(err, sc.log)
+		return 0, sc.w.db.Unavailable(err, sc.log)
 	}
 	denied := errors.Is(err, lease.ErrPermission)
 	ev := sc.log.Debug()
@@ -558,7 +558,7 @@ func (sc *scheduler) exit(stop error) error {
 	} else {
 		sc.log.Info().Msg("nothing to run: the time due was run, skipped or missed elsewhere, or none is due")
 	}
-	return exitWith(sc.w.o.skipExitCode)
+	return ExitWith(sc.w.o.skipExitCode)
 }
 
 // notDue says why a --once found no time just due: it started more than

@@ -22,52 +22,52 @@ import (
 
 // exitLastRunFailed is status --fail-on-error's status when a job's last
 // run exited non-zero.
-const exitLastRunFailed = 2
+const ExitLastRunFailed = 2
 
-func statusCommand() *cli.Command {
+func StatusCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "status",
 		Usage:     "show leases and their last runs (exit 1 if --job has no lease row)",
 		UsageText: "leasewrap status [--job NAME] [--json] [--fail-on-error]",
 		Flags: append([]cli.Flag{
-			jobFlag("show only this job"),
-			jsonFlag("print a JSON array for scripts"),
+			JobFlag("show only this job"),
+			JSONFlag("print a JSON array for scripts"),
 			&cli.BoolFlag{Name: "fail-on-error", Usage: "exit 2 if the last run of a job shown exited non-zero"},
-		}, storeFlags()...),
-		OnUsageError: usageError,
+		}, StoreFlags()...),
+		OnUsageError: UsageError,
 		Action: func(c *cli.Context) error {
-			s := newSettings(c)
-			job, err := parseJob(s)
+			s := NewSettings(c)
+			job, err := ParseJob(s)
 			if err != nil {
 				return err
 			}
-			sayJobFromEnv(s, job)
-			a, err := openAdmin(c)
+			SayJobFromEnv(s, job)
+			a, err := OpenAdmin(c)
 			if err != nil {
 				return err
 			}
-			defer a.db.close()
-			jobs, err := a.read.Status(c.Context, job)
+			defer a.DB.Close()
+			jobs, err := a.Read.Status(c.Context, job)
 			switch {
 			case errors.Is(err, inspect.ErrNoTable):
-				return &exitError{code: exitUnavailable, err: err}
+				return &ExitError{Code: ExitUnavailable, Err: err}
 			case errors.Is(err, lease.ErrNoJob) && job != "":
-				return &exitError{code: exitNotFound, err: err}
+				return &ExitError{Code: ExitNotFound, Err: err}
 			case errors.Is(err, lease.ErrNoJob):
 				jobs = nil
 			case err != nil:
-				return a.db.unavailable(err, a.log)
+				return a.DB.Unavailable(err, a.Log)
 			}
-			verdicts := judgeJobs(c.Context, a.read, job, len(jobs) > 0)
+			verdicts := JudgeJobs(c.Context, a.Read, job, len(jobs) > 0)
 			print := printStatusTable
 			if c.Bool("json") {
 				print = printStatusJSON
 			}
 			if err := print(c.App.Writer, jobs, verdicts); err != nil {
-				return &exitError{code: exitIOErr, err: fmt.Errorf("cannot write status: %w", err)}
+				return &ExitError{Code: ExitIOErr, Err: fmt.Errorf("cannot write status: %w", err)}
 			}
 			if c.Bool("fail-on-error") && anyFailed(jobs) {
-				return exitWith(exitLastRunFailed)
+				return ExitWith(ExitLastRunFailed)
 			}
 			return nil
 		},
@@ -78,8 +78,8 @@ func statusCommand() *cli.Command {
 // a job's state as every view shows it. Status reads the lease table
 // alone, and answers without the history: when the summaries cannot be
 // read, each job's verdict is unknown, with the reason.
-func judgeJobs(ctx context.Context, read *inspect.Reader, job string, some bool) verdicts {
-	v := verdicts{byJob: map[string]inspect.Verdict{}}
+func JudgeJobs(ctx context.Context, read *inspect.Reader, job string, some bool) Verdicts {
+	v := Verdicts{byJob: map[string]inspect.Verdict{}}
 	if !some {
 		return v
 	}
@@ -95,7 +95,7 @@ func judgeJobs(ctx context.Context, read *inspect.Reader, job string, some bool)
 		sums, err = read.Summaries(ctx, monitor.RunsWindow)
 	}
 	if err != nil {
-		v.err = err
+		v.Err = err
 		return v
 	}
 	for _, s := range sums {
@@ -105,26 +105,26 @@ func judgeJobs(ctx context.Context, read *inspect.Reader, job string, some bool)
 }
 
 // verdicts are the jobs' verdicts status shows, or why none could be read.
-type verdicts struct {
+type Verdicts struct {
 	byJob map[string]inspect.Verdict
-	err   error
+	Err   error
 }
 
 // of is job's verdict; an unknown one when it could not be read.
-func (v verdicts) of(job string) inspect.Verdict {
+func (v Verdicts) Of(job string) inspect.Verdict {
 	if vd, ok := v.byJob[job]; ok {
 		return vd
 	}
 	reason := "not judged"
-	if v.err != nil {
-		reason = v.err.Error()
+	if v.Err != nil {
+		reason = v.Err.Error()
 	}
 	return inspect.Verdict{Job: job, State: inspect.StateUnknown, Reason: reason}
 }
 
 // next is job's next scheduled time: the verdict's, on the database
 // clock, or by the host's when there is none.
-func (v verdicts) next(j inspect.JobStatus) *time.Time {
+func (v Verdicts) Next(j inspect.JobStatus) *time.Time {
 	if vd, ok := v.byJob[j.Job]; ok {
 		return timefmt.UTC(vd.Next)
 	}
@@ -165,29 +165,29 @@ type statusJSON struct {
 	HealthReason string `json:"health_reason"`
 }
 
-func printStatusJSON(w io.Writer, jobs []inspect.JobStatus, v verdicts) error {
+func printStatusJSON(w io.Writer, jobs []inspect.JobStatus, v Verdicts) error {
 	out := make([]statusJSON, 0, len(jobs))
 	for _, j := range jobs {
 		s := statusJSON{Job: j.Job, Holder: j.Holder, State: j.State, FencingToken: j.FencingToken,
 			LastStartedAt: timefmt.UTC(j.LastStarted), LastFinishedAt: timefmt.UTC(j.LastFinished), LastExitCode: j.LastExitCode, LastHolder: j.LastHolder}
 		if j.Live() {
-			s.ExpiresInSeconds = ptr(j.ExpiresIn.Round(time.Millisecond).Seconds())
+			s.ExpiresInSeconds = Ptr(j.ExpiresIn.Round(time.Millisecond).Seconds())
 		}
 		if d, ok := lastDuration(j); ok {
-			s.LastDurationSeconds = ptr(d.Seconds())
+			s.LastDurationSeconds = Ptr(d.Seconds())
 		}
 		if j.Slots > 1 {
-			s.Slot, s.Slots = ptr(j.Slot), ptr(j.Slots)
+			s.Slot, s.Slots = Ptr(j.Slot), Ptr(j.Slots)
 		}
-		s.Schedule, s.NextScheduledAt = j.Schedule, v.next(j)
-		vd := v.of(j.Job)
+		s.Schedule, s.NextScheduledAt = j.Schedule, v.Next(j)
+		vd := v.Of(j.Job)
 		s.Health, s.HealthReason = vd.State, vd.Reason
 		out = append(out, s)
 	}
 	return escape.JSON(w, out)
 }
 
-func printStatusTable(w io.Writer, jobs []inspect.JobStatus, v verdicts) error {
+func printStatusTable(w io.Writer, jobs []inspect.JobStatus, v Verdicts) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	// A SLOT column only when a job has several: a fleet without slots
 	// reads as it always did.
@@ -227,14 +227,14 @@ func printStatusTable(w io.Writer, jobs []inspect.JobStatus, v verdicts) error {
 		if slotted {
 			fmt.Fprintf(tw, "%d/%d\t", max(j.Slot, 1), max(j.Slots, 1))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s", v.of(j.Job).State, escape.Printable(j.Holder), j.State,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s", v.Of(j.Job).State, escape.Printable(j.Holder), j.State,
 			expires, j.FencingToken, start, duration, exit, escape.Printable(by))
 		if scheduled {
 			spec, next := "-", "-"
 			if j.Schedule != nil {
 				spec = escape.Printable(*j.Schedule)
 			}
-			if at := v.next(j); at != nil {
+			if at := v.Next(j); at != nil {
 				next = timefmt.Stamp(*at)
 			}
 			fmt.Fprintf(tw, "\t%s\t%s", spec, next)
@@ -246,7 +246,7 @@ func printStatusTable(w io.Writer, jobs []inspect.JobStatus, v verdicts) error {
 	}
 	// A pause is on purpose, and says who to ask: its reason in full.
 	for _, j := range jobs {
-		if vd := v.of(j.Job); vd.State == inspect.StatePaused && j.Slot <= 1 {
+		if vd := v.Of(j.Job); vd.State == inspect.StatePaused && j.Slot <= 1 {
 			if _, err := fmt.Fprintln(w, vd.Reason); err != nil {
 				return err
 			}

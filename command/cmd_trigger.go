@@ -16,7 +16,7 @@ import (
 // database or host may take a few.
 const minTriggerWait = 5 * time.Second
 
-func triggerCommand() *cli.Command {
+func TriggerCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "trigger",
 		Usage: "ask the running schedulers of a job to run it once now, recorded as a manual run",
@@ -37,23 +37,23 @@ func triggerCommand() *cli.Command {
 			"claims table (<table>_schedule); SELECT and DELETE on the claims table too, to\n" +
 			"withdraw a request nothing took (--no-wait needs neither).",
 		Flags: append([]cli.Flag{
-			jobFlag("the scheduled job to run now (required)"),
-			idFlag("who asks, recorded with the request (default: <hostname>-<pid>-<random>)"),
+			JobFlag("the scheduled job to run now (required)"),
+			IDFlag("who asks, recorded with the request (default: <hostname>-<pid>-<random>)"),
 			&cli.StringFlag{Name: "ttl", EnvVars: []string{"LEASEWRAP_TTL"}, Value: lease.DefaultTTL.String(),
 				Usage: "the schedulers' --ttl, which the default --retry-interval follows as theirs does"},
 			&cli.StringFlag{Name: "retry-interval", EnvVars: []string{"LEASEWRAP_RETRY_INTERVAL"}, DefaultText: "ttl*2/45, 2s",
 				Usage: "the schedulers' --retry-interval: trigger waits three of them (at least 5s) for one to take the request"},
 			&cli.BoolFlag{Name: "no-wait", EnvVars: []string{"LEASEWRAP_TRIGGER_NO_WAIT"},
 				Usage: "record the request and exit 0 without waiting for a scheduler to take it; it waits until one does"},
-		}, storeFlags()...),
-		OnUsageError: usageError,
+		}, StoreFlags()...),
+		OnUsageError: UsageError,
 		Action:       triggerAction,
 	}
 }
 
 func triggerAction(c *cli.Context) error {
-	s := newSettings(c)
-	job, err := requireJob(s)
+	s := NewSettings(c)
+	job, err := RequireJob(s)
 	if err != nil {
 		return err
 	}
@@ -61,30 +61,30 @@ func triggerAction(c *cli.Context) error {
 	if id == "" {
 		id = lease.DefaultHolder()
 	} else if err := lease.CheckHolder(id); err != nil {
-		return usagef("invalid %s: %v", s.source("id"), err)
+		return Usagef("invalid %s: %v", s.Source("id"), err)
 	}
-	timings, _, err := parseTimings(s)
+	timings, _, err := ParseTimings(s)
 	if err != nil {
 		return err
 	}
 	within := max(3*timings.RetryInterval, minTriggerWait)
-	a, err := openAdmin(c)
+	a, err := OpenAdmin(c)
 	if err != nil {
 		return err
 	}
-	defer a.db.close()
-	store, err := lease.New(a.db.pool, lease.WithTable(a.opts.table), lease.WithHolder(id), lease.WithLogger(a.db.storeLogger(a.log)))
+	defer a.DB.Close()
+	store, err := lease.New(a.DB.Pool, lease.WithTable(a.Opts.Table), lease.WithHolder(id), lease.WithLogger(a.DB.StoreLogger(a.Log)))
 	if err != nil {
-		return usagef("%v", err)
+		return Usagef("%v", err)
 	}
 	at, err := store.RequestRun(c.Context, job)
 	switch {
 	case errors.Is(err, lease.ErrNotScheduled):
-		return &exitError{code: exitNotFound, err: err}
+		return &ExitError{Code: ExitNotFound, Err: err}
 	case errors.Is(err, lease.ErrNoLeaseTable):
-		return &exitError{code: exitUnavailable, err: a.db.redact.wrap(err)}
+		return &ExitError{Code: ExitUnavailable, Err: a.DB.Redact.Wrap(err)}
 	case err != nil:
-		return a.db.unavailable(err, a.log)
+		return a.DB.Unavailable(err, a.Log)
 	}
 	requested := fmt.Sprintf("run of %s requested at %s", job, at.UTC().Format(time.RFC3339Nano))
 	if c.Bool("no-wait") {
@@ -95,21 +95,21 @@ func triggerAction(c *cli.Context) error {
 		"(crontab lines with --once do not run requests)", job, within)
 	switch {
 	case errors.Is(err, lease.ErrNotWithdrawn):
-		return &exitError{code: exitUnavailable, err: a.db.redact.wrap(fmt.Errorf("%s, but %s, and %w; it stays recorded, and the next scheduler of %s to start runs it",
+		return &ExitError{Code: ExitUnavailable, Err: a.DB.Redact.Wrap(fmt.Errorf("%s, but %s, and %w; it stays recorded, and the next scheduler of %s to start runs it",
 			requested, noScheduler, err, job))}
 	case err != nil:
 		// The request stays: the next scheduler of the job to look runs it.
-		return &exitError{code: exitUnavailable, err: a.db.redact.wrap(fmt.Errorf("%s, but %w; it stays recorded, and the next scheduler of %s to start runs it", requested, err, job))}
+		return &ExitError{Code: ExitUnavailable, Err: a.DB.Redact.Wrap(fmt.Errorf("%s, but %w; it stays recorded, and the next scheduler of %s to start runs it", requested, err, job))}
 	case w.Withdrawn && w.Paused:
 		by := ""
 		if w.PausedBy != "" {
 			by = " (by " + w.PausedBy + ")"
 		}
-		return &exitError{code: exitUnavailable, err: fmt.Errorf(
+		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf(
 			"%s, but %s is paused%s: no scheduler runs it until it is resumed; the request was withdrawn: resume it (leasewrap resume --job %s) and trigger again",
 			requested, job, by, job)}
 	case w.Withdrawn:
-		return &exitError{code: exitUnavailable, err: fmt.Errorf(
+		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf(
 			"%s, but %s; the request was withdrawn: start a scheduler of %s (--schedule without --once) and trigger again",
 			requested, noScheduler, job)}
 	case w.Held != nil:
@@ -124,9 +124,9 @@ func triggerAction(c *cli.Context) error {
 // triggerSays prints trigger's one line. The request is committed and
 // stands whatever the line's fate: one that cannot be written is said on
 // stderr, and trigger exits 0.
-func triggerSays(c *cli.Context, a *admin, line string) error {
+func triggerSays(c *cli.Context, a *Admin, line string) error {
 	if _, err := fmt.Fprintln(c.App.Writer, escape.Printable(line)); err != nil {
-		a.log.Warn().Err(err).Msg("run requested; cannot write that to stdout")
+		a.Log.Warn().Err(err).Msg("run requested; cannot write that to stdout")
 	}
 	return nil
 }

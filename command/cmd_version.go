@@ -11,7 +11,7 @@ import (
 // -ldflags "-X github.com/redbite/leasewrap/command.buildVersion=1.2.3".
 var buildVersion string
 
-func version() string {
+func Version() string {
 	if buildVersion != "" {
 		return buildVersion
 	}
@@ -21,16 +21,16 @@ func version() string {
 	return "(devel)"
 }
 
-func versionCommand() *cli.Command {
+func VersionCommand() *cli.Command {
 	return &cli.Command{
 		Name:         "version",
 		Usage:        "print leasewrap's version",
-		OnUsageError: usageError,
+		OnUsageError: UsageError,
 		Action: func(c *cli.Context) error {
-			if err := noArgs(c); err != nil {
+			if err := NoArgs(c); err != nil {
 				return err
 			}
-			return printed(fmt.Fprintf(c.App.Writer, "leasewrap %s\n", version()))
+			return Printed(fmt.Fprintf(c.App.Writer, "leasewrap %s\n", Version()))
 		},
 	}
 }

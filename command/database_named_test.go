@@ -66,17 +66,17 @@ func TestNoDatabaseNamedIsRefused(t *testing.T) {
 		args []string
 		code int
 	}{
-		{"run in an empty environment", []string{lwtest.Child("record:" + record)}, []string{"--job", "j", "--", self()}, exitUsage},
-		{"run", append([]string{lwtest.Child("record:" + record)}, notNaming...), []string{"--job", "j", "--", self()}, exitUsage},
+		{"run in an empty environment", []string{lwtest.Child("record:" + record)}, []string{"--job", "j", "--", self()}, ExitUsage},
+		{"run", append([]string{lwtest.Child("record:" + record)}, notNaming...), []string{"--job", "j", "--", self()}, ExitUsage},
 		{"run with a schedule", append([]string{lwtest.Child("record:" + record)}, notNaming...),
-			[]string{"--job", "j", "--schedule", "@every 1s", "--", self()}, exitUsage},
-		{"migrate", notNaming, []string{"migrate"}, exitUsage},
-		{"status", notNaming, []string{"status"}, exitUsage},
-		{"history", notNaming, []string{"history"}, exitUsage},
+			[]string{"--job", "j", "--schedule", "@every 1s", "--", self()}, ExitUsage},
+		{"migrate", notNaming, []string{"migrate"}, ExitUsage},
+		{"status", notNaming, []string{"status"}, ExitUsage},
+		{"history", notNaming, []string{"history"}, ExitUsage},
 		{"check", notNaming, []string{"check", "--job", "j"}, 3},
-		{"exporter", notNaming, []string{"exporter", "--http-addr", "127.0.0.1:0"}, exitUsage},
-		{"release", notNaming, []string{"release", "--job", "j", "--force", "--yes"}, exitUsage},
-		{"trigger", notNaming, []string{"trigger", "--job", "j"}, exitUsage},
+		{"exporter", notNaming, []string{"exporter", "--http-addr", "127.0.0.1:0"}, ExitUsage},
+		{"release", notNaming, []string{"release", "--job", "j", "--force", "--yes"}, ExitUsage},
+		{"trigger", notNaming, []string{"trigger", "--job", "j"}, ExitUsage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out := runBare(t, tc.env, append([]string{"--table", d.table}, tc.args...)...)
@@ -145,7 +145,7 @@ func TestEachWayOfNamingADatabase(t *testing.T) {
 		{"DATABASE_URL", []string{"DATABASE_URL=" + pgtest.URL()}, 0},
 		{"PGHOST", []string{"PGHOST=" + cfg.Host, "PGPORT=" + port, "PGUSER=" + cfg.User, "PGDATABASE=" + cfg.Database, "PGSSLMODE=disable"}, 0},
 		{"PGSERVICE", []string{"PGSERVICE=leasewrap_test", "PGSERVICEFILE=" + service}, 0},
-		{"PGDATABASE", []string{"PGDATABASE=" + cfg.Database, "PGPORT=1", "PGCONNECT_TIMEOUT=2"}, exitUnavailable},
+		{"PGDATABASE", []string{"PGDATABASE=" + cfg.Database, "PGPORT=1", "PGCONNECT_TIMEOUT=2"}, ExitUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			record := filepath.Join(t.TempDir(), "record")

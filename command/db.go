@@ -20,9 +20,9 @@ import (
 )
 
 // database is an open pool and what is needed to talk about it safely.
-type database struct {
-	pool   *pgxpool.Pool
-	redact *redactor
+type Database struct {
+	Pool   *pgxpool.Pool
+	Redact *Redactor
 }
 
 // openDatabase opens the pool for a connection string, and says at debug
@@ -30,17 +30,17 @@ type database struct {
 // usage error that says which part is wrong and never repeats the password;
 // so is the lack of one where nothing else names a database (namedDatabase).
 // Every command that uses a database opens it here.
-func openDatabase(ctx context.Context, dsn string, redact *redactor, log zerolog.Logger) (*database, error) {
+func OpenDatabase(ctx context.Context, dsn string, redact *Redactor, log zerolog.Logger) (*Database, error) {
 	if err := namedDatabase(dsn); err != nil {
 		return nil, err
 	}
 	pool, err := lease.Connect(ctx, dsn)
 	if err != nil {
-		return nil, usagef("invalid --database-url (or LEASEWRAP_DATABASE_URL, DATABASE_URL): %w", redact.wrap(err))
+		return nil, Usagef("invalid --database-url (or LEASEWRAP_DATABASE_URL, DATABASE_URL): %w", redact.Wrap(err))
 	}
-	redact.add(pool.Config().ConnConfig.Password)
-	d := &database{pool: pool, redact: redact}
-	d.named(log.Debug()).Str("user", pool.Config().ConnConfig.User).Msg("lease database")
+	redact.Add(pool.Config().ConnConfig.Password)
+	d := &Database{Pool: pool, Redact: redact}
+	d.Named(log.Debug()).Str("user", pool.Config().ConnConfig.User).Msg("lease database")
 	return d, nil
 }
 
@@ -66,14 +66,14 @@ func namedDatabase(dsn string) error {
 			return nil
 		}
 	}
-	return usagef("no database named: give --database-url (or LEASEWRAP_DATABASE_URL, DATABASE_URL), or set PGHOST, PGDATABASE or PGSERVICE")
+	return Usagef("no database named: give --database-url (or LEASEWRAP_DATABASE_URL, DATABASE_URL), or set PGHOST, PGDATABASE or PGSERVICE")
 }
 
 // where names the database without the password: its hosts and ports
 // (lease.Hosts) and its name. An empty --database-url leaves both to
 // libpq's defaults, and an empty name to the server's, the user's name.
-func (d *database) where() (hosts, name string) {
-	cfg := d.pool.Config().ConnConfig
+func (d *Database) Where() (hosts, name string) {
+	cfg := d.Pool.Config().ConnConfig
 	name = cfg.Database
 	if name == "" {
 		name = cfg.User
@@ -82,25 +82,25 @@ func (d *database) where() (hosts, name string) {
 }
 
 // named adds the database's hosts and name to a log line.
-func (d *database) named(ev *zerolog.Event) *zerolog.Event {
-	hosts, name := d.where()
+func (d *Database) Named(ev *zerolog.Event) *zerolog.Event {
+	hosts, name := d.Where()
 	return ev.Str("database", hosts).Str("database_name", name)
 }
 
 // storeLogger is log with the database's hosts and name, for the Store:
 // the lines it logs when it creates or upgrades a table say where.
-func (d *database) storeLogger(log zerolog.Logger) zerolog.Logger {
-	hosts, name := d.where()
+func (d *Database) StoreLogger(log zerolog.Logger) zerolog.Logger {
+	hosts, name := d.Where()
 	return log.With().Str("database", hosts).Str("database_name", name).Logger()
 }
 
 // close closes the pool but waits at most a second: closing a connection to
 // a server that stopped answering can take far longer, and leasewrap's exit
 // must not wait for it.
-func (d *database) close() {
+func (d *Database) Close() {
 	closed := make(chan struct{})
 	go func() {
-		d.pool.Close()
+		d.Pool.Close()
 		close(closed)
 	}()
 	select {
@@ -111,9 +111,9 @@ func (d *database) close() {
 
 // unavailable logs why the lease store could not be used, naming the
 // database, and returns EX_UNAVAILABLE.
-func (d *database) unavailable(err error, log zerolog.Logger) error {
+func (d *Database) Unavailable(err error, log zerolog.Logger) error {
 	msg := strings.ReplaceAll(err.Error(), "\n\t", "; ")
-	ev := d.named(log.Error()).Str("error", msg)
+	ev := d.Named(log.Error()).Str("error", msg)
 	if errors.Is(err, lease.ErrNotLeaseTable) {
 		ev.Msg("refusing a table that is not a lease table: check --table (or LEASEWRAP_TABLE)")
 	} else if errors.Is(err, lease.ErrNotReplicated) {
@@ -121,13 +121,13 @@ func (d *database) unavailable(err error, log zerolog.Logger) error {
 	} else {
 		ev.Msg("lease store unavailable")
 	}
-	return exitWith(exitUnavailable)
+	return ExitWith(ExitUnavailable)
 }
 
 // redactor removes the connection's password from text. Every log line and
 // error message leaves leasewrap through it: pgx does not print passwords,
 // but a server message or a resolver may echo what it was given.
-type redactor struct {
+type Redactor struct {
 	secrets []string
 	mask    string // what a secret becomes; it shares no character with any
 }
@@ -138,18 +138,18 @@ var masks = []string{"xxxxx", "*****", "#####", "_____", "....."}
 // newRedactor knows the password of dsn as written, before anything has
 // parsed it (a string pgx cannot parse may still be echoed); openDatabase
 // adds the one pgx parsed, percent-decoded.
-func newRedactor(dsn string) *redactor {
-	r := &redactor{mask: masks[0]}
+func NewRedactor(dsn string) *Redactor {
+	r := &Redactor{mask: masks[0]}
 	if _, rest, ok := strings.Cut(dsn, ":"); ok {
 		if userinfo, _, ok := strings.Cut(strings.TrimPrefix(rest, "//"), "@"); ok {
 			if _, raw, ok := strings.Cut(userinfo, ":"); ok {
-				r.add(raw)
+				r.Add(raw)
 			}
 		}
 	}
 	for _, field := range strings.Fields(dsn) {
 		if v, ok := strings.CutPrefix(field, "password="); ok {
-			r.add(strings.Trim(v, "'"))
+			r.Add(strings.Trim(v, "'"))
 		}
 	}
 	return r
@@ -159,7 +159,7 @@ func newRedactor(dsn string) *redactor {
 // of: a mask could otherwise complete a secret with the text beside it
 // (password "ax" in "aax"), or be one (password "xxxxx"). When every mask
 // collides, secrets are removed instead.
-func (r *redactor) add(secret string) {
+func (r *Redactor) Add(secret string) {
 	if secret == "" {
 		return
 	}
@@ -175,7 +175,7 @@ func (r *redactor) add(secret string) {
 
 // String returns s with every secret replaced. A removal can join two parts
 // into a secret again, hence the loop; each round makes s shorter.
-func (r *redactor) String(s string) string {
+func (r *Redactor) String(s string) string {
 	for again := true; again; {
 		again = false
 		for _, secret := range r.secrets {
@@ -190,7 +190,7 @@ func (r *redactor) String(s string) string {
 
 // wrap returns err with its message redacted, for output that does not go
 // through the logger. errors.Is and errors.As still see the whole chain.
-func (r *redactor) wrap(err error) error {
+func (r *Redactor) Wrap(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -201,7 +201,7 @@ func (r *redactor) wrap(err error) error {
 // original, whose own message is not.
 type redactedError struct {
 	err error
-	r   *redactor
+	r   *Redactor
 }
 
 func (e *redactedError) Error() string { return e.r.String(e.err.Error()) }
@@ -211,10 +211,10 @@ func (e *redactedError) Unwrap() error { return e.err }
 // writer returns w, which takes zerolog's JSON lines, with the secrets
 // masked in every line's string values (see JSON) and hidden characters
 // escaped. zerolog writes one whole line per call.
-func (r *redactor) writer(w io.Writer) io.Writer { return redactWriter{r, w} }
+func (r *Redactor) Writer(w io.Writer) io.Writer { return redactWriter{r, w} }
 
 type redactWriter struct {
-	r *redactor
+	r *Redactor
 	w io.Writer
 }
 
@@ -236,7 +236,7 @@ func (rw redactWriter) Write(p []byte) (int, error) {
 // values. Names, numbers and the order of fields are kept: replacing a
 // password as a substring of the line would break the syntax ("1" in a
 // number, "level" in a name, a quote). ok is false if line is not JSON.
-func (r *redactor) JSON(line []byte) (_ []byte, ok bool) {
+func (r *Redactor) JSON(line []byte) (_ []byte, ok bool) {
 	if len(r.secrets) == 0 {
 		return line, true
 	}

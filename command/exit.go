@@ -10,66 +10,66 @@ import (
 )
 
 // Exit statuses of leasewrap besides the child's own, after the shell's and
-// sysexits.h's conventions. README.md's "Exit status" lists the same.
+// sysexits.h's conventions. docs/exit-status.md lists the same.
 const (
 	// exitNotFound: status and release found no such job or no live lease;
 	// history --output found no run that kept output.
-	exitNotFound = 1
+	ExitNotFound = 1
 	// exitUsage (EX_USAGE): bad command line or configuration.
-	exitUsage = 64
+	ExitUsage = 64
 	// exitUnavailable (EX_UNAVAILABLE): the lease store could not be reached
 	// or used before the child started (also --require-replicated with no
 	// standby to confirm the lease); for the read-only subcommands, the
 	// lease table does not exist.
-	exitUnavailable = 69
+	ExitUnavailable = 69
 	// exitIOErr (EX_IOERR): a subcommand's output could not be written
 	// (check answers 3, UNKNOWN, instead; trigger, whose request is then
 	// recorded and stands, logs it and exits 0).
-	exitIOErr = 74
+	ExitIOErr = 74
 	// exitLeaseLost (EX_TEMPFAIL): the lease was lost while the child ran
 	// (the child was stopped) or between two --retries attempts, or it was
 	// in doubt when the child was to start (a take answered past its
 	// budget), and the child never started.
-	exitLeaseLost = 75
+	ExitLeaseLost = 75
 	// exitWaitTimeout: --wait-timeout passed without becoming leader, as
 	// timeout(1) exits.
-	exitWaitTimeout = 124
+	ExitWaitTimeout = 124
 	// exitTimedOut: the command ran past --max-runtime and was stopped, as
 	// timeout(1) exits; the log line and the history tell it from
 	// exitWaitTimeout.
-	exitTimedOut = 124
+	ExitTimedOut = 124
 	// exitSoftware (EX_SOFTWARE): an action failed with an error that has
 	// no status of its own, which is a bug in leasewrap, not the user's
 	// mistake. (126 and 127, COMMAND cannot run, are runner.StartError's.)
-	exitSoftware = 70
+	ExitSoftware = 70
 	// exitSignalBase plus N: the child, or leasewrap before the child
 	// started, was ended by signal N.
-	exitSignalBase = runner.StatusSignalBase
+	ExitSignalBase = runner.StatusSignalBase
 )
 
 // exitError carries leasewrap's exit status out of an action, so that
 // deferred releases run before the process exits. err, when set, is the one
 // line to tell the user; a nil err means everything was logged.
-type exitError struct {
-	code int
-	err  error
+type ExitError struct {
+	Code int
+	Err  error
 }
 
-func (e *exitError) Error() string {
-	if e.err != nil {
-		return e.err.Error()
+func (e *ExitError) Error() string {
+	if e.Err != nil {
+		return e.Err.Error()
 	}
-	return fmt.Sprintf("exit status %d", e.code)
+	return fmt.Sprintf("exit status %d", e.Code)
 }
 
-func (e *exitError) Unwrap() error { return e.err }
+func (e *ExitError) Unwrap() error { return e.Err }
 
 // exitWith is an exit status with nothing more to say.
-func exitWith(code int) error { return &exitError{code: code} }
+func ExitWith(code int) error { return &ExitError{Code: code} }
 
-// usagef returns an EX_USAGE error with a one-line message.
-func usagef(format string, a ...any) error {
-	return &exitError{code: exitUsage, err: fmt.Errorf(format, a...)}
+// Usagef returns an EX_USAGE error with a one-line message.
+func Usagef(format string, a ...any) error {
+	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, a...)}
 }
 
 // internalError is an error an action returned without an exit status:
@@ -87,22 +87,22 @@ func (e *internalError) Unwrap() error { return e.err }
 // errors, which come before any action runs. The error is logged, in the
 // format the command's settings ask for, or else said in one line; either
 // way through a redactor for the connection string the command was given.
-func withStatus(action cli.ActionFunc) cli.ActionFunc {
+func WithStatus(action cli.ActionFunc) cli.ActionFunc {
 	return func(c *cli.Context) error {
 		err := action(c)
-		var exit *exitError
+		var exit *ExitError
 		var start *runner.StartError
 		if err == nil || errors.As(err, &exit) || errors.As(err, &start) {
 			return err
 		}
-		redact := newRedactor(c.String("database-url"))
-		err = &internalError{err: redact.wrap(err)}
-		if o, bad := parseStoreOptions(newSettings(c)); bad == nil {
-			log := newLogger(o, redact)
+		redact := NewRedactor(c.String("database-url"))
+		err = &internalError{err: redact.Wrap(err)}
+		if o, bad := ParseStoreOptions(NewSettings(c)); bad == nil {
+			log := NewLogger(o, redact)
 			log.Error().Err(err).Msg("internal error")
-			return exitWith(exitSoftware)
+			return ExitWith(ExitSoftware)
 		}
-		return &exitError{code: exitSoftware, err: err}
+		return &ExitError{Code: ExitSoftware, Err: err}
 	}
 }
 
@@ -110,18 +110,18 @@ func withStatus(action cli.ActionFunc) cli.ActionFunc {
 // for a bug, see withStatus), 126/127 for a command that cannot run, and
 // EX_USAGE for anything urfave/cli returned (a flag or argument it could
 // not parse).
-func exitCode(err error) (int, error) {
-	var exit *exitError
+func ExitCode(err error) (int, error) {
+	var exit *ExitError
 	var start *runner.StartError
 	switch {
 	case err == nil:
 		return 0, nil
 	case errors.As(err, &exit):
-		return exit.code, exit.err
+		return exit.Code, exit.Err
 	case errors.As(err, &start):
 		return start.Status, start
 	default:
-		return exitUsage, err
+		return ExitUsage, err
 	}
 }
 
@@ -138,16 +138,16 @@ func ExitStatuses() []ExitStatus {
 		{"COMMAND's own status", "when this instance held the lease and ran COMMAND; with --retries, the last attempt's"},
 		{"128+N", "COMMAND was ended by signal N, or leasewrap was, before COMMAND started or between --retries attempts"},
 		{"0, or --skip-exit-code", "when another instance holds the lease"},
-		{fmt.Sprint(exitUsage), "a mistake in the command line or the environment, an --http-addr that cannot be listened on, or --slots other than the job's; for release --force, a holder that renewed within the TTL, without --yes"},
-		{fmt.Sprint(exitUnavailable), "the database could not be reached or used, or the table is not a lease table, or --require-replicated found no standby to confirm the lease; COMMAND did not run. For status, history, release and exporter: the lease table does not exist; for history and migrate: the run history cannot be read"},
-		{fmt.Sprint(exitLeaseLost), "the lease was lost while COMMAND ran (COMMAND was stopped) or between two --retries attempts, or it was in doubt when COMMAND was to start (a take answered past its time budget) and COMMAND never ran"},
-		{fmt.Sprint(exitWaitTimeout), "--wait-timeout passed before this instance became the leader, or COMMAND ran past --max-runtime and was stopped"},
+		{fmt.Sprint(ExitUsage), "a mistake in the command line or the environment, an --http-addr that cannot be listened on, or --slots other than the job's; for release --force, a holder that renewed within the TTL, without --yes"},
+		{fmt.Sprint(ExitUnavailable), "the database could not be reached or used, or the table is not a lease table, or --require-replicated found no standby to confirm the lease; COMMAND did not run. For status, history, release and exporter: the lease table does not exist; for history and migrate: the run history cannot be read"},
+		{fmt.Sprint(ExitLeaseLost), "the lease was lost while COMMAND ran (COMMAND was stopped) or between two --retries attempts, or it was in doubt when COMMAND was to start (a take answered past its time budget) and COMMAND never ran"},
+		{fmt.Sprint(ExitWaitTimeout), "--wait-timeout passed before this instance became the leader, or COMMAND ran past --max-runtime and was stopped"},
 		{fmt.Sprint(runner.StatusNotExecutable), "COMMAND was found but is not executable"},
 		{fmt.Sprint(runner.StatusNotFound), "COMMAND was not found"},
-		{fmt.Sprint(exitNotFound), "status or release: no such job, or no live lease of that holder"},
-		{fmt.Sprint(exitLastRunFailed), "status --fail-on-error: the last run of a job shown exited non-zero; check: CRITICAL"},
-		{fmt.Sprint(checkUnknown), "check: UNKNOWN, it cannot tell"},
-		{fmt.Sprint(exitIOErr), "a subcommand could not write its output (check answers 3 instead)"},
-		{fmt.Sprint(exitSoftware), "an internal error, a bug in leasewrap, logged as \"internal error\" (please report it)"},
+		{fmt.Sprint(ExitNotFound), "status or release: no such job, or no live lease of that holder"},
+		{fmt.Sprint(ExitLastRunFailed), "status --fail-on-error: the last run of a job shown exited non-zero; check: CRITICAL"},
+		{fmt.Sprint(CheckUnknown), "check: UNKNOWN, it cannot tell"},
+		{fmt.Sprint(ExitIOErr), "a subcommand could not write its output (check answers 3 instead)"},
+		{fmt.Sprint(ExitSoftware), "an internal error, a bug in leasewrap, logged as \"internal error\" (please report it)"},
 	}
 }

@@ -15,19 +15,19 @@ import (
 // read as text and parsed by the options code, which can then say whether a
 // bad value came from the flag or from the environment.
 
-func jobFlag(usage string) cli.Flag {
+func JobFlag(usage string) cli.Flag {
 	return &cli.StringFlag{Name: "job", EnvVars: []string{"LEASEWRAP_JOB"}, Usage: usage}
 }
 
-func idFlag(usage string) cli.Flag {
+func IDFlag(usage string) cli.Flag {
 	return &cli.StringFlag{Name: "id", EnvVars: []string{"LEASEWRAP_ID"}, Usage: usage}
 }
 
 // jsonFlag asks a subcommand for JSON instead of a table or a line.
-func jsonFlag(usage string) cli.Flag { return &cli.BoolFlag{Name: "json", Usage: usage} }
+func JSONFlag(usage string) cli.Flag { return &cli.BoolFlag{Name: "json", Usage: usage} }
 
 // storeFlags are the settings of every command that talks to the lease table.
-func storeFlags() []cli.Flag {
+func StoreFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "database-url", EnvVars: []string{"LEASEWRAP_DATABASE_URL", "DATABASE_URL"},
 			Usage: "PostgreSQL URL or key=value string; needed unless PGHOST, PGDATABASE or PGSERVICE names the database; prefer the environment or ~/.pgpass for passwords"},
@@ -41,10 +41,10 @@ func storeFlags() []cli.Flag {
 }
 
 // runFlags are the settings of the main command.
-func runFlags() []cli.Flag {
+func RunFlags() []cli.Flag {
 	return append([]cli.Flag{
-		jobFlag("lease name, 1-200 bytes of printable UTF-8 without '#', not . or .. (required)"),
-		idFlag("this instance's holder id, 1-200 bytes of printable UTF-8 (default: <hostname>-<pid>-<random>)"),
+		JobFlag("lease name, 1-200 bytes of printable UTF-8 without '#', not . or .. (required)"),
+		IDFlag("this instance's holder id, 1-200 bytes of printable UTF-8 (default: <hostname>-<pid>-<random>)"),
 		&cli.StringFlag{Name: "ttl", EnvVars: []string{"LEASEWRAP_TTL"}, Value: lease.DefaultTTL.String(),
 			Usage: "lease duration written to the database, at most 24h; the three timings below follow it unless set"},
 		&cli.StringFlag{Name: "renew-interval", EnvVars: []string{"LEASEWRAP_RENEW_INTERVAL"},
@@ -73,7 +73,7 @@ func runFlags() []cli.Flag {
 			Usage: "let up to N instances run the command at once, each in a slot of its own with its own lease (every instance of a job must use the same N)"},
 		&cli.BoolFlag{Name: "require-replicated", EnvVars: []string{"LEASEWRAP_REQUIRE_REPLICATED"},
 			Usage: "count a take or renewal only once every streaming standby has replayed it, so that no failover, even to an asynchronous standby, can lose it; with no standby streaming, refuse to start the command (needs pg_monitor)"},
-		&cli.StringFlag{Name: "history-keep", EnvVars: []string{"LEASEWRAP_HISTORY_KEEP"}, Value: shortDuration(lease.DefaultHistoryKeep),
+		&cli.StringFlag{Name: "history-keep", EnvVars: []string{"LEASEWRAP_HISTORY_KEEP"}, Value: ShortDuration(lease.DefaultHistoryKeep),
 			Usage: "keep finished runs in the history table this long (0s: for ever)"},
 		&cli.StringFlag{Name: "keep-output", EnvVars: []string{"LEASEWRAP_KEEP_OUTPUT"}, Value: "0",
 			Usage: "keep the last SIZE bytes of the command's stdout and stderr with its run in the history, for history --output (bytes, KiB or MiB, as in 64KiB; at most 1MiB; 0: off); the command's stdout and stderr are then pipes"},
@@ -85,11 +85,11 @@ func runFlags() []cli.Flag {
 			Usage: "auto, healthchecks or cronitor (auto: cronitor for cronitor.link, else healthchecks)"},
 		&cli.StringFlag{Name: "http-addr", EnvVars: []string{"LEASEWRAP_HTTP_ADDR"},
 			Usage: "serve /healthz, /leader and /metrics on this address, as in :8080 (default: off)"},
-	}, append(scheduleFlags(), storeFlags()...)...)
+	}, append(ScheduleFlags(), StoreFlags()...)...)
 }
 
 // scheduleFlags are the settings of a job run on a schedule.
-func scheduleFlags() []cli.Flag {
+func ScheduleFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "schedule", EnvVars: []string{"LEASEWRAP_SCHEDULE"},
 			Usage: "run the command at each time of this schedule, on exactly one instance, and never exit by itself: five cron fields, @hourly, @daily, ... or \"@every D\" (counted from the Unix epoch)"},
@@ -97,7 +97,7 @@ func scheduleFlags() []cli.Flag {
 			Usage: "IANA time zone the schedule is read in, as in Europe/Berlin (default: UTC, or CRON_TZ= in the schedule)"},
 		&cli.StringFlag{Name: "catch-up", EnvVars: []string{"LEASEWRAP_CATCH_UP"}, Value: string(schedule.DefaultPolicy),
 			Usage: "times nobody ran on time (all instances down): none runs none, latest the most recent once, all each in order; the others are recorded missed"},
-		&cli.StringFlag{Name: "catch-up-window", EnvVars: []string{"LEASEWRAP_CATCH_UP_WINDOW"}, Value: shortDuration(schedule.DefaultWindow),
+		&cli.StringFlag{Name: "catch-up-window", EnvVars: []string{"LEASEWRAP_CATCH_UP_WINDOW"}, Value: ShortDuration(schedule.DefaultWindow),
 			Usage: "how late a time may still be caught up"},
 		&cli.BoolFlag{Name: "once", EnvVars: []string{"LEASEWRAP_ONCE"},
 			Usage: "with --schedule: run the time just due, unless an instance ran it, then exit (for crontab lines): the latest time when less than a minute late, else the next when due within 5s, each at most half the period; older times are recorded missed. A cron spec needs --timezone (or CRON_TZ=) unless this host's zone is UTC"},
@@ -106,7 +106,7 @@ func scheduleFlags() []cli.Flag {
 
 // shortDuration writes d as a flag's default is read: 720h, not
 // 720h0m0s.
-func shortDuration(d time.Duration) string {
+func ShortDuration(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = s[:len(s)-2]
@@ -121,7 +121,7 @@ func shortDuration(d time.Duration) string {
 // settings from (DATABASE_URL excepted: it is the child's too).
 func configEnv() []string {
 	var names []string
-	for _, f := range runFlags() {
+	for _, f := range RunFlags() {
 		if ev, ok := f.(interface{ GetEnvVars() []string }); ok {
 			for _, name := range ev.GetEnvVars() {
 				if strings.HasPrefix(name, "LEASEWRAP_") {
@@ -135,7 +135,7 @@ func configEnv() []string {
 
 // boolFlags names the flags that take no value, for finding the subcommand
 // among flags.
-func boolFlags(cmds []*cli.Command) map[string]bool {
+func BoolFlags(cmds []*cli.Command) map[string]bool {
 	bools := map[string]bool{"help": true, "h": true}
 	add := func(flags []cli.Flag) {
 		for _, f := range flags {
@@ -146,7 +146,7 @@ func boolFlags(cmds []*cli.Command) map[string]bool {
 			}
 		}
 	}
-	add(runFlags())
+	add(RunFlags())
 	for _, c := range cmds {
 		add(c.Flags)
 	}
@@ -155,7 +155,7 @@ func boolFlags(cmds []*cli.Command) map[string]bool {
 
 // flagName returns the name of a command-line flag ("--ttl=3s" gives
 // "ttl"), and whether arg is one.
-func flagName(arg string) (name string, hasValue, ok bool) {
+func FlagName(arg string) (name string, hasValue, ok bool) {
 	if len(arg) < 2 || arg[0] != '-' {
 		return "", false, false
 	}
@@ -168,7 +168,7 @@ func flagName(arg string) (name string, hasValue, ok bool) {
 // the flag package accepts).
 func fromCommandLine(args []string, name string) bool {
 	for _, a := range args {
-		if n, _, ok := flagName(a); ok && n == name {
+		if n, _, ok := FlagName(a); ok && n == name {
 			return true
 		}
 	}

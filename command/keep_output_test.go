@@ -272,10 +272,10 @@ func TestHistoryOutputWithoutKeptOutput(t *testing.T) {
 	d := newDB(t)
 	d.runJob(t, "quiet", 0)
 	r := runLeasewrap(t, 20*time.Second, "history", "--database-url", pgtest.URL(), "--table", d.table, "--job", "quiet", "--output")
-	if r.code != exitNotFound || len(r.stdout) != 0 || bytes.Count(r.stderr, []byte("\n")) != 1 ||
+	if r.code != ExitNotFound || len(r.stdout) != 0 || bytes.Count(r.stderr, []byte("\n")) != 1 ||
 		!bytes.Contains(r.stderr, []byte("no kept output")) || !bytes.Contains(r.stderr, []byte("--keep-output")) {
 		t.Errorf("history --output exited %d, printed %q and said %q; want %d, nothing, and one line on --keep-output",
-			r.code, r.stdout, r.stderr, exitNotFound)
+			r.code, r.stdout, r.stderr, ExitNotFound)
 	}
 	if r := runLeasewrap(t, 20*time.Second, d.args("--job", "quiet", "--keep-output", "1KiB", "--", "printf", "12345")...); r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -374,8 +374,8 @@ func TestBadKeepOutputExits64(t *testing.T) {
 		p := lw(t, tc.env, append(args, "--", "touch", marker)...)
 		got := p.Wait(t, 10*time.Second)
 		logs := p.Logs.String()
-		if got != exitUsage || strings.Count(logs, "\n") != 1 || !strings.Contains(logs, tc.want) {
-			t.Errorf("%v %v: exit %d, %q; want %d and one line with %q", tc.env, tc.args, got, logs, exitUsage, tc.want)
+		if got != ExitUsage || strings.Count(logs, "\n") != 1 || !strings.Contains(logs, tc.want) {
+			t.Errorf("%v %v: exit %d, %q; want %d and one line with %q", tc.env, tc.args, got, logs, ExitUsage, tc.want)
 		}
 	}
 	if _, err := os.Stat(marker); err == nil {
@@ -393,8 +393,8 @@ func TestBadKeepOutputExits64(t *testing.T) {
 	} {
 		p := lw(t, nil, append([]string{"history", "--database-url", pgtest.URL(), "--table", d.table}, tc.args...)...)
 		got := p.Wait(t, 10*time.Second)
-		if logs := p.Logs.String(); got != exitUsage || strings.Count(logs, "\n") != 1 || !strings.Contains(logs, tc.want) {
-			t.Errorf("history %v: exit %d, %q; want %d and one line with %q", tc.args, got, logs, exitUsage, tc.want)
+		if logs := p.Logs.String(); got != ExitUsage || strings.Count(logs, "\n") != 1 || !strings.Contains(logs, tc.want) {
+			t.Errorf("history %v: exit %d, %q; want %d and one line with %q", tc.args, got, logs, ExitUsage, tc.want)
 		}
 	}
 }

@@ -88,7 +88,7 @@ func (sc *scheduler) runRequested(r lease.Requested) error {
 		log.Warn().Err(err).Msg("the requested run failed")
 	}
 	var during []lease.Missed
-	for _, t := range sc.w.o.sched.Between(maxTime(sc.last, r.Now), sc.clock.now(), schedule.DefaultMaxRuns) {
+	for _, t := range sc.w.o.sched.Between(MaxTime(sc.last, r.Now), sc.clock.now(), schedule.DefaultMaxRuns) {
 		during = append(during, lease.Missed{At: t})
 	}
 	if len(during) > 0 {

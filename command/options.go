@@ -24,7 +24,7 @@ type runOptions struct {
 	job     string
 	holder  string // empty: lease.DefaultHolder
 	command []string
-	store   storeOptions
+	store   StoreOptions
 	timings lease.Timings
 	// derived names the timings that were not set and follow the TTL.
 	derived      []string
@@ -53,38 +53,38 @@ type runOptions struct {
 }
 
 // storeOptions are the settings of every command that talks to the table.
-type storeOptions struct {
-	databaseURL string
-	table       string
-	logLevel    zerolog.Level
-	logFormat   string
+type StoreOptions struct {
+	DatabaseURL string
+	Table       string
+	LogLevel    zerolog.Level
+	LogFormat   string
 }
 
 // settings reads a command's flags, and knows whether each came from the
 // command line or from the environment, so a message can name the right one.
-type settings struct {
-	c    *cli.Context
-	args []string // leasewrap's own command line
+type Settings struct {
+	Ctx    *cli.Context
+	Args []string // leasewrap's own command line
 }
 
 // argsKey is where run keeps leasewrap's own command line in the app's
 // metadata, for settings to tell flags from environment variables.
-const argsKey = "args"
+const ArgsKey = "args"
 
-func newSettings(c *cli.Context) settings {
-	args, _ := c.App.Metadata[argsKey].([]string)
-	return settings{c: c, args: args}
+func NewSettings(c *cli.Context) Settings {
+	args, _ := c.App.Metadata[ArgsKey].([]string)
+	return Settings{Ctx: c, Args: args}
 }
 
 // source names where a setting came from: "--ttl", or
 // "LEASEWRAP_TTL (--ttl)" when the environment set it.
-func (s settings) source(name string) string {
-	if fromCommandLine(s.args, name) {
+func (s Settings) Source(name string) string {
+	if fromCommandLine(s.Args, name) {
 		return "--" + name
 	}
-	flags := s.c.App.Flags
-	if s.c.Command != nil {
-		flags = append(slices.Clone(flags), s.c.Command.Flags...)
+	flags := s.Ctx.App.Flags
+	if s.Ctx.Command != nil {
+		flags = append(slices.Clone(flags), s.Ctx.Command.Flags...)
 	}
 	for _, f := range flags {
 		ev, ok := f.(interface{ GetEnvVars() []string })
@@ -114,7 +114,7 @@ var durationLimits = func() map[string]durationLimit {
 	timing, long := durationLimit{day, "24h"}, durationLimit{365 * day, "8760h (365 days)"}
 	return map[string]durationLimit{
 		"ttl": timing, "renew-interval": timing, "grace": timing, "retry-interval": timing,
-		"wait-timeout": long, "hold-for": long, "max-runtime": long, "retry-delay": {maxRetryDelay, "10m"},
+		"wait-timeout": long, "hold-for": long, "max-runtime": long, "retry-delay": {MaxRetryDelay, "10m"},
 		"history-keep": defaultDurationLimit, "max-age": defaultDurationLimit, "catch-up-window": long,
 	}
 }()
@@ -123,8 +123,8 @@ var defaultDurationLimit = durationLimit{3650 * 24 * time.Hour, "87600h (3650 da
 
 // duration parses a duration setting, with a hint for the common mistakes,
 // and holds it to its limit.
-func (s settings) duration(name string) (time.Duration, error) {
-	text := s.c.String(name)
+func (s Settings) Duration(name string) (time.Duration, error) {
+	text := s.Ctx.String(name)
 	limit, ok := durationLimits[name]
 	if !ok {
 		limit = defaultDurationLimit
@@ -132,16 +132,16 @@ func (s settings) duration(name string) (time.Duration, error) {
 	d, err := time.ParseDuration(text)
 	switch {
 	case err == nil && d < 0:
-		return 0, usagef("invalid %s %s: must not be negative, as in 30s", s.source(name), text)
+		return 0, Usagef("invalid %s %s: must not be negative, as in 30s", s.Source(name), text)
 	case err == nil && d > limit.max:
-		return 0, usagef("invalid %s %s: must be at most %s", s.source(name), text, limit.text)
+		return 0, Usagef("invalid %s %s: must be at most %s", s.Source(name), text, limit.text)
 	case err == nil:
 		return d, nil
 	}
 	if text != "" && strings.Trim(text, "0123456789.") == "" {
-		return 0, usagef("invalid %s %q: durations need a unit, as in %ss", s.source(name), text, text)
+		return 0, Usagef("invalid %s %q: durations need a unit, as in %ss", s.Source(name), text, text)
 	}
-	return 0, usagef("invalid %s %q: want a duration such as 30s, 2m or 500ms, at most %s", s.source(name), text, limit.text)
+	return 0, Usagef("invalid %s %q: want a duration such as 30s, 2m or 500ms, at most %s", s.Source(name), text, limit.text)
 }
 
 // maxKeepOutput bounds --keep-output: the output is written into the
@@ -157,8 +157,8 @@ var sizeUnits = []struct {
 
 // size parses a size setting in bytes (a whole number, with KiB, MiB or B
 // or no unit) of at most limit bytes.
-func (s settings) size(name string, limit int64) (int, error) {
-	text := s.c.String(name)
+func (s Settings) Size(name string, limit int64) (int, error) {
+	text := s.Ctx.String(name)
 	for _, u := range sizeUnits {
 		digits, ok := strings.CutSuffix(text, u.suffix)
 		if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" {
@@ -170,12 +170,12 @@ func (s settings) size(name string, limit int64) (int, error) {
 		}
 		return int(n * u.bytes), nil
 	}
-	return 0, usagef("invalid %s %q: want a size in bytes, KiB or MiB such as 65536, 64KiB or 1MiB, at most %s (0: off)",
-		s.source(name), text, formatSize(limit))
+	return 0, Usagef("invalid %s %q: want a size in bytes, KiB or MiB such as 65536, 64KiB or 1MiB, at most %s (0: off)",
+		s.Source(name), text, FormatSize(limit))
 }
 
 // formatSize writes n bytes as size settings are written.
-func formatSize(n int64) string {
+func FormatSize(n int64) string {
 	for _, u := range sizeUnits {
 		if n >= u.bytes && n%u.bytes == 0 {
 			return strconv.FormatInt(n/u.bytes, 10) + u.suffix
@@ -187,57 +187,57 @@ func formatSize(n int64) string {
 // parseRunOptions reads and checks every setting of the main command. It
 // touches neither the database nor the child.
 func parseRunOptions(c *cli.Context, child []string, hasChild bool) (runOptions, error) {
-	s := newSettings(c)
+	s := NewSettings(c)
 	o := runOptions{command: child, holder: c.String("id"), wait: c.Bool("wait"), listen: c.Bool("listen"),
 		httpAddr: c.String("http-addr"), requireReplicated: c.Bool("require-replicated")}
 	if !hasChild {
 		o.command = c.Args().Slice()
 	}
 	if len(o.command) == 0 {
-		return o, usagef("missing command: put it after --, as in leasewrap --job nightly_report -- ./generate-report")
+		return o, Usagef("missing command: put it after --, as in leasewrap --job nightly_report -- ./generate-report")
 	}
 	var err error
-	if o.job, err = requireJob(s); err != nil {
+	if o.job, err = RequireJob(s); err != nil {
 		return o, err
 	}
-	if err := refuseOuterJob(s, o.job); err != nil {
+	if err := RefuseOuterJob(s, o.job); err != nil {
 		return o, err
 	}
 	if err := lease.CheckNewJob(o.job); err != nil {
-		return o, usagef("invalid %s: %v", s.source("job"), err)
+		return o, Usagef("invalid %s: %v", s.Source("job"), err)
 	}
 	if o.holder != "" {
 		if err := lease.CheckHolder(o.holder); err != nil {
-			return o, usagef("invalid %s: %v", s.source("id"), err)
+			return o, Usagef("invalid %s: %v", s.Source("id"), err)
 		}
 	}
-	if o.store, err = parseStoreOptions(s); err != nil {
+	if o.store, err = ParseStoreOptions(s); err != nil {
 		return o, err
 	}
-	if o.timings, o.derived, err = parseTimings(s); err != nil {
+	if o.timings, o.derived, err = ParseTimings(s); err != nil {
 		return o, err
 	}
-	if o.waitTimeout, err = s.duration("wait-timeout"); err != nil {
+	if o.waitTimeout, err = s.Duration("wait-timeout"); err != nil {
 		return o, err
 	}
 	if o.waitTimeout > 0 && !o.wait {
-		return o, usagef("%s %s needs --wait", s.source("wait-timeout"), o.waitTimeout)
+		return o, Usagef("%s %s needs --wait", s.Source("wait-timeout"), o.waitTimeout)
 	}
-	if o.holdFor, err = s.duration("hold-for"); err != nil {
+	if o.holdFor, err = s.Duration("hold-for"); err != nil {
 		return o, err
 	}
 	code, err := strconv.Atoi(c.String("skip-exit-code"))
 	if err != nil || code < 0 || code > 255 {
-		return o, usagef("invalid %s %q: must be a number 0-255", s.source("skip-exit-code"), c.String("skip-exit-code"))
+		return o, Usagef("invalid %s %q: must be a number 0-255", s.Source("skip-exit-code"), c.String("skip-exit-code"))
 	}
 	o.skipExitCode = code
 	if o.slots, err = strconv.Atoi(c.String("slots")); err != nil || o.slots < 1 || o.slots > lease.MaxSlots {
-		return o, usagef("invalid %s %q: must be a number 1-%d", s.source("slots"), c.String("slots"), lease.MaxSlots)
+		return o, Usagef("invalid %s %q: must be a number 1-%d", s.Source("slots"), c.String("slots"), lease.MaxSlots)
 	}
-	if o.historyKeep, err = s.duration("history-keep"); err != nil {
+	if o.historyKeep, err = s.Duration("history-keep"); err != nil {
 		return o, err
 	}
-	if o.keepOutput, err = s.size("keep-output", maxKeepOutput); err != nil {
+	if o.keepOutput, err = s.Size("keep-output", maxKeepOutput); err != nil {
 		return o, err
 	}
 	if err := parseAttempts(s, &o); err != nil {
@@ -248,37 +248,37 @@ func parseRunOptions(c *cli.Context, child []string, hasChild bool) (runOptions,
 
 // parseSchedule reads --schedule and what goes with it, and refuses the
 // settings a schedule leaves without meaning.
-func parseSchedule(s settings, o *runOptions) error {
-	spec := s.c.String("schedule")
-	o.once = s.c.Bool("once")
+func parseSchedule(s Settings, o *runOptions) error {
+	spec := s.Ctx.String("schedule")
+	o.once = s.Ctx.Bool("once")
 	if spec == "" {
 		for _, name := range []string{"once", "timezone", "catch-up", "catch-up-window"} {
-			if s.c.IsSet(name) {
-				return usagef("%s needs --schedule (or LEASEWRAP_SCHEDULE), as in --schedule '0 2 * * *'", s.source(name))
+			if s.Ctx.IsSet(name) {
+				return Usagef("%s needs --schedule (or LEASEWRAP_SCHEDULE), as in --schedule '0 2 * * *'", s.Source(name))
 			}
 		}
 		return nil
 	}
 	var err error
-	if o.sched, err = schedule.Parse(spec, s.c.String("timezone")); err != nil {
-		return usagef("invalid %s: %v", s.source("schedule"), err)
+	if o.sched, err = schedule.Parse(spec, s.Ctx.String("timezone")); err != nil {
+		return Usagef("invalid %s: %v", s.Source("schedule"), err)
 	}
 	switch {
 	case o.wait:
-		return usagef("%s means nothing with --schedule: a scheduler waits for each scheduled time itself; drop it", s.source("wait"))
+		return Usagef("%s means nothing with --schedule: a scheduler waits for each scheduled time itself; drop it", s.Source("wait"))
 	case o.holdFor > 0:
-		return usagef("%s means nothing with --schedule: each scheduled time runs once, whatever the hosts' clocks; drop it", s.source("hold-for"))
+		return Usagef("%s means nothing with --schedule: each scheduled time runs once, whatever the hosts' clocks; drop it", s.Source("hold-for"))
 	case o.slots != 1:
-		return usagef("%s cannot be combined with --schedule: a scheduled time runs on one instance; drop it", s.source("slots"))
+		return Usagef("%s cannot be combined with --schedule: a scheduled time runs on one instance; drop it", s.Source("slots"))
 	}
-	if o.catchUp.Policy, err = schedule.ParsePolicy(s.c.String("catch-up")); err != nil {
-		return usagef("invalid %s: %v", s.source("catch-up"), err)
+	if o.catchUp.Policy, err = schedule.ParsePolicy(s.Ctx.String("catch-up")); err != nil {
+		return Usagef("invalid %s: %v", s.Source("catch-up"), err)
 	}
-	if o.catchUp.Window, err = s.duration("catch-up-window"); err != nil {
+	if o.catchUp.Window, err = s.Duration("catch-up-window"); err != nil {
 		return err
 	}
 	if o.catchUp.Window <= 0 {
-		return usagef("invalid %s %s: must be positive, as in 24h", s.source("catch-up-window"), s.c.String("catch-up-window"))
+		return Usagef("invalid %s %s: must be positive, as in 24h", s.Source("catch-up-window"), s.Ctx.String("catch-up-window"))
 	}
 	if o.once {
 		return parseOnce(s, o)
@@ -289,10 +289,10 @@ func parseSchedule(s settings, o *runOptions) error {
 // parseOnce refuses what a crontab line (--once) cannot mean: catching up
 // times cron did not fire for, and cron fields read in another zone than
 // cron reads the line in.
-func parseOnce(s settings, o *runOptions) error {
+func parseOnce(s Settings, o *runOptions) error {
 	if o.catchUp.Policy == schedule.CatchUpAll {
-		return usagef("%s all cannot be combined with %s: a crontab line runs only the time just due, as cron does, and records older ones missed; "+
-			"to catch up, run a scheduler without --once", s.source("catch-up"), s.source("once"))
+		return Usagef("%s all cannot be combined with %s: a crontab line runs only the time just due, as cron does, and records older ones missed; "+
+			"to catch up, run a scheduler without --once", s.Source("catch-up"), s.Source("once"))
 	}
 	if o.sched.Every() > 0 || o.sched.ZoneNamed() {
 		return nil
@@ -305,32 +305,32 @@ func parseOnce(s settings, o *runOptions) error {
 	if name != "" {
 		zone, add = name, "--timezone "+name
 	}
-	return usagef("%s reads %s %q in UTC, but cron fires this line in the host's zone %s: add %s",
-		s.source("once"), s.source("schedule"), o.sched.Spec(), zone, add)
+	return Usagef("%s reads %s %q in UTC, but cron fires this line in the host's zone %s: add %s",
+		s.Source("once"), s.Source("schedule"), o.sched.Spec(), zone, add)
 }
 
 // parseAttempts reads how long one run may take, how often a failed one
 // is tried again, and whom to tell.
-func parseAttempts(s settings, o *runOptions) error {
+func parseAttempts(s Settings, o *runOptions) error {
 	var err error
-	if o.pingURL = s.c.String("ping-url"); o.pingURL != "" {
+	if o.pingURL = s.Ctx.String("ping-url"); o.pingURL != "" {
 		if _, err := ping.Parse(o.pingURL); err != nil {
-			return usagef("invalid %s: %v", s.source("ping-url"), err)
+			return Usagef("invalid %s: %v", s.Source("ping-url"), err)
 		}
 	}
-	if o.pingProtocol, err = ping.ParseProtocol(s.c.String("ping-protocol")); err != nil {
-		return usagef("invalid %s: %v", s.source("ping-protocol"), err)
+	if o.pingProtocol, err = ping.ParseProtocol(s.Ctx.String("ping-protocol")); err != nil {
+		return Usagef("invalid %s: %v", s.Source("ping-protocol"), err)
 	}
-	o.pingOutput = s.c.Bool("ping-output")
-	if o.maxRuntime, err = s.duration("max-runtime"); err != nil {
+	o.pingOutput = s.Ctx.Bool("ping-output")
+	if o.maxRuntime, err = s.Duration("max-runtime"); err != nil {
 		return err
 	}
-	if o.retryDelay, err = s.duration("retry-delay"); err != nil {
+	if o.retryDelay, err = s.Duration("retry-delay"); err != nil {
 		return err
 	}
-	n, err := strconv.Atoi(s.c.String("retries"))
+	n, err := strconv.Atoi(s.Ctx.String("retries"))
 	if err != nil || n < 0 || n > 100 {
-		return usagef("invalid %s %q: must be a number 0-100", s.source("retries"), s.c.String("retries"))
+		return Usagef("invalid %s %q: must be a number 0-100", s.Source("retries"), s.Ctx.String("retries"))
 	}
 	o.retries = n
 	return nil
@@ -338,13 +338,13 @@ func parseAttempts(s settings, o *runOptions) error {
 
 // parseJob reads --job where it is optional (status, history): "" when
 // it is not set.
-func parseJob(s settings) (string, error) {
-	job := s.c.String("job")
+func ParseJob(s Settings) (string, error) {
+	job := s.Ctx.String("job")
 	if job == "" {
 		return "", nil
 	}
 	if err := lease.CheckJob(job); err != nil {
-		return "", usagef("invalid %s: %v", s.source("job"), err)
+		return "", Usagef("invalid %s: %v", s.Source("job"), err)
 	}
 	return job, nil
 }
@@ -352,19 +352,19 @@ func parseJob(s settings) (string, error) {
 // sayJobFromEnv says on stderr that status or history shows only job, as
 // LEASEWRAP_JOB asked and not the command line: after sourcing a unit's
 // environment file, a table of one job must not pass for every job's.
-func sayJobFromEnv(s settings, job string) {
-	if job != "" && !fromCommandLine(s.args, "job") {
-		fmt.Fprintf(s.c.App.ErrWriter, "leasewrap: showing job %q only, as LEASEWRAP_JOB says; --job '' shows every job\n", job)
+func SayJobFromEnv(s Settings, job string) {
+	if job != "" && !fromCommandLine(s.Args, "job") {
+		fmt.Fprintf(s.Ctx.App.ErrWriter, "leasewrap: showing job %q only, as LEASEWRAP_JOB says; --job '' shows every job\n", job)
 	}
 }
 
 // requireJob reads --job where it must be set (the main command, release,
 // check).
-func requireJob(s settings) (string, error) {
-	if s.c.String("job") == "" {
-		return "", usagef("missing --job (or LEASEWRAP_JOB): name the lease, as in --job nightly_report")
+func RequireJob(s Settings) (string, error) {
+	if s.Ctx.String("job") == "" {
+		return "", Usagef("missing --job (or LEASEWRAP_JOB): name the lease, as in --job nightly_report")
 	}
-	return parseJob(s)
+	return ParseJob(s)
 }
 
 // refuseOuterJob refuses, for the main command, a job read from
@@ -372,9 +372,9 @@ func requireJob(s settings) (string, error) {
 // a nested leasewrap that took it for its own would always sit out. Other
 // commands may use it: `release` and `check` of the job one runs under are
 // what a command may well ask.
-func refuseOuterJob(s settings, job string) error {
-	if !fromCommandLine(s.args, "job") && os.Getenv("LEASEWRAP_FENCING_TOKEN") != "" {
-		return usagef("LEASEWRAP_JOB=%s is the job of the leasewrap this runs under: name this one's with --job", job)
+func RefuseOuterJob(s Settings, job string) error {
+	if !fromCommandLine(s.Args, "job") && os.Getenv("LEASEWRAP_FENCING_TOKEN") != "" {
+		return Usagef("LEASEWRAP_JOB=%s is the job of the leasewrap this runs under: name this one's with --job", job)
 	}
 	return nil
 }
@@ -385,21 +385,21 @@ var logLevels = map[string]zerolog.Level{
 	"warn": zerolog.WarnLevel, "error": zerolog.ErrorLevel,
 }
 
-func parseStoreOptions(s settings) (storeOptions, error) {
-	o := storeOptions{databaseURL: s.c.String("database-url"), table: s.c.String("table"),
-		logFormat: s.c.String("log-format")}
-	if _, err := lease.ParseTable(o.table); err != nil {
-		return o, usagef("invalid %s: %v", s.source("table"), err)
+func ParseStoreOptions(s Settings) (StoreOptions, error) {
+	o := StoreOptions{DatabaseURL: s.Ctx.String("database-url"), Table: s.Ctx.String("table"),
+		LogFormat: s.Ctx.String("log-format")}
+	if _, err := lease.ParseTable(o.Table); err != nil {
+		return o, Usagef("invalid %s: %v", s.Source("table"), err)
 	}
-	level, ok := logLevels[s.c.String("log-level")]
+	level, ok := logLevels[s.Ctx.String("log-level")]
 	if !ok {
-		return o, usagef("invalid %s %q: use trace, debug, info, warn or error", s.source("log-level"), s.c.String("log-level"))
+		return o, Usagef("invalid %s %q: use trace, debug, info, warn or error", s.Source("log-level"), s.Ctx.String("log-level"))
 	}
-	o.logLevel = level
-	switch o.logFormat {
+	o.LogLevel = level
+	switch o.LogFormat {
 	case "json", "console", "auto":
 	default:
-		return o, usagef("invalid %s %q: use json, console or auto", s.source("log-format"), o.logFormat)
+		return o, Usagef("invalid %s %q: use json, console or auto", s.Source("log-format"), o.LogFormat)
 	}
 	return o, nil
 }
@@ -408,8 +408,8 @@ func parseStoreOptions(s settings) (storeOptions, error) {
 // (lease.TimingsFor, as lease.New does); the result must pass lease's
 // safety rule, and a refusal lists every value to change with numbers that
 // satisfy it. Each timing's flag is named as its lease.Setting.
-func parseTimings(s settings) (lease.Timings, []string, error) {
-	ttl, err := s.duration(string(lease.SettingTTL))
+func ParseTimings(s Settings) (lease.Timings, []string, error) {
+	ttl, err := s.Duration(string(lease.SettingTTL))
 	if err != nil {
 		return lease.Timings{}, nil, err
 	}
@@ -417,11 +417,11 @@ func parseTimings(s settings) (lease.Timings, []string, error) {
 	var derived []string
 	for _, setting := range []lease.Setting{lease.SettingRenewInterval, lease.SettingGrace, lease.SettingRetryInterval} {
 		name := string(setting)
-		if !s.c.IsSet(name) {
+		if !s.Ctx.IsSet(name) {
 			derived = append(derived, name)
 			continue
 		}
-		if set[setting], err = s.duration(name); err != nil {
+		if set[setting], err = s.Duration(name); err != nil {
 			return lease.Timings{}, nil, err
 		}
 	}
@@ -436,12 +436,12 @@ func parseTimings(s settings) (lease.Timings, []string, error) {
 		if slices.Contains(derived, name) {
 			// Said without the value that follows, which is rounded to
 			// milliseconds and may read 0s.
-			return t, nil, usagef("invalid %s %s: too short: the --%s that follows from it (%s) %s; use --ttl %s or longer",
-				s.source("ttl"), ttl, name, derivedRatio[te.Settings[0]], derivedFloor[te.Settings[0]], minTTL(ttl, set))
+			return t, nil, Usagef("invalid %s %s: too short: the --%s that follows from it (%s) %s; use --ttl %s or longer",
+				s.Source("ttl"), ttl, name, derivedRatio[te.Settings[0]], derivedFloor[te.Settings[0]], minTTL(ttl, set))
 		}
-		return t, nil, usagef("invalid %s %s: %s", s.source(name), s.c.String(name), te.Msg)
+		return t, nil, Usagef("invalid %s %s: %s", s.Source(name), s.Ctx.String(name), te.Msg)
 	}
-	return t, nil, usagef("timings do not fit: %s; use %s, or %s", te.Msg,
+	return t, nil, Usagef("timings do not fit: %s; use %s, or %s", te.Msg,
 		describeTimings(lease.Timings{TTL: t.MinTTL(), RenewInterval: t.RenewInterval, Grace: t.Grace, RetryInterval: t.RetryInterval}, lease.SettingTTL),
 		describeTimings(te.Fix, lease.SettingRenewInterval, lease.SettingGrace, lease.SettingRetryInterval))
 }
@@ -504,12 +504,12 @@ func init() { zerolog.TimeFieldFormat = logTimeFormat }
 // through redact, which every log line passes: no password gets out.
 // The console format has colours only on a terminal, and not when NO_COLOR
 // is set (no-color.org).
-func newLogger(o storeOptions, redact *redactor) zerolog.Logger {
+func NewLogger(o StoreOptions, redact *Redactor) zerolog.Logger {
 	var w io.Writer = os.Stderr
 	tty := isatty.IsTerminal(os.Stderr.Fd())
-	if o.logFormat == "console" || o.logFormat == "auto" && tty {
+	if o.LogFormat == "console" || o.LogFormat == "auto" && tty {
 		w = zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000", NoColor: !tty || os.Getenv("NO_COLOR") != ""}
 	}
-	out := zerolog.New(redact.writer(w)) // JSON, redacted before any formatting
-	return out.Level(o.logLevel).With().Timestamp().Logger()
+	out := zerolog.New(redact.Writer(w)) // JSON, redacted before any formatting
+	return out.Level(o.LogLevel).With().Timestamp().Logger()
 }

@@ -32,8 +32,8 @@ func parse(t *testing.T, env map[string]string, args ...string) (runOptions, err
 		got      runOptions
 		parseErr error
 	)
-	app := &cli.App{Name: "leasewrap", Flags: runFlags(), Metadata: map[string]any{argsKey: own},
-		OnUsageError: usageError, ExitErrHandler: func(*cli.Context, error) {}, Writer: io.Discard, ErrWriter: io.Discard,
+	app := &cli.App{Name: "leasewrap", Flags: RunFlags(), Metadata: map[string]any{ArgsKey: own},
+		OnUsageError: UsageError, ExitErrHandler: func(*cli.Context, error) {}, Writer: io.Discard, ErrWriter: io.Discard,
 		Action: func(c *cli.Context) error {
 			got, parseErr = parseRunOptions(c, child, hasChild)
 			return nil
@@ -97,8 +97,8 @@ func TestBadSettingsSayWhatToChange(t *testing.T) {
 				args = nil
 			}
 			_, err := parse(t, tc.env, append(append(args, tc.args...), "--", "true")...)
-			code, msg := exitCode(err)
-			if code != exitUsage || msg == nil {
+			code, msg := ExitCode(err)
+			if code != ExitUsage || msg == nil {
 				t.Fatalf("got %d %v, want a usage error", code, msg)
 			}
 			for _, w := range tc.want {
@@ -125,8 +125,8 @@ func TestTooShortTTLSaysTheTruth(t *testing.T) {
 		{"150ms", []string{"invalid --ttl 150ms", "must be at least 100ms", "use --ttl 299ms or longer"}},
 	} {
 		_, err := parse(t, nil, "--job", "j", "--ttl", tc.ttl, "--", "true")
-		code, msg := exitCode(err)
-		if code != exitUsage || msg == nil {
+		code, msg := ExitCode(err)
+		if code != ExitUsage || msg == nil {
 			t.Fatalf("--ttl %s: got %d %v, want a usage error", tc.ttl, code, msg)
 		}
 		for _, w := range tc.want {
@@ -186,11 +186,11 @@ func TestSubcommandsReadOnlyTheirSettings(t *testing.T) {
 		t.Errorf("version with a bad LEASEWRAP_TTL: exit %d, %q %q", code, out, errOut)
 	}
 	code, _, errOut = runInProcess(t, nil, "migrate", "--", "rm", "-rf", "/")
-	if code != exitUsage || !strings.Contains(errOut, "migrate runs no command") {
+	if code != ExitUsage || !strings.Contains(errOut, "migrate runs no command") {
 		t.Errorf("migrate -- rm -rf /: exit %d, %q", code, errOut)
 	}
 	code, _, errOut = runInProcess(t, nil, "--ttl", "10s", "status")
-	if code != exitUsage || !strings.Contains(errOut, "-ttl") || !strings.Contains(errOut, "leasewrap status --help") {
+	if code != ExitUsage || !strings.Contains(errOut, "-ttl") || !strings.Contains(errOut, "leasewrap status --help") {
 		t.Errorf("--ttl before status: exit %d, %q; want it refused, pointing to status --help", code, errOut)
 	}
 }
@@ -210,7 +210,7 @@ func TestChildEnvironmentLosesLeasewrapsSettings(t *testing.T) {
 func TestStatusTableEscapesTerminalControls(t *testing.T) {
 	var buf bytes.Buffer
 	evil := "evil\x1b[2J\rSPOOF\tx"
-	err := printStatusTable(&buf, []inspect.JobStatus{{Job: "j", Holder: evil, State: lease.StateHeld, ExpiresIn: time.Second}}, verdicts{})
+	err := printStatusTable(&buf, []inspect.JobStatus{{Job: "j", Holder: evil, State: lease.StateHeld, ExpiresIn: time.Second}}, Verdicts{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,10 +262,10 @@ func TestStatusGolden(t *testing.T) {
 		{Job: "nightly_report", Holder: "host-a", State: lease.StateReleased, FencingToken: 1772330400000000,
 			LastStarted: &at, LastFinished: &later, LastExitCode: &code, LastHolder: &by},
 		{Job: "scheduler", Holder: "host-b", State: lease.StateHeld, ExpiresIn: 44500 * time.Millisecond,
-			FencingToken: 1772330460000000, LastStarted: &later, LastHolder: ptr("host-b")},
+			FencingToken: 1772330460000000, LastStarted: &later, LastHolder: Ptr("host-b")},
 		{Job: "never-ran", Holder: "host-c", State: lease.StateExpired, FencingToken: 7},
 	}
-	v := verdicts{byJob: map[string]inspect.Verdict{
+	v := Verdicts{byJob: map[string]inspect.Verdict{
 		"nightly_report": {State: inspect.StateFailing, Reason: "nightly_report last run failed, 1m0s ago (exited 4 on host-a)"},
 		"scheduler":      {State: inspect.StateHealthy, Reason: "scheduler is running; no run of it has finished yet"},
 	}}
@@ -301,7 +301,7 @@ func TestStatusThatCannotWriteExits74(t *testing.T) {
 	var stderr bytes.Buffer
 	code := Run([]string{"leasewrap", "status", "--database-url", pgtest.URL(), "--table", d.table},
 		failingWriter{}, &stderr)
-	if code != exitIOErr || !strings.Contains(stderr.String(), "cannot write status") {
+	if code != ExitIOErr || !strings.Contains(stderr.String(), "cannot write status") {
 		t.Errorf("exit %d, %q; want 74 and the reason", code, stderr.String())
 	}
 }
@@ -316,11 +316,11 @@ func TestReleaseAndCheckUseTheOuterJob(t *testing.T) {
 	}
 	env := map[string]string{"LEASEWRAP_JOB": "outer", "LEASEWRAP_FENCING_TOKEN": "7"}
 	code, _, errOut := runInProcess(t, env, "release", "--id", "w1", "--database-url", pgtest.URL(), "--table", d.table)
-	if code != exitNotFound || !strings.Contains(errOut, `"outer"`) {
+	if code != ExitNotFound || !strings.Contains(errOut, `"outer"`) {
 		t.Errorf("release under a leasewrap: exit %d, %q; want 1, no such job \"outer\"", code, errOut)
 	}
 	code, out, _ := runInProcess(t, env, "check", "--max-age", "1h", "--database-url", pgtest.URL(), "--table", d.table)
-	if code != checkCritical || !strings.Contains(out, "outer") {
+	if code != CheckCritical || !strings.Contains(out, "outer") {
 		t.Errorf("check under a leasewrap: exit %d, %q; want CRITICAL about outer", code, out)
 	}
 }
@@ -375,23 +375,23 @@ func TestHabitsOfTheCommandLine(t *testing.T) {
 		code           int
 		stdout, stderr string // each must be in it; "" for empty
 	}{
-		{[]string{"--version"}, 0, "leasewrap " + version() + "\n", ""},
-		{[]string{"--log-level", "debug", "--version"}, 0, "leasewrap " + version() + "\n", ""},
+		{[]string{"--version"}, 0, "leasewrap " + Version() + "\n", ""},
+		{[]string{"--log-level", "debug", "--version"}, 0, "leasewrap " + Version() + "\n", ""},
 		{[]string{"help"}, 0, "leasewrap [flags] -- COMMAND [ARG...]", ""},
 		{[]string{"help", "status"}, 0, "leasewrap status [--job NAME]", ""},
-		{[]string{"help", "stauts"}, exitUsage, "", `leasewrap: unknown command "stauts"; did you mean "status"?`},
-		{[]string{"stauts"}, exitUsage, "", `leasewrap: unknown command "stauts"; did you mean "status"?`},
-		{[]string{"hisotry", "--job", "x"}, exitUsage, "", `did you mean "history"?`},
-		{[]string{"--job", "x", "stauts"}, exitUsage, "", `unknown command "stauts"; did you mean "status"?`},
-		{[]string{"--job", "x", "no-such-program-xyzzy"}, exitUsage, "", `unknown command "no-such-program-xyzzy": see leasewrap --help`},
-		{[]string{"--job", "x", "stauts", "--", "true"}, exitUsage, "", `unknown command "stauts"`},
+		{[]string{"help", "stauts"}, ExitUsage, "", `leasewrap: unknown command "stauts"; did you mean "status"?`},
+		{[]string{"stauts"}, ExitUsage, "", `leasewrap: unknown command "stauts"; did you mean "status"?`},
+		{[]string{"hisotry", "--job", "x"}, ExitUsage, "", `did you mean "history"?`},
+		{[]string{"--job", "x", "stauts"}, ExitUsage, "", `unknown command "stauts"; did you mean "status"?`},
+		{[]string{"--job", "x", "no-such-program-xyzzy"}, ExitUsage, "", `unknown command "no-such-program-xyzzy": see leasewrap --help`},
+		{[]string{"--job", "x", "stauts", "--", "true"}, ExitUsage, "", `unknown command "stauts"`},
 		// A program, by path or in $PATH, is still the command to run (the
 		// refusal that follows is the missing database's), and so is a word
 		// after --: not found, 127.
-		{[]string{"--job", "x", "true"}, exitUsage, "", "no database named"},
+		{[]string{"--job", "x", "true"}, ExitUsage, "", "no database named"},
 		{[]string{"--job", "x", "./stauts"}, 127, "", `cannot run "./stauts"`},
 		{[]string{"--job", "x", "--", "stauts"}, 127, "", `cannot run "stauts"`},
-		{nil, exitUsage, "", "usage: leasewrap [flags] -- COMMAND [ARG...]\n"},
+		{nil, ExitUsage, "", "usage: leasewrap [flags] -- COMMAND [ARG...]\n"},
 	} {
 		code, out, errOut := runInProcess(t, env, tc.args...)
 		if code != tc.code || tc.stdout == "" && out != "" || !strings.Contains(out, tc.stdout) ||
@@ -401,7 +401,7 @@ func TestHabitsOfTheCommandLine(t *testing.T) {
 	}
 	// The real binary, alone.
 	p := lw(t, nil)
-	if code := p.Wait(t, 10*time.Second); code != exitUsage || !strings.Contains(p.Logs.String(), "leasewrap help SUBCOMMAND") {
+	if code := p.Wait(t, 10*time.Second); code != ExitUsage || !strings.Contains(p.Logs.String(), "leasewrap help SUBCOMMAND") {
 		t.Errorf("leasewrap alone: exit %d, stderr %q; want 64 and the usage", code, p.Logs)
 	}
 }

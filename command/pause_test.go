@@ -131,7 +131,7 @@ func TestPauseRefusesBadInput(t *testing.T) {
 		{[]string{"--until", "1h"}, "--job"},
 	} {
 		p := lw(t, nil, append(append([]string{"pause"}, tc.args...), store...)...)
-		if code := p.Wait(t, 15*time.Second); code != exitUsage || !strings.Contains(p.Logs.String(), tc.want) {
+		if code := p.Wait(t, 15*time.Second); code != ExitUsage || !strings.Contains(p.Logs.String(), tc.want) {
 			t.Errorf("pause %q: exit %d, logs %s; want 64 and %q", tc.args, code, p.Logs, tc.want)
 		}
 	}

@@ -136,8 +136,8 @@ func TestRedactorMask(t *testing.T) {
 		{"x*#_.", "a x*#_. b", "a  b"},
 		{"ab", "aabb", ""},
 	} {
-		r := newRedactor("")
-		r.add(tc.secret)
+		r := NewRedactor("")
+		r.Add(tc.secret)
 		got := r.String(tc.in)
 		if strings.Contains(got, tc.secret) || tc.want != "" && got != tc.want {
 			t.Errorf("secret %q in %q: got %q, want %q", tc.secret, tc.in, got, tc.want)

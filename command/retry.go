@@ -14,19 +14,19 @@ import (
 )
 
 // maxRetryDelay caps the doubling of --retry-delay.
-const maxRetryDelay = 10 * time.Minute
+const MaxRetryDelay = 10 * time.Minute
 
 // retryDelay is the wait before retry n (1 for the first): --retry-delay,
 // doubled each time, at most maxRetryDelay.
 func retryDelay(first time.Duration, n int) time.Duration {
 	d := first
 	for range n - 1 {
-		if d >= maxRetryDelay/2 {
-			return maxRetryDelay
+		if d >= MaxRetryDelay/2 {
+			return MaxRetryDelay
 		}
 		d *= 2
 	}
-	return min(d, maxRetryDelay)
+	return min(d, MaxRetryDelay)
 }
 
 // nextStep is what follows an attempt.
@@ -139,9 +139,9 @@ func notRetrying(next nextStep, log zerolog.Logger) nextStep {
 // a signal before the first attempt does: the retries the operator asked
 // for did not all run, and the last attempt's failure is in the history.
 func (w *wrapper) endBetweenAttempts(l *lease.Lease, res runner.Result, attempt int, next nextStep, pings *runPings, log zerolog.Logger) error {
-	code := exitLeaseLost
+	code := ExitLeaseLost
 	if next.kind == stepSignalled {
-		code = exitSignalBase + signals.Number(next.signal)
+		code = ExitSignalBase + signals.Number(next.signal)
 	}
 	pings.finish(code)
 	// The attempt is in the history already, or will be by RecordLost:
@@ -149,7 +149,7 @@ func (w *wrapper) endBetweenAttempts(l *lease.Lease, res runner.Result, attempt 
 	relErr := l.Finish(context.Background(), releaseOnly(res, attempt))
 	logRelease(relErr, log)
 	if next.kind == stepSignalled {
-		return exitWith(code)
+		return ExitWith(code)
 	}
 	run := lease.End{Outcome: runOutcome(runner.Result{Lost: next.lost}), Attempt: attempt + 1}
 	if !next.recorded() {
@@ -162,7 +162,7 @@ func (w *wrapper) endBetweenAttempts(l *lease.Lease, res runner.Result, attempt 
 			log.Warn().Err(err).Msg("cannot record the run in the history")
 		}
 	}
-	return exitWith(code)
+	return ExitWith(code)
 }
 
 // releaseOnly is the End of a release that records nothing in the history

@@ -35,8 +35,8 @@ func TestScheduleRefusesSettingsItCannotUse(t *testing.T) {
 		{nil, map[string]string{"LEASEWRAP_SCHEDULE": "@daily", "LEASEWRAP_CATCH_UP": "x"}, "invalid LEASEWRAP_CATCH_UP (--catch-up)"},
 	} {
 		_, err := parse(t, tc.env, append(append([]string{"--job", "j"}, tc.args...), "--", "true")...)
-		var ee *exitError
-		if !errors.As(err, &ee) || ee.code != exitUsage || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+		var ee *ExitError
+		if !errors.As(err, &ee) || ee.Code != ExitUsage || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q %v: got %v, want one line with status 64 containing %q", tc.args, tc.env, err, tc.want)
 		}
 	}
@@ -64,7 +64,7 @@ func TestScheduleMismatchIsRefused(t *testing.T) {
 	first := lw(t, nil, d.args("--job", "j", "--schedule", "0 3 * * *", "--timezone", "Europe/Berlin", "--", "true")...)
 	first.WaitLog(t, "scheduler started")
 	second := lw(t, nil, d.args("--job", "j", "--schedule", "0 3 * * *", "--timezone", "UTC", "--once", "--", "true")...)
-	if code := second.Wait(t, 15*time.Second); code != exitUsage {
+	if code := second.Wait(t, 15*time.Second); code != ExitUsage {
 		t.Fatalf("second instance exited %d, want 64", code)
 	}
 	if !strings.Contains(second.Logs.String(), `runs on schedule \"CRON_TZ=Europe/Berlin 0 3 * * *\"`) &&

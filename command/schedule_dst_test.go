@@ -33,14 +33,14 @@ func testScheduler(t *testing.T, spec, zone string, catchUp schedule.CatchUp, on
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	database, err := openDatabase(ctx, pgtest.URL(), newRedactor(pgtest.URL()), zerolog.Nop())
+	database, err := OpenDatabase(ctx, pgtest.URL(), NewRedactor(pgtest.URL()), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(database.close)
+	t.Cleanup(database.Close)
 	o := runOptions{job: "dst", holder: "h", command: []string{"true"}, sched: s, catchUp: catchUp, once: once,
 		timings: lease.TimingsFor(3*time.Second, nil)}
-	store, err := lease.New(database.pool, lease.WithTable(d.table), lease.WithHolder("h"), lease.WithTimings(o.timings))
+	store, err := lease.New(database.Pool, lease.WithTable(d.table), lease.WithHolder("h"), lease.WithTimings(o.timings))
 	if err != nil {
 		t.Fatal(err)
 	}

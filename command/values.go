@@ -6,7 +6,7 @@ import "time"
 // share.
 
 // maxTime is the later of a and b.
-func maxTime(a, b time.Time) time.Time {
+func MaxTime(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
 	}
@@ -14,7 +14,7 @@ func maxTime(a, b time.Time) time.Time {
 }
 
 // minTime is the earlier of a and b.
-func minTime(a, b time.Time) time.Time {
+func MinTime(a, b time.Time) time.Time {
 	if a.Before(b) {
 		return a
 	}
@@ -22,4 +22,4 @@ func minTime(a, b time.Time) time.Time {
 }
 
 // ptr points to a copy of v, for the optional fields of the JSON views.
-func ptr[T any](v T) *T { return &v }
+func Ptr[T any](v T) *T { return &v }

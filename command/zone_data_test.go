@@ -35,7 +35,7 @@ func TestSchedulersWithOtherZoneDataAreRefused(t *testing.T) {
 	first.WaitLog(t, "scheduler started")
 	// A crontab line is refused; a scheduler stands by, running nothing.
 	once := lw(t, []string{"ZONEINFO=" + dir}, append(args[:len(args)-2:len(args)-2], "--once", "--", "true")...)
-	if code := once.Wait(t, 15*time.Second); code != exitUsage {
+	if code := once.Wait(t, 15*time.Second); code != ExitUsage {
 		t.Fatalf("a --once line with other zone data exited %d, want 64; logs: %s", code, once.Logs)
 	}
 	if !strings.Contains(once.Logs.String(), "other zone data") {

@@ -74,8 +74,8 @@ exec "$@"`
 		"GORACE=atexit_sleep_ms=0")
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != exitUnavailable || strings.Contains(string(out), "time zone") {
-		t.Errorf("exit %v, want %d (lease store unavailable) and no word of the zone:\n%s", err, exitUnavailable, out)
+	if !errors.As(err, &exit) || exit.ExitCode() != ExitUnavailable || strings.Contains(string(out), "time zone") {
+		t.Errorf("exit %v, want %d (lease store unavailable) and no word of the zone:\n%s", err, ExitUnavailable, out)
 	}
 }
 
