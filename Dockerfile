@@ -32,7 +32,7 @@ ARG TARGETARCH
 # .goreleaser.yaml), which shortens start-up.
 RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
     go build -trimpath -tags urfave_cli_no_docs \
-    -ldflags "-s -w -X github.com/redbite/leasewrap/command.buildVersion=${VERSION}" \
+    -ldflags "-s -w -X github.com/redbite/leasewrap/command/version.buildVersion=${VERSION}" \
     -o /out/leasewrap .
 
 # distroless/static: no shell, no package manager; ca-certificates, tzdata and

@@ -4,9 +4,20 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"regexp"
 	"strings"
 
+	"github.com/redbite/leasewrap/command/check"
+	"github.com/redbite/leasewrap/command/cmdutil"
+	"github.com/redbite/leasewrap/command/exporter"
+	"github.com/redbite/leasewrap/command/history"
+	"github.com/redbite/leasewrap/command/migrate"
+	"github.com/redbite/leasewrap/command/pause"
+	"github.com/redbite/leasewrap/command/release"
+	"github.com/redbite/leasewrap/command/reschedule"
+	"github.com/redbite/leasewrap/command/status"
+	"github.com/redbite/leasewrap/command/trigger"
+	"github.com/redbite/leasewrap/command/version"
+	"github.com/redbite/leasewrap/command/wrap"
 	"github.com/urfave/cli/v2"
 )
 
@@ -31,28 +42,28 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	app := NewApp(stdout, stderr)
 	if len(own) <= 1 && !hasChild {
 		printUsage(stderr, app.Commands)
-		return ExitUsage
+		return cmdutil.ExitUsage
 	}
 	own, err := helpAndVersion(own, app.Commands)
 	if err != nil {
-		return Report(stderr, err)
+		return cmdutil.Report(stderr, err)
 	}
 	own, sub := subcommandFirst(own, app.Commands)
-	app.Metadata = map[string]any{ArgsKey: own}
+	app.Metadata = map[string]any{cmdutil.ArgsKey: own}
 	switch {
 	case sub != nil && hasChild:
-		return Report(stderr, Usagef("%s runs no command: remove the -- and what follows it (%q)", sub.Name, child))
+		return cmdutil.Report(stderr, cmdutil.Usagef("%s runs no command: remove the -- and what follows it (%q)", sub.Name, child))
 	case sub != nil:
 		// Only the main command reads the run settings: a bad LEASEWRAP_TTL
 		// must not break status or version.
 		app.Flags = nil
 	default:
 		if err := unknownCommand(own, app.Commands, hasChild); err != nil {
-			return Report(stderr, err)
+			return cmdutil.Report(stderr, err)
 		}
-		app.Action = WithStatus(func(c *cli.Context) error { return Action(c, child, hasChild) })
+		app.Action = cmdutil.WithStatus(func(c *cli.Context) error { return wrap.Action(c, child, hasChild) })
 	}
-	return Report(stderr, app.Run(own))
+	return cmdutil.Report(stderr, app.Run(own))
 }
 
 // printUsage is what leasewrap alone prints, to stderr, before it exits
@@ -123,9 +134,9 @@ func unknownCommand(args []string, cmds []*cli.Command, hasChild bool) error {
 // unknownWord is the error for word, which names no subcommand.
 func unknownWord(word string, cmds []*cli.Command) error {
 	if near := nearest(word, cmds); near != "" {
-		return Usagef("unknown command %q; did you mean %q? (a command to run goes after --)", word, near)
+		return cmdutil.Usagef("unknown command %q; did you mean %q? (a command to run goes after --)", word, near)
 	}
-	return Usagef("unknown command %q: see leasewrap --help (a command to run goes after --)", word)
+	return cmdutil.Usagef("unknown command %q: see leasewrap --help (a command to run goes after --)", word)
 }
 
 // nearest is the subcommand name (or "help") closest to word, within two
@@ -180,11 +191,11 @@ func NewApp(stdout, stderr io.Writer) *cli.App {
 		Usage:           "run a command on exactly one of N instances, coordinated by a PostgreSQL lease",
 		UsageText:       "leasewrap [flags] -- COMMAND [ARG...]\nleasewrap " + subcommandList(cmds) + " [flags]\nleasewrap help [SUBCOMMAND]",
 		Description:     description,
-		Version:         Version(),
+		Version:         version.String(),
 		HideVersion:     true,
-		Flags:           RunFlags(),
+		Flags:           wrap.RunFlags(),
 		Commands:        cmds,
-		OnUsageError:    UsageError,
+		OnUsageError:    cmdutil.UsageError,
 		ExitErrHandler:  func(*cli.Context, error) {}, // run alone decides the status
 		HideHelpCommand: true,
 		Writer:          stdout,
@@ -192,19 +203,10 @@ func NewApp(stdout, stderr io.Writer) *cli.App {
 	}
 }
 
-// report prints err's one line, if it has one, and returns its exit status.
-func Report(stderr io.Writer, err error) int {
-	code, msg := ExitCode(err)
-	if msg != nil {
-		fmt.Fprintf(stderr, "leasewrap: %v\n", msg)
-	}
-	return code
-}
-
 func commands() []*cli.Command {
-	cmds := []*cli.Command{StatusCommand(), HistoryCommand(), CheckCommand(), ExporterCommand(), ReleaseCommand(), TriggerCommand(), PauseCommand(), ResumeCommand(), RescheduleCommand(), MigrateCommand(), VersionCommand()}
+	cmds := []*cli.Command{status.Command(), history.Command(), check.Command(), exporter.Command(), release.Command(), trigger.Command(), pause.Command(), pause.ResumeCommand(), reschedule.Command(), migrate.Command(), version.Command()}
 	for _, c := range cmds {
-		c.Action = WithStatus(c.Action)
+		c.Action = cmdutil.WithStatus(c.Action)
 	}
 	return cmds
 }
@@ -242,7 +244,7 @@ func subcommandFirst(args []string, cmds []*cli.Command) ([]string, *cli.Command
 // none. bools names the flags that take no value.
 func firstWord(args []string, bools map[string]bool) int {
 	for i := 1; i < len(args); i++ {
-		name, hasValue, isFlag := FlagName(args[i])
+		name, hasValue, isFlag := cmdutil.FlagName(args[i])
 		if !isFlag {
 			return i
 		}
@@ -257,7 +259,7 @@ func firstWord(args []string, bools map[string]bool) int {
 // flag's value).
 func hasFlag(args []string, name string, bools map[string]bool) bool {
 	for i := 1; i < len(args); i++ {
-		n, hasValue, isFlag := FlagName(args[i])
+		n, hasValue, isFlag := cmdutil.FlagName(args[i])
 		if !isFlag {
 			continue
 		}
@@ -286,45 +288,22 @@ Ready-made sets:
   default:                    --ttl 45s
   gentle on the database:     --ttl 3m`
 
-// usageError keeps urfave/cli from printing the whole help for a bad flag:
-// one line says what was wrong.
-func UsageError(c *cli.Context, err error, _ bool) error {
-	name := "leasewrap"
-	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
-		name += " " + c.Command.Name
+// BoolFlags names the flags that take no value, for finding the subcommand
+// among flags.
+func BoolFlags(cmds []*cli.Command) map[string]bool {
+	bools := map[string]bool{"help": true, "h": true}
+	add := func(flags []cli.Flag) {
+		for _, f := range flags {
+			if _, ok := f.(*cli.BoolFlag); ok {
+				for _, n := range f.Names() {
+					bools[n] = true
+				}
+			}
+		}
 	}
-	return Usagef("%s (see %s --help)", flagError(err.Error()), name)
-}
-
-// urfave/cli's words for a flag it does not know or a boolean it cannot
-// read, which name the flag with one dash and pass on strconv's.
-var (
-	unknownFlag = regexp.MustCompile(`^flag provided but not defined: -+(\S+)$`)
-	badBool     = regexp.MustCompile(`^invalid boolean value "(.*)" for -+(\S+): parse error$`)
-	badEnvBool  = regexp.MustCompile(`^could not parse "(.*)" as bool value from environment variable "(\S+)" for flag (\S+): `)
-)
-
-// flagError says msg, urfave/cli's error, as leasewrap's other settings
-// errors do: the flag as written, with two dashes, and what is valid. Any
-// other message is left as it is.
-func flagError(msg string) string {
-	const bools = "want true or false (or 1, 0, t, f)"
-	if m := unknownFlag.FindStringSubmatch(msg); m != nil {
-		return "unknown flag --" + m[1]
+	add(wrap.RunFlags())
+	for _, c := range cmds {
+		add(c.Flags)
 	}
-	if m := badBool.FindStringSubmatch(msg); m != nil {
-		return fmt.Sprintf("invalid --%s %q: %s", m[2], m[1], bools)
-	}
-	if m := badEnvBool.FindStringSubmatch(msg); m != nil {
-		return fmt.Sprintf("invalid %s (--%s) %q: %s", m[2], m[3], m[1], bools)
-	}
-	return msg
-}
-
-// noArgs refuses arguments a subcommand does not take.
-func NoArgs(c *cli.Context) error {
-	if c.Args().Present() {
-		return Usagef("%s takes no arguments, got %q", c.Command.Name, c.Args().First())
-	}
-	return nil
+	return bools
 }

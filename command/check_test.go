@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redbite/leasewrap/command/check"
 	"github.com/redbite/leasewrap/internal/pgtest"
 )
 
@@ -13,7 +14,7 @@ import (
 func TestCheckJudgesTheLastSuccess(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	check := func(extra ...string) (int, string) {
+	runCheck := func(extra ...string) (int, string) {
 		t.Helper()
 		p := lw(t, nil, append([]string{"check", "--database-url", pgtest.URL(), "--table", d.table, "--job", "nightly"}, extra...)...)
 		var out strings.Builder
@@ -33,30 +34,30 @@ func TestCheckJudgesTheLastSuccess(t *testing.T) {
 		}
 	}
 
-	code, out := check("--max-age", "26h")
+	code, out := runCheck("--max-age", "26h")
 	expect(code, out, 3, "UNKNOWN: no lease table")
 	lw(t, nil, d.args("--job", "other", "--", "true")...).Wait(t, 10*time.Second)
-	code, out = check("--max-age", "26h")
+	code, out = runCheck("--max-age", "26h")
 	expect(code, out, 2, "CRITICAL: no such job nightly: no lease and no run in the history")
 	run("3")
-	code, out = check("--max-age", "26h")
+	code, out = runCheck("--max-age", "26h")
 	expect(code, out, 2, "CRITICAL: nightly has no successful run in the history")
 	run("0")
-	code, out = check("--max-age", "26h")
+	code, out = runCheck("--max-age", "26h")
 	expect(code, out, 0, "OK: nightly last succeeded ")
 	if !strings.Contains(out, "| age=") {
 		t.Errorf("no perfdata in %q", out)
 	}
 	run("1")
-	code, out = check("--max-age", "26h")
+	code, out = runCheck("--max-age", "26h")
 	expect(code, out, 0, "OK: nightly last succeeded ")
-	code, out = check("--max-age", "26h", "--fail-on-last-failure")
+	code, out = runCheck("--max-age", "26h", "--fail-on-last-failure")
 	expect(code, out, 2, "CRITICAL: nightly last run failed")
 
 	// A day and more later.
 	d.exec(t, `UPDATE "`+d.table+`_history" SET finished_at = finished_at - interval '27 hours', started_at = started_at - interval '27 hours'`)
-	code, out = check("--max-age", "26h", "--json")
-	var got checkResult
+	code, out = runCheck("--max-age", "26h", "--json")
+	var got check.Result
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("check --json: %v in %q", err, out)
 	}
@@ -64,6 +65,6 @@ func TestCheckJudgesTheLastSuccess(t *testing.T) {
 		got.LastExitCode == nil || *got.LastExitCode != 1 {
 		t.Errorf("check --json exited %d with %+v, want critical with the last success 27h old", code, got)
 	}
-	code, out = check()
+	code, out = runCheck()
 	expect(code, out, 3, "UNKNOWN: missing --max-age")
 }

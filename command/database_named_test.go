@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/redbite/leasewrap/command/cmdutil"
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/internal/testchild"
@@ -66,17 +67,17 @@ func TestNoDatabaseNamedIsRefused(t *testing.T) {
 		args []string
 		code int
 	}{
-		{"run in an empty environment", []string{lwtest.Child("record:" + record)}, []string{"--job", "j", "--", self()}, ExitUsage},
-		{"run", append([]string{lwtest.Child("record:" + record)}, notNaming...), []string{"--job", "j", "--", self()}, ExitUsage},
+		{"run in an empty environment", []string{lwtest.Child("record:" + record)}, []string{"--job", "j", "--", self()}, cmdutil.ExitUsage},
+		{"run", append([]string{lwtest.Child("record:" + record)}, notNaming...), []string{"--job", "j", "--", self()}, cmdutil.ExitUsage},
 		{"run with a schedule", append([]string{lwtest.Child("record:" + record)}, notNaming...),
-			[]string{"--job", "j", "--schedule", "@every 1s", "--", self()}, ExitUsage},
-		{"migrate", notNaming, []string{"migrate"}, ExitUsage},
-		{"status", notNaming, []string{"status"}, ExitUsage},
-		{"history", notNaming, []string{"history"}, ExitUsage},
+			[]string{"--job", "j", "--schedule", "@every 1s", "--", self()}, cmdutil.ExitUsage},
+		{"migrate", notNaming, []string{"migrate"}, cmdutil.ExitUsage},
+		{"status", notNaming, []string{"status"}, cmdutil.ExitUsage},
+		{"history", notNaming, []string{"history"}, cmdutil.ExitUsage},
 		{"check", notNaming, []string{"check", "--job", "j"}, 3},
-		{"exporter", notNaming, []string{"exporter", "--http-addr", "127.0.0.1:0"}, ExitUsage},
-		{"release", notNaming, []string{"release", "--job", "j", "--force", "--yes"}, ExitUsage},
-		{"trigger", notNaming, []string{"trigger", "--job", "j"}, ExitUsage},
+		{"exporter", notNaming, []string{"exporter", "--http-addr", "127.0.0.1:0"}, cmdutil.ExitUsage},
+		{"release", notNaming, []string{"release", "--job", "j", "--force", "--yes"}, cmdutil.ExitUsage},
+		{"trigger", notNaming, []string{"trigger", "--job", "j"}, cmdutil.ExitUsage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out := runBare(t, tc.env, append([]string{"--table", d.table}, tc.args...)...)
@@ -145,7 +146,7 @@ func TestEachWayOfNamingADatabase(t *testing.T) {
 		{"DATABASE_URL", []string{"DATABASE_URL=" + pgtest.URL()}, 0},
 		{"PGHOST", []string{"PGHOST=" + cfg.Host, "PGPORT=" + port, "PGUSER=" + cfg.User, "PGDATABASE=" + cfg.Database, "PGSSLMODE=disable"}, 0},
 		{"PGSERVICE", []string{"PGSERVICE=leasewrap_test", "PGSERVICEFILE=" + service}, 0},
-		{"PGDATABASE", []string{"PGDATABASE=" + cfg.Database, "PGPORT=1", "PGCONNECT_TIMEOUT=2"}, ExitUnavailable},
+		{"PGDATABASE", []string{"PGDATABASE=" + cfg.Database, "PGPORT=1", "PGCONNECT_TIMEOUT=2"}, cmdutil.ExitUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			record := filepath.Join(t.TempDir(), "record")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/redbite/leasewrap/command/cmdutil"
 	"github.com/redbite/leasewrap/lease"
 )
 
@@ -23,7 +24,7 @@ import (
 func TestInternalErrorExits70(t *testing.T) {
 	const password = "s3cret-pw"
 	dsn := "postgres://u:" + password + "@db/x"
-	bug := WithStatus(func(*cli.Context) error { return fmt.Errorf("unexpected state for %s", dsn) })
+	bug := cmdutil.WithStatus(func(*cli.Context) error { return fmt.Errorf("unexpected state for %s", dsn) })
 	newApp := func(flags []cli.Flag) *cli.App {
 		return &cli.App{Name: "leasewrap", Writer: io.Discard, ErrWriter: io.Discard,
 			ExitErrHandler: func(*cli.Context, error) {}, Flags: flags, Action: bug}
@@ -37,7 +38,7 @@ func TestInternalErrorExits70(t *testing.T) {
 	stderr := os.Stderr
 	os.Stderr = w
 	var said bytes.Buffer
-	code := Report(&said, newApp(StoreFlags()).Run([]string{"leasewrap", "--database-url", dsn, "--log-format", "json"}))
+	code := cmdutil.Report(&said, newApp(cmdutil.StoreFlags()).Run([]string{"leasewrap", "--database-url", dsn, "--log-format", "json"}))
 	os.Stderr = stderr
 	w.Close()
 	logged, _ := io.ReadAll(r)
@@ -46,21 +47,21 @@ func TestInternalErrorExits70(t *testing.T) {
 		!strings.Contains(fmt.Sprint(entry["error"]), "a bug in leasewrap") {
 		t.Errorf("logged %q (%v), want one JSON line: internal error, at error level", logged, err)
 	}
-	if code != ExitSoftware || said.Len() != 0 {
+	if code != cmdutil.ExitSoftware || said.Len() != 0 {
 		t.Errorf("exit %d, said %q; want 70 and only the log line", code, said.String())
 	}
 
 	// Without: one line.
 	said.Reset()
-	code = Report(&said, newApp([]cli.Flag{&cli.StringFlag{Name: "database-url"}}).Run([]string{"leasewrap", "--database-url", dsn}))
-	if code != ExitSoftware || !strings.Contains(said.String(), "internal error") || strings.Count(said.String(), "\n") != 1 {
+	code = cmdutil.Report(&said, newApp([]cli.Flag{&cli.StringFlag{Name: "database-url"}}).Run([]string{"leasewrap", "--database-url", dsn}))
+	if code != cmdutil.ExitSoftware || !strings.Contains(said.String(), "internal error") || strings.Count(said.String(), "\n") != 1 {
 		t.Errorf("exit %d, %q; want 70 and one line saying it is an internal error", code, said.String())
 	}
 	if strings.Contains(said.String()+string(logged), password) {
 		t.Errorf("the password is in %q or %q", said.String(), logged)
 	}
 	code, _, errOut := runInProcess(t, map[string]string{"LEASEWRAP_WAIT": "maybe"}, "--job", "j", "--", "true")
-	if code != ExitUsage {
+	if code != cmdutil.ExitUsage {
 		t.Errorf("LEASEWRAP_WAIT=maybe: exit %d, %q; want a usage error", code, errOut)
 	}
 }
@@ -68,7 +69,7 @@ func TestInternalErrorExits70(t *testing.T) {
 // A redacted error hides the password in its message and keeps the chain
 // for errors.Is and errors.As.
 func TestRedactedErrorKeepsTheChain(t *testing.T) {
-	r := NewRedactor("postgres://u:pw-123@db/x")
+	r := cmdutil.NewRedactor("postgres://u:pw-123@db/x")
 	err := r.Wrap(fmt.Errorf("cannot read postgres://u:pw-123@db/x: %w", lease.ErrHistoryUnavailable))
 	if strings.Contains(err.Error(), "pw-123") {
 		t.Errorf("password in %q", err)

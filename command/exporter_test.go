@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/redbite/leasewrap/command/cmdutil"
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
 )
@@ -274,14 +275,14 @@ func TestExporterReadOnlyRole(t *testing.T) {
 func TestExporterExitCodes(t *testing.T) {
 	t.Parallel()
 	code, _, errOut := runInProcess(t, nil, "exporter", "--http-addr", "nope")
-	if code != ExitUsage || !strings.Contains(errOut, `invalid --http-addr "nope"`) {
+	if code != cmdutil.ExitUsage || !strings.Contains(errOut, `invalid --http-addr "nope"`) {
 		t.Errorf("bad address: exit %d, %q", code, errOut)
 	}
 	d := newDB(t)
 	d.runJob(t, "nightly", 0)
 	_, addr := d.exporter(t, pgtest.URL())
 	p := lw(t, nil, "exporter", "--database-url", pgtest.URL(), "--table", d.table, "--log-format", "json", "--http-addr", addr)
-	if got := p.Wait(t, 10*time.Second); got != ExitUsage {
-		t.Errorf("port in use: exit %d, want %d", got, ExitUsage)
+	if got := p.Wait(t, 10*time.Second); got != cmdutil.ExitUsage {
+		t.Errorf("port in use: exit %d, want %d", got, cmdutil.ExitUsage)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/redbite/leasewrap/command/cmdutil"
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
 )
@@ -84,25 +85,25 @@ func TestBrokenHistoryNeverStopsARun(t *testing.T) {
 			}
 
 			code, out := command(t, "status", "--database-url", dsn, "--table", d.table, "--fail-on-error")
-			if code != ExitLastRunFailed || !strings.Contains(out, "j ") {
-				t.Errorf("status exited %d, want %d with job j: %q", code, ExitLastRunFailed, out)
+			if code != cmdutil.ExitLastRunFailed || !strings.Contains(out, "j ") {
+				t.Errorf("status exited %d, want %d with job j: %q", code, cmdutil.ExitLastRunFailed, out)
 			}
 			code, out = command(t, "check", "--database-url", dsn, "--table", d.table, "--job", "j", "--max-age", "1h")
 			if want := "UNKNOWN: run history unavailable: "; code != 3 || !strings.HasPrefix(out, want) || !strings.Contains(out, history) {
 				t.Errorf("check exited %d with %q, want 3 and %q naming %s", code, out, want, history)
 			}
 			h := lw(t, nil, "history", "--database-url", dsn, "--table", d.table)
-			if got := h.Wait(t, 10*time.Second); got != ExitUnavailable ||
+			if got := h.Wait(t, 10*time.Second); got != cmdutil.ExitUnavailable ||
 				!strings.HasPrefix(h.Logs.String(), "leasewrap: run history unavailable: ") || strings.Count(h.Logs.String(), "\n") != 1 {
-				t.Errorf("history exited %d, want %d and one line: %s", got, ExitUnavailable, h.Logs)
+				t.Errorf("history exited %d, want %d and one line: %s", got, cmdutil.ExitUnavailable, h.Logs)
 			}
 			if dsn != pgtest.URL() {
 				return // the role cannot migrate
 			}
 			m := lw(t, nil, "migrate", "--database-url", dsn, "--table", d.table)
-			if got := m.Wait(t, 10*time.Second); got != ExitUnavailable || !strings.HasPrefix(m.Logs.String(), "leasewrap: history table "+history) ||
+			if got := m.Wait(t, 10*time.Second); got != cmdutil.ExitUnavailable || !strings.HasPrefix(m.Logs.String(), "leasewrap: history table "+history) ||
 				strings.Count(m.Logs.String(), "\n") != 1 {
-				t.Errorf("migrate exited %d, want %d and one line naming %s: %s", got, ExitUnavailable, history, m.Logs)
+				t.Errorf("migrate exited %d, want %d and one line naming %s: %s", got, cmdutil.ExitUnavailable, history, m.Logs)
 			}
 		})
 	}

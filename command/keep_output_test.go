@@ -18,6 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/redbite/leasewrap/command/cmdutil"
+	"github.com/redbite/leasewrap/command/history"
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/internal/testchild"
@@ -272,16 +274,16 @@ func TestHistoryOutputWithoutKeptOutput(t *testing.T) {
 	d := newDB(t)
 	d.runJob(t, "quiet", 0)
 	r := runLeasewrap(t, 20*time.Second, "history", "--database-url", pgtest.URL(), "--table", d.table, "--job", "quiet", "--output")
-	if r.code != ExitNotFound || len(r.stdout) != 0 || bytes.Count(r.stderr, []byte("\n")) != 1 ||
+	if r.code != cmdutil.ExitNotFound || len(r.stdout) != 0 || bytes.Count(r.stderr, []byte("\n")) != 1 ||
 		!bytes.Contains(r.stderr, []byte("no kept output")) || !bytes.Contains(r.stderr, []byte("--keep-output")) {
 		t.Errorf("history --output exited %d, printed %q and said %q; want %d, nothing, and one line on --keep-output",
-			r.code, r.stdout, r.stderr, ExitNotFound)
+			r.code, r.stdout, r.stderr, cmdutil.ExitNotFound)
 	}
 	if r := runLeasewrap(t, 20*time.Second, d.args("--job", "quiet", "--keep-output", "1KiB", "--", "printf", "12345")...); r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	r = runLeasewrap(t, 20*time.Second, "history", "--database-url", pgtest.URL(), "--table", d.table, "--job", "quiet", "--json")
-	var runs []historyJSON
+	var runs []history.RunJSON
 	if err := json.Unmarshal(r.stdout, &runs); err != nil || len(runs) != 2 {
 		t.Fatalf("history --json: %v, %s", err, r.stdout)
 	}
@@ -374,8 +376,8 @@ func TestBadKeepOutputExits64(t *testing.T) {
 		p := lw(t, tc.env, append(args, "--", "touch", marker)...)
 		got := p.Wait(t, 10*time.Second)
 		logs := p.Logs.String()
-		if got != ExitUsage || strings.Count(logs, "\n") != 1 || !strings.Contains(logs, tc.want) {
-			t.Errorf("%v %v: exit %d, %q; want %d and one line with %q", tc.env, tc.args, got, logs, ExitUsage, tc.want)
+		if got != cmdutil.ExitUsage || strings.Count(logs, "\n") != 1 || !strings.Contains(logs, tc.want) {
+			t.Errorf("%v %v: exit %d, %q; want %d and one line with %q", tc.env, tc.args, got, logs, cmdutil.ExitUsage, tc.want)
 		}
 	}
 	if _, err := os.Stat(marker); err == nil {
@@ -393,8 +395,8 @@ func TestBadKeepOutputExits64(t *testing.T) {
 	} {
 		p := lw(t, nil, append([]string{"history", "--database-url", pgtest.URL(), "--table", d.table}, tc.args...)...)
 		got := p.Wait(t, 10*time.Second)
-		if logs := p.Logs.String(); got != ExitUsage || strings.Count(logs, "\n") != 1 || !strings.Contains(logs, tc.want) {
-			t.Errorf("history %v: exit %d, %q; want %d and one line with %q", tc.args, got, logs, ExitUsage, tc.want)
+		if logs := p.Logs.String(); got != cmdutil.ExitUsage || strings.Count(logs, "\n") != 1 || !strings.Contains(logs, tc.want) {
+			t.Errorf("history %v: exit %d, %q; want %d and one line with %q", tc.args, got, logs, cmdutil.ExitUsage, tc.want)
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/redbite/leasewrap/command/cmdutil"
+	"github.com/redbite/leasewrap/command/status"
 	"github.com/redbite/leasewrap/internal/pgtest"
 )
 
@@ -75,7 +77,7 @@ func TestPauseAndResume(t *testing.T) {
 		t.Errorf("check of a paused scheduled job exited %d: %q, want WARNING (1)", code, out)
 	}
 	_, out = output(t, append([]string{"status", "--json"}, store...)...)
-	var jobs []statusJSON
+	var jobs []status.JobJSON
 	if err := json.Unmarshal([]byte(out), &jobs); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +133,7 @@ func TestPauseRefusesBadInput(t *testing.T) {
 		{[]string{"--until", "1h"}, "--job"},
 	} {
 		p := lw(t, nil, append(append([]string{"pause"}, tc.args...), store...)...)
-		if code := p.Wait(t, 15*time.Second); code != ExitUsage || !strings.Contains(p.Logs.String(), tc.want) {
+		if code := p.Wait(t, 15*time.Second); code != cmdutil.ExitUsage || !strings.Contains(p.Logs.String(), tc.want) {
 			t.Errorf("pause %q: exit %d, logs %s; want 64 and %q", tc.args, code, p.Logs, tc.want)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redbite/leasewrap/command/wrap"
 	"github.com/redbite/leasewrap/internal/pgtest"
 )
 
@@ -107,7 +108,7 @@ func TestAHangingMonitorDelaysNothing(t *testing.T) {
 	if got := p.Wait(t, 10*time.Second); got != 0 {
 		t.Errorf("exit %d, want the command's 0 despite the monitor", got)
 	}
-	if took := time.Since(released); took > pingCloseTimeout+time.Second {
-		t.Errorf("leasewrap exited %s after the release, want at most about %s for the pings", took, pingCloseTimeout)
+	if took := time.Since(released); took > wrap.PingCloseTimeout+time.Second {
+		t.Errorf("leasewrap exited %s after the release, want at most about %s for the pings", took, wrap.PingCloseTimeout)
 	}
 }

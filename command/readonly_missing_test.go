@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/redbite/leasewrap/command/cmdutil"
 	"github.com/redbite/leasewrap/internal/pgtest"
 )
 
@@ -45,13 +46,13 @@ func TestReadOnlyCommandsOnAMissingTable(t *testing.T) {
 		p := lw(t, nil, append(args, store...)...)
 		got := p.Wait(t, 15*time.Second)
 		logs := p.Logs.String()
-		if got != ExitUnavailable || strings.Count(logs, "\n") != 1 || !strings.Contains(logs, "no lease table "+quoted) {
-			t.Errorf("%s exited %d, want %d and one line naming %s: %q", args, got, ExitUnavailable, quoted, logs)
+		if got != cmdutil.ExitUnavailable || strings.Count(logs, "\n") != 1 || !strings.Contains(logs, "no lease table "+quoted) {
+			t.Errorf("%s exited %d, want %d and one line naming %s: %q", args, got, cmdutil.ExitUnavailable, quoted, logs)
 		}
 	}
 	code, out := command(t, append([]string{"check", "--job", "j", "--max-age", "1h"}, store...)...)
-	if code != CheckUnknown || !strings.HasPrefix(out, "UNKNOWN: no lease table "+quoted) {
-		t.Errorf("check exited %d with %q, want %d naming %s", code, out, CheckUnknown, quoted)
+	if code != cmdutil.CheckUnknown || !strings.HasPrefix(out, "UNKNOWN: no lease table "+quoted) {
+		t.Errorf("check exited %d with %q, want %d naming %s", code, out, cmdutil.CheckUnknown, quoted)
 	}
 	if n := objects(); n != 0 {
 		t.Errorf("read-only commands created %d objects in schema %s", n, s)
@@ -89,9 +90,9 @@ func TestReadOnlyCommandsNeedOnlySelect(t *testing.T) {
 		{[]string{"status", "--job", "nightly", "--json"}, 0, `"job": "nightly"`},
 		{[]string{"history"}, 0, "nightly"},
 		{[]string{"history", "--job", "nightly", "--timeline"}, 0, "nightly"},
-		{[]string{"check", "--job", "nightly", "--max-age", "1h"}, CheckOK, "OK"},
+		{[]string{"check", "--job", "nightly", "--max-age", "1h"}, cmdutil.CheckOK, "OK"},
 		// The look-up finds the lease free: nothing to release, nothing written.
-		{[]string{"release", "--job", "nightly", "--id", "runner"}, ExitNotFound, ""},
+		{[]string{"release", "--job", "nightly", "--id", "runner"}, cmdutil.ExitNotFound, ""},
 	} {
 		code, out := command(t, append(tc.args, store...)...)
 		if code != tc.code || !strings.Contains(out, tc.out) {

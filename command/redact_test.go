@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redbite/leasewrap/command/cmdutil"
 )
 
 // hostilePasswords are passwords that a substring replacement on the whole
@@ -136,7 +138,7 @@ func TestRedactorMask(t *testing.T) {
 		{"x*#_.", "a x*#_. b", "a  b"},
 		{"ab", "aabb", ""},
 	} {
-		r := NewRedactor("")
+		r := cmdutil.NewRedactor("")
 		r.Add(tc.secret)
 		got := r.String(tc.in)
 		if strings.Contains(got, tc.secret) || tc.want != "" && got != tc.want {

@@ -3,56 +3,16 @@ package command
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/redbite/leasewrap/command/cmdutil"
+	"github.com/redbite/leasewrap/command/status"
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
-	"github.com/redbite/leasewrap/schedule"
 )
-
-// A schedule refuses, with one line and status 64, what it leaves without
-// meaning or cannot combine with, and bad schedule settings.
-func TestScheduleRefusesSettingsItCannotUse(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		env  map[string]string
-		want string
-	}{
-		{[]string{"--schedule", "@every 2s", "--wait"}, nil, "--wait means nothing with --schedule"},
-		{[]string{"--schedule", "@every 2s", "--hold-for", "1m"}, nil, "--hold-for means nothing with --schedule"},
-		{[]string{"--schedule", "@every 2s", "--slots", "2"}, nil, "--slots cannot be combined with --schedule"},
-		{[]string{"--once"}, nil, "--once needs --schedule"},
-		{[]string{"--catch-up", "all"}, nil, "--catch-up needs --schedule"},
-		{[]string{"--schedule", "61 * * * *"}, nil, "invalid --schedule"},
-		{[]string{"--schedule", "0 2 * * *", "--timezone", "Mars/Olympus"}, nil, "unknown time zone"},
-		{[]string{"--schedule", "0 2 * * *", "--catch-up", "some"}, nil, `catch-up policy "some" is not one of none, latest or all`},
-		{[]string{"--schedule", "0 2 * * *", "--catch-up-window", "0s"}, nil, "--catch-up-window 0s: must be positive"},
-		{nil, map[string]string{"LEASEWRAP_SCHEDULE": "@every 0s"}, "invalid LEASEWRAP_SCHEDULE (--schedule)"},
-		{nil, map[string]string{"LEASEWRAP_SCHEDULE": "@daily", "LEASEWRAP_CATCH_UP": "x"}, "invalid LEASEWRAP_CATCH_UP (--catch-up)"},
-	} {
-		_, err := parse(t, tc.env, append(append([]string{"--job", "j"}, tc.args...), "--", "true")...)
-		var ee *ExitError
-		if !errors.As(err, &ee) || ee.Code != ExitUsage || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("%q %v: got %v, want one line with status 64 containing %q", tc.args, tc.env, err, tc.want)
-		}
-	}
-}
-
-func TestScheduleSettingsAreRead(t *testing.T) {
-	o, err := parse(t, map[string]string{"LEASEWRAP_TIMEZONE": "Europe/Berlin", "LEASEWRAP_CATCH_UP_WINDOW": "2h"},
-		"--job", "j", "--schedule", "30 2 * * *", "--catch-up", "none", "--once", "--", "true")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.sched.Spec() != "CRON_TZ=Europe/Berlin 30 2 * * *" || !o.once || o.catchUp.Policy != schedule.CatchUpNone ||
-		o.catchUp.Window != 2*time.Hour {
-		t.Errorf("got %q once=%v %+v", o.sched.Spec(), o.once, o.catchUp)
-	}
-}
 
 // Instances that disagree on a job's schedule: a crontab line (--once)
 // with another schedule is refused with 64, saying which the job has and
@@ -64,7 +24,7 @@ func TestScheduleMismatchIsRefused(t *testing.T) {
 	first := lw(t, nil, d.args("--job", "j", "--schedule", "0 3 * * *", "--timezone", "Europe/Berlin", "--", "true")...)
 	first.WaitLog(t, "scheduler started")
 	second := lw(t, nil, d.args("--job", "j", "--schedule", "0 3 * * *", "--timezone", "UTC", "--once", "--", "true")...)
-	if code := second.Wait(t, 15*time.Second); code != ExitUsage {
+	if code := second.Wait(t, 15*time.Second); code != cmdutil.ExitUsage {
 		t.Fatalf("second instance exited %d, want 64", code)
 	}
 	if !strings.Contains(second.Logs.String(), `runs on schedule \"CRON_TZ=Europe/Berlin 0 3 * * *\"`) &&
@@ -124,7 +84,7 @@ func TestScheduledJobStatusCheckAndMetrics(t *testing.T) {
 		out.WriteString(line)
 	}
 	p.Wait(t, 10*time.Second)
-	var jobs []statusJSON
+	var jobs []status.JobJSON
 	if err := json.Unmarshal([]byte(out.String()), &jobs); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}

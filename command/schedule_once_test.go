@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redbite/leasewrap/command/cmdutil"
 	"github.com/redbite/leasewrap/internal/pgtest"
 )
 
@@ -142,14 +143,14 @@ func TestOnceRefusesAZoneCronDoesNotReadItIn(t *testing.T) {
 		code int
 		want string
 	}{
-		{"Europe/Berlin", []string{"--schedule", "0 2 * * *"}, ExitUsage, "add --timezone Europe/Berlin"},
-		{":Europe/Berlin", []string{"--schedule", "@daily"}, ExitUsage, "add --timezone Europe/Berlin"},
+		{"Europe/Berlin", []string{"--schedule", "0 2 * * *"}, cmdutil.ExitUsage, "add --timezone Europe/Berlin"},
+		{":Europe/Berlin", []string{"--schedule", "@daily"}, cmdutil.ExitUsage, "add --timezone Europe/Berlin"},
 		{"Europe/Berlin", []string{"--schedule", "0 2 * * *", "--timezone", "Europe/Berlin"}, 0, ""},
 		{"Europe/Berlin", []string{"--schedule", "CRON_TZ=Europe/Berlin 0 2 * * *"}, 0, ""},
 		{"Europe/Berlin", []string{"--schedule", "0 2 * * *", "--timezone", "UTC"}, 0, ""},
 		{"Europe/Berlin", []string{"--schedule", "@every 1h"}, 0, ""},
 		{"UTC", []string{"--schedule", "0 2 * * *"}, 0, ""},
-		{"UTC", []string{"--schedule", "0 2 * * *", "--catch-up", "all"}, ExitUsage, "--catch-up all cannot be combined with --once"},
+		{"UTC", []string{"--schedule", "0 2 * * *", "--catch-up", "all"}, cmdutil.ExitUsage, "--catch-up all cannot be combined with --once"},
 	} {
 		job := fmt.Sprintf("j%d", i)
 		p := lw(t, []string{"TZ=" + tc.tz}, d.args(append(append([]string{"--job", job}, tc.args...), "--once", "--", "true")...)...)

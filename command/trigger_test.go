@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/redbite/leasewrap/command/cmdutil"
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/internal/tcpproxy"
@@ -216,7 +217,7 @@ func jobChannelOf(table, job string) string {
 func TestTriggerRefuses(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	if code, out := d.trigger(t, "--job", "j"); code != ExitUnavailable || !strings.Contains(out, "no such table") {
+	if code, out := d.trigger(t, "--job", "j"); code != cmdutil.ExitUnavailable || !strings.Contains(out, "no such table") {
 		t.Errorf("without tables: exit %d, want 69: %s", code, out)
 	}
 	if d.holder(t, "j") != "" {
@@ -228,14 +229,14 @@ func TestTriggerRefuses(t *testing.T) {
 	}
 	for _, job := range []string{"plain", "unknown"} {
 		code, out := d.trigger(t, "--job", job)
-		if code != ExitNotFound || !strings.Contains(out, "no scheduler would run it") && !strings.Contains(out, "has no lease row") {
+		if code != cmdutil.ExitNotFound || !strings.Contains(out, "no scheduler would run it") && !strings.Contains(out, "has no lease row") {
 			t.Errorf("job %s without schedule: exit %d, want 1: %s", job, code, out)
 		}
 	}
 	for _, args := range [][]string{{}, {"--job", "j", "--bogus"}, {"--job", "j", "--", "true"}, {"--job", "j", "--id", "a\x01b"},
 		{"--job", "j", "extra"}, {"--job", "j", "--retry-interval", "soon"}} {
 		code, out := d.trigger(t, args...)
-		if code != ExitUsage || strings.Count(strings.TrimSpace(out), "\n") > 0 {
+		if code != cmdutil.ExitUsage || strings.Count(strings.TrimSpace(out), "\n") > 0 {
 			t.Errorf("%q: exit %d, want 64 with one line: %s", args, code, out)
 		}
 	}
@@ -256,7 +257,7 @@ func TestTriggerWithNoSchedulerRunning(t *testing.T) {
 	for _, args := range [][]string{{"--job", "j"}, {"--job", "j", "--retry-interval", "100ms"}} {
 		start := time.Now()
 		code, out := d.trigger(t, args...)
-		if code != ExitUnavailable || !strings.Contains(out, "no scheduler of j took it within") ||
+		if code != cmdutil.ExitUnavailable || !strings.Contains(out, "no scheduler of j took it within") ||
 			!strings.Contains(out, "--once do not run requests") || !strings.Contains(out, "the request was withdrawn") {
 			t.Errorf("%q with no scheduler running: exit %d, want 69 saying no scheduler runs it: %s", args, code, out)
 		}
@@ -294,7 +295,7 @@ func TestTriggerOnAPausedJob(t *testing.T) {
 	}
 	start := time.Now()
 	code, out := d.trigger(t, "--job", "j")
-	if code != ExitUnavailable || !strings.Contains(out, "j is paused (by ops)") || !strings.Contains(out, "the request was withdrawn") {
+	if code != cmdutil.ExitUnavailable || !strings.Contains(out, "j is paused (by ops)") || !strings.Contains(out, "the request was withdrawn") {
 		t.Errorf("trigger on a paused job: exit %d, want 69 saying it is paused: %s", code, out)
 	}
 	// Not the wait for a scheduler (at least 5 s): the pause is read at once.
@@ -352,12 +353,12 @@ func TestTriggerNeedsOnlySelectAndInsert(t *testing.T) {
 	stop(t, p)
 
 	code, out := d.triggerAt(t, u.String(), "--job", "j", "--id", "stays")
-	if code != ExitUnavailable || !strings.Contains(out, "no scheduler of j took it") || !strings.Contains(out, "could not be withdrawn") ||
+	if code != cmdutil.ExitUnavailable || !strings.Contains(out, "no scheduler of j took it") || !strings.Contains(out, "could not be withdrawn") ||
 		!strings.Contains(out, "GRANT SELECT, INSERT, DELETE") || !strings.Contains(out, "it stays recorded") {
 		t.Errorf("trigger with no scheduler, as a role that cannot delete: exit %d, want 69 saying the request stays: %s", code, out)
 	}
 	d.exec(t, `GRANT SELECT, DELETE ON `+schema.ClaimsTable(pgx.Identifier{d.table}).Sanitize()+` TO `+r)
-	if code, out := d.triggerAt(t, u.String(), "--job", "j", "--id", "withdrawn"); code != ExitUnavailable || !strings.Contains(out, "the request was withdrawn") {
+	if code, out := d.triggerAt(t, u.String(), "--job", "j", "--id", "withdrawn"); code != cmdutil.ExitUnavailable || !strings.Contains(out, "the request was withdrawn") {
 		t.Errorf("trigger with no scheduler, as a role with SELECT and DELETE: exit %d, want 69 and the request withdrawn: %s", code, out)
 	}
 	var requested []string

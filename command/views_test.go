@@ -10,6 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/redbite/leasewrap/command/check"
+	"github.com/redbite/leasewrap/command/history"
+	"github.com/redbite/leasewrap/command/status"
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/lease/schema"
 )
@@ -71,12 +74,12 @@ func TestOverdueJobIsOverdueInEveryView(t *testing.T) {
 	}
 	eventually("check --json, want state overdue", func() (bool, string) {
 		_, out := output(t, append([]string{"check", "--job", "misser", "--json"}, store...)...)
-		var res checkResult
+		var res check.Result
 		return json.Unmarshal([]byte(out), &res) == nil && res.State == "overdue", out
 	})
 	eventually("status --json, want health overdue and why", func() (bool, string) {
 		_, out := output(t, append([]string{"status", "--json"}, store...)...)
-		var jobs []statusJSON
+		var jobs []status.JobJSON
 		return json.Unmarshal([]byte(out), &jobs) == nil && len(jobs) == 1 && jobs[0].Health == "overdue" &&
 			strings.Contains(jobs[0].HealthReason, "was not run"), out
 	})
@@ -117,14 +120,14 @@ func TestRunsSayHowTheyCameToBe(t *testing.T) {
 	sched := lw(t, nil, d.args("--job", "j", "--schedule", farSchedule, "--", "true")...)
 	sched.WaitLog(t, "scheduler started")
 	// Two earlier scheduled times of j: one run on time, one a day late.
-	history, claims := pgx.Identifier{d.table + "_history"}.Sanitize(), schema.ClaimsTable(pgx.Identifier{d.table}).Sanitize()
+	historyTable, claims := pgx.Identifier{d.table + "_history"}.Sanitize(), schema.ClaimsTable(pgx.Identifier{d.table}).Sanitize()
 	now := time.Now().Truncate(time.Second)
 	for _, row := range []struct {
 		token    int64
 		at, late time.Duration
 	}{{11, 3 * 24 * time.Hour, time.Second}, {12, 2 * 24 * time.Hour, 24 * time.Hour}} {
 		at := now.Add(-row.at)
-		d.exec(t, `INSERT INTO `+history+` (job_name, holder, fencing_token, started_at, finished_at, exit_code, outcome, scheduled_at)
+		d.exec(t, `INSERT INTO `+historyTable+` (job_name, holder, fencing_token, started_at, finished_at, exit_code, outcome, scheduled_at)
 VALUES ('j', 'h', $1, $2, $3, 0, 'exited', $4)`, row.token, at.Add(row.late), at.Add(row.late+time.Second), at)
 		d.exec(t, `INSERT INTO `+claims+` (job_name, scheduled_at, outcome, holder, fencing_token, claimed_at)
 VALUES ('j', $2, 'run', 'h', $1, $3)`, row.token, at, at.Add(row.late))
@@ -133,7 +136,7 @@ VALUES ('j', $2, 'run', 'h', $1, $3)`, row.token, at, at.Add(row.late))
 		t.Fatalf("trigger exited %d: %s", code, out)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	var runs []historyJSON
+	var runs []history.RunJSON
 	for len(runs) < 3 {
 		if time.Now().After(deadline) {
 			t.Fatalf("history of j: %+v, want the manual run too", runs)

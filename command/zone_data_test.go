@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redbite/leasewrap/command/cmdutil"
 	"github.com/redbite/leasewrap/internal/lwtest"
 )
 
@@ -35,7 +36,7 @@ func TestSchedulersWithOtherZoneDataAreRefused(t *testing.T) {
 	first.WaitLog(t, "scheduler started")
 	// A crontab line is refused; a scheduler stands by, running nothing.
 	once := lw(t, []string{"ZONEINFO=" + dir}, append(args[:len(args)-2:len(args)-2], "--once", "--", "true")...)
-	if code := once.Wait(t, 15*time.Second); code != ExitUsage {
+	if code := once.Wait(t, 15*time.Second); code != cmdutil.ExitUsage {
 		t.Fatalf("a --once line with other zone data exited %d, want 64; logs: %s", code, once.Logs)
 	}
 	if !strings.Contains(once.Logs.String(), "other zone data") {

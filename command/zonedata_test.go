@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/redbite/leasewrap/command/cmdutil"
 )
 
 // The binary carries the IANA zone database (time/tzdata): --timezone must
@@ -74,8 +76,8 @@ exec "$@"`
 		"GORACE=atexit_sleep_ms=0")
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != ExitUnavailable || strings.Contains(string(out), "time zone") {
-		t.Errorf("exit %v, want %d (lease store unavailable) and no word of the zone:\n%s", err, ExitUnavailable, out)
+	if !errors.As(err, &exit) || exit.ExitCode() != cmdutil.ExitUnavailable || strings.Contains(string(out), "time zone") {
+		t.Errorf("exit %v, want %d (lease store unavailable) and no word of the zone:\n%s", err, cmdutil.ExitUnavailable, out)
 	}
 }
 

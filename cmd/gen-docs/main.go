@@ -29,6 +29,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/redbite/leasewrap/command"
+	"github.com/redbite/leasewrap/command/cmdutil"
 )
 
 func main() {
@@ -134,7 +135,7 @@ func environmentRoff(app *cli.App) string {
 func exitStatusRoff() string {
 	var b strings.Builder
 	b.WriteString(".SH EXIT STATUS\n")
-	for _, s := range command.ExitStatuses() {
+	for _, s := range cmdutil.ExitStatuses() {
 		fmt.Fprintf(&b, ".TP\n%s\n%s\n", roffEscape(s.Code), roffEscape(s.Meaning))
 	}
 	b.WriteString(".SH SEE ALSO\n/usr/share/doc/leasewrap/README.md, /usr/share/doc/leasewrap/docs/ and /usr/share/doc/leasewrap/examples/\n")

@@ -9,10 +9,10 @@ import (
 	"testing"
 )
 
-// exitConst declares one of leasewrap's exit statuses: the command's exit*
-// constants, check's check* (the Nagios statuses) and package runner's
-// Status* (126, 127, and 128 plus a signal's number).
-var exitConst = regexp.MustCompile(`(?m)^\s*(?:const\s+)?(exit[A-Z]\w*|check(?:OK|Warning|Critical|Unknown)|Status[A-Z]\w*)\s*=\s*(\d+)\b`)
+// exitConst declares one of leasewrap's exit statuses: package cmdutil's
+// Exit* constants and Check* (the Nagios statuses of check), and package
+// runner's Status* (126, 127, and 128 plus a signal's number).
+var exitConst = regexp.MustCompile(`(?m)^\s*(?:const\s+)?([Ee]xit[A-Z]\w*|[Cc]heck(?:OK|Warning|Critical|Unknown)|Status[A-Z]\w*)\s*=\s*(\d+)\b`)
 
 var number = regexp.MustCompile(`\d+`)
 

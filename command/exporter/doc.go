@@ -1,0 +1,3 @@
+// Package exporter is the exporter subcommand: the Prometheus metrics of
+// every job, /healthz and the web page, served from the tables.
+package exporter

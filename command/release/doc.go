@@ -1,0 +1,3 @@
+// Package release is the release subcommand: an operator ends a holder's
+// lease.
+package release

@@ -1,0 +1,113 @@
+package release
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/redbite/leasewrap/command/cmdutil"
+	"github.com/redbite/leasewrap/internal/escape"
+	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/inspect"
+)
+
+// Command is the release subcommand.
+func Command() *cli.Command {
+	return &cli.Command{
+		Name:      "release",
+		Usage:     "ask a live holder to hand its lease back, or free a dead holder's lease with --force",
+		UsageText: "leasewrap release --job NAME [--slot K] (--id ID | --force [--yes])",
+		Flags: append([]cli.Flag{
+			cmdutil.JobFlag("lease name (required)"),
+			cmdutil.IDFlag("release only if this holder id has it"),
+			&cli.StringFlag{Name: "slot", Value: "1", Usage: "which slot of a job run with --slots"},
+			&cli.BoolFlag{Name: "force", Usage: "free the lease at once, without waiting for the holder to stop (for a holder that died)"},
+			&cli.BoolFlag{Name: "yes", Usage: "with --force: free it even though its holder renewed within the TTL"},
+		}, cmdutil.StoreFlags()...),
+		OnUsageError: cmdutil.UsageError,
+		Action:       releaseAction,
+	}
+}
+
+func releaseAction(c *cli.Context) error {
+	s := cmdutil.NewSettings(c)
+	job, err := cmdutil.RequireJob(s)
+	if err != nil {
+		return err
+	}
+	id, force := c.String("id"), c.Bool("force")
+	if id == "" && !force {
+		return cmdutil.Usagef("release needs --id (the holder id the lease was taken under) or --force (for a holder that died)")
+	}
+	slot, err := strconv.Atoi(c.String("slot"))
+	if err != nil || slot < 1 || slot > lease.MaxSlots {
+		return cmdutil.Usagef("invalid %s %q: must be a number 1-%d", s.Source("slot"), c.String("slot"), lease.MaxSlots)
+	}
+	a, err := cmdutil.OpenAdmin(c)
+	if err != nil {
+		return err
+	}
+	defer a.DB.Close()
+	jobs, err := a.Read.Status(c.Context, job)
+	switch {
+	case errors.Is(err, inspect.ErrNoTable):
+		return &cmdutil.ExitError{Code: cmdutil.ExitUnavailable, Err: err}
+	case errors.Is(err, lease.ErrNoJob):
+		return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: err}
+	case err != nil:
+		return a.DB.Unavailable(err, a.Log)
+	}
+	i := slices.IndexFunc(jobs, func(j inspect.JobStatus) bool { return j.Slot == slot })
+	if i < 0 {
+		return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: fmt.Errorf("job %s has no slot %d (it has %d)", escape.Printable(job), slot, jobs[0].Slots)}
+	}
+	if j := jobs[i]; j.State == lease.StateReleasing && !force && j.Holder == id {
+		// Asked for already: what this command would ask for is under way.
+		return cmdutil.Printed(fmt.Fprintln(c.App.Writer, escape.Printable(fmt.Sprintf(
+			"release already requested: %s stops its command at its next renewal (within its --renew-interval), then hands the lease on %s back (token %d)",
+			j.Holder, job, j.FencingToken))))
+	}
+	if err := releasable(jobs[i], id, force, c.Bool("yes")); err != nil {
+		return err
+	}
+	store, err := a.Store()
+	if err != nil {
+		return err
+	}
+	holder, token, err := store.ReleaseHeld(c.Context, lease.SlotRow(job, slot), id, jobs[i].FencingToken, force)
+	switch {
+	case errors.Is(err, lease.ErrNoJob):
+		return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: err}
+	case err != nil:
+		return a.DB.Unavailable(err, a.Log)
+	}
+	msg := fmt.Sprintf("released the lease on %s held by %s (token %d)", job, holder, token)
+	if !force {
+		msg = fmt.Sprintf("release requested: %s stops its command at its next renewal (within its --renew-interval), then hands the lease on %s back (token %d)",
+			holder, job, token)
+	}
+	return cmdutil.Printed(fmt.Fprintln(c.App.Writer, escape.Printable(msg)))
+}
+
+// releasable says why the lease in j cannot or should not be released as
+// asked, in words that say what to do instead.
+func releasable(j inspect.JobStatus, id string, force, yes bool) error {
+	holder := escape.Printable(j.Holder)
+	switch {
+	case id != "" && j.Holder != id:
+		return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: fmt.Errorf("the lease on %s is not held by %s (holder: %s, %s)", escape.Printable(j.Job), escape.Printable(id), holder, j.State)}
+	case !j.Live():
+		return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: fmt.Errorf("the lease on %s is already free (%s)", escape.Printable(j.Job), j.State)}
+	case j.State == lease.StateKept && !force:
+		return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: fmt.Errorf("the command of %s has finished; --hold-for keeps the lease on %s for another %s: add --force to end the hold now",
+			holder, escape.Printable(j.Job), j.ExpiresIn.Round(time.Second))}
+	case force && j.State != lease.StateKept && !yes:
+		return cmdutil.Usagef("%s holds the lease on %s and renewed it within the TTL, so it is probably alive: --force would let another instance start while its command still runs. Use release --id %s to let it stop first, or add --yes if you know it is dead",
+			holder, escape.Printable(j.Job), holder)
+	}
+	return nil
+}

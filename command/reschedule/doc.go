@@ -1,0 +1,3 @@
+// Package reschedule is the reschedule subcommand: an operator accepts a
+// changed schedule for a job.
+package reschedule

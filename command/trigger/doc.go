@@ -1,0 +1,3 @@
+// Package trigger is the trigger subcommand: it asks a job's running
+// schedulers to run it once now.
+package trigger

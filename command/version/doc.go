@@ -1,0 +1,2 @@
+// Package version is the version subcommand and the version it prints.
+package version

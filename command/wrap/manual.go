@@ -1,0 +1,101 @@
+package wrap
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redbite/leasewrap/command/cmdutil"
+	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/schedule"
+)
+
+// The scheduler's side of `leasewrap trigger`: a request to run the job now
+// is a row of the claims table (see lease.RequestRun). A scheduler looks
+// for one when it starts, when one is announced while it listens (or the
+// lease is released while one waits), and at every step while it cannot
+// listen, waking every retry interval for that; a listening scheduler
+// sends nothing while it waits.
+
+// manual runs the oldest requested run of the job, if there is one to
+// look for and the lease is free, and returns how long to wait before the
+// next step (wait, the step's own, or less when a request waits).
+func (sc *scheduler) manual(ctx context.Context, wait time.Duration) (time.Duration, error) {
+	o := sc.w.o
+	retry := o.timings.RetryInterval
+	if !sc.requests.Listening() {
+		// Polling: the next look comes within the retry interval.
+		wait = min(wait, retry)
+	}
+	if !sc.requests.Look() {
+		return wait, nil
+	}
+	var r lease.Requested
+	sig, err := sc.w.watchSignals(ctx, func(ctx context.Context) error {
+		var err error
+		r, err = sc.w.store.TakeRequested(ctx, o.job, o.sched.Spec())
+		return err
+	})
+	if sig != nil {
+		if r.Lease != nil {
+			logRelease(r.Lease.AbandonWith(context.Background(), lease.End{Outcome: lease.OutcomeStopped}), sc.log)
+		}
+		return 0, &stopSignal{sig}
+	}
+	if err != nil {
+		sc.requests.Again()
+		d, err := sc.failed(err)
+		return min(wait, d), err
+	}
+	sc.recovered()
+	sc.clock.set(r.Now)
+	switch {
+	case r.Lease != nil:
+		return 0, sc.runRequested(r)
+	case r.At.IsZero():
+		return wait, nil
+	case r.Held != nil:
+		// The previous run still holds the lease: the request waits for
+		// its release (announced) or its expiry.
+		sc.log.Debug().Time("requested_at", r.At).Str("current_holder", r.Held.Holder).Msg("a requested run waits: the lease is held")
+		sc.requests.Again()
+		return min(wait, max(r.Held.ExpiresIn, retry)), nil
+	}
+	// Taken elsewhere meanwhile: look again.
+	sc.requests.Again()
+	return min(wait, retry), nil
+}
+
+// runRequested runs the command under the lease r took for a requested
+// run, then records the scheduled times that came due meanwhile as
+// skipped, as after a scheduled run: runs of one job never overlap.
+func (sc *scheduler) runRequested(r lease.Requested) error {
+	log := sc.log.With().Time("requested_at", r.At).Logger()
+	log.Info().Msg("running the job now, as requested (manual run)")
+	sc.mon.Leading(r.Lease)
+	err := sc.runLease(r.Lease)
+	sc.mon.NotLeading()
+	sc.runs++
+	sc.ran = err
+	// Another request may wait behind this one.
+	sc.requests.Again()
+	if sc.w.endSignal != nil {
+		if err == nil {
+			err = &stopSignal{sc.w.endSignal}
+		}
+		return err
+	}
+	if err != nil {
+		log.Warn().Err(err).Msg("the requested run failed")
+	}
+	var during []lease.Missed
+	for _, t := range sc.w.o.sched.Between(cmdutil.MaxTime(sc.last, r.Now), sc.clock.now(), schedule.DefaultMaxRuns) {
+		during = append(during, lease.Missed{At: t})
+	}
+	if len(during) > 0 {
+		if err := sc.record(context.Background(), lease.OutcomeSkipped, during); err != nil && errors.As(err, new(*stopSignal)) {
+			return err
+		}
+	}
+	return nil
+}
