@@ -441,8 +441,13 @@ func parseTimings(s settings) (lease.Timings, []string, error) {
 		}
 		return t, nil, usagef("invalid %s %s: %s", s.source(name), s.c.String(name), te.Msg)
 	}
-	return t, nil, usagef("timings do not fit: %s; use %s, or %s", te.Msg,
-		describeTimings(lease.Timings{TTL: t.MinTTL(), RenewInterval: t.RenewInterval, Grace: t.Grace, RetryInterval: t.RetryInterval}, lease.SettingTTL),
+	longer := describeTimings(lease.Timings{TTL: t.MinTTL(), RenewInterval: t.RenewInterval, Grace: t.Grace, RetryInterval: t.RetryInterval}, lease.SettingTTL)
+	if te.Fix.Check() != nil {
+		// No timings fit a TTL this short: offering its scaled values
+		// (rounded, they read 0s) would be a second refusal.
+		return t, nil, usagef("timings do not fit: %s; use %s", te.Msg, longer)
+	}
+	return t, nil, usagef("timings do not fit: %s; use %s, or %s", te.Msg, longer,
 		describeTimings(te.Fix, lease.SettingRenewInterval, lease.SettingGrace, lease.SettingRetryInterval))
 }
 
