@@ -117,6 +117,13 @@ func TestScheduledJobStatusCheckAndMetrics(t *testing.T) {
 	sched := lw(t, nil, d.args("--job", "nightly", "--schedule", "@every 2s", "--", "true")...)
 	sched.WaitLog(t, "released")
 	waitCheck(0, "ran and succeeded")
+	// --json gives the newest success and run, as monitoring.md says.
+	code, js, _ := runInProcess(t, nil, "check", "--database-url", pgtest.URL(), "--table", d.table, "--job", "nightly", "--json")
+	var res checkResult
+	if err := json.Unmarshal([]byte(js), &res); err != nil || code != 0 || res.LastSuccessAt == nil || res.LastRunAt == nil ||
+		res.LastSuccessAgeSeconds == nil || *res.LastSuccessAgeSeconds < 0 || res.LastSuccessAt.After(*res.LastRunAt) {
+		t.Errorf("check --json exited %d: %s, want the newest success and run", code, js)
+	}
 
 	p := lw(t, nil, "status", "--database-url", pgtest.URL(), "--table", d.table, "--json")
 	var out strings.Builder
