@@ -230,3 +230,38 @@ FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&s)
 		t.Errorf("an idle scheduler sent statements: sessions went from %s to %s", before, after)
 	}
 }
+
+// A long outage is recorded as one summary row, but counted as the times
+// it stands for: in the scheduler's log line (with the first of them) and
+// in leasewrap_job_runs{outcome="missed"}.
+func TestMissedTimesAreCountedAsTimes(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	args := d.args("--job", "j", "--schedule", "@every 1s", "--catch-up", "none")
+	sched := lw(t, nil, append(args, "--", "true")...)
+	sched.WaitLog(t, "released")
+	_ = sched.Cmd.Process.Signal(syscall.SIGTERM)
+	sched.Wait(t, 15*time.Second)
+	// Half an hour of times nobody ran: the job's mark moved back, and
+	// what was recorded after it forgotten.
+	d.exec(t, `DELETE FROM "`+d.table+`_schedule"`)
+	d.exec(t, `DELETE FROM "`+d.table+`_history"`)
+	var mark time.Time
+	err := d.pool.QueryRow(context.Background(), `UPDATE "`+d.table+`" SET accounted_through = date_trunc('second', now()) - interval '1800 s'
+WHERE job_name = 'j' RETURNING accounted_through`).Scan(&mark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := lw(t, nil, append(args, "--", "true")...)
+	e := again.WaitLog(t, "recorded scheduled times nobody ran")
+	_ = again.Cmd.Process.Signal(syscall.SIGTERM)
+	again.Wait(t, 15*time.Second)
+	times, _ := e["times"].(float64)
+	if times < 1800 || e["first"] != mark.Add(time.Second).UTC().Format(logTimeFormat) {
+		t.Fatalf("logged %v, want 1800 times or more, the first at %s", e, mark.Add(time.Second).UTC())
+	}
+	_, addr := d.exporter(t, pgtest.URL())
+	if got := scrape(t, addr)[`leasewrap_job_runs{lease="j",outcome="missed"}`]; seconds(t, got) != times {
+		t.Errorf(`leasewrap_job_runs{outcome="missed"} = %s, want the %v times logged`, got, times)
+	}
+}
