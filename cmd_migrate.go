@@ -12,7 +12,7 @@ import (
 func migrateCommand() *cli.Command {
 	return &cli.Command{
 		Name:         "migrate",
-		Usage:        "create or upgrade the lease table and the leasewrap_check function, print what was done, and exit",
+		Usage:        "create or upgrade the lease table, its history and claims tables and the leasewrap_check function, print what was done, and exit",
 		Flags:        storeFlags(),
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
