@@ -65,7 +65,8 @@ type JobSummary struct {
 // that keeps failing costs what the history keeps of it (--history-keep).
 // The counts read the last window's runs once, by the (finished_at) index;
 // with them, the rows that each summarise missed times (started_at their
-// first time, finished_at their last), which Go counts by the schedule.
+// first time, finished_at their last), which Go counts by the schedule
+// (win, read twice, is computed once).
 const summarySQL = `WITH rows AS (
   SELECT ` + schema.BaseJob + ` AS job, holder, expires_at > now() AS live, coalesce(slots, 1) AS slots, coalesce(slot, 1) AS slot,
     schedule
@@ -74,7 +75,7 @@ jobs AS (
   SELECT job, max(slots) FILTER (WHERE slot = 1) AS slots, max(schedule) FILTER (WHERE slot = 1) AS schedule, count(*) FILTER (WHERE live) AS held,
     coalesce(array_agg(DISTINCT holder ORDER BY holder) FILTER (WHERE live), '{}') AS holders
   FROM rows WHERE $2::text IS NULL OR job = $2::text GROUP BY job),
-win AS MATERIALIZED (
+win AS (
   SELECT job_name, outcome, started_at, finished_at FROM {history}
   WHERE finished_at >= now() - $1::bigint * interval '1 microsecond'),
 recent AS (
