@@ -109,12 +109,28 @@ func TestHoldForIsVisible(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
 	storeArgs := []string{"--database-url", pgtest.URL(), "--table", d.table, "--log-format", "json", "--job", "report"}
-	if got := lw(t, nil, d.args("--job", "report", "--id", "host-a", "--hold-for", "10m", "--", "true")...).Wait(t, 10*time.Second); got != 0 {
+	first := lw(t, nil, d.args("--job", "report", "--id", "host-a", "--hold-for", "10m", "--", "true")...)
+	if got := first.Wait(t, 10*time.Second); got != 0 {
 		t.Fatalf("first run exited %d", got)
+	}
+	// Its log says kept, and until when, never released.
+	kept := first.WaitLog(t, "kept until --hold-for ends")
+	if until, err := time.Parse(time.RFC3339Nano, fmt.Sprint(kept["until"])); err != nil ||
+		until.Sub(logTime(t, kept)) < 9*time.Minute || until.Sub(logTime(t, kept)) > 10*time.Minute {
+		t.Errorf("logged %v, want until about 10m on", kept)
+	}
+	if strings.Contains(first.Logs.String(), `"message":"released"`) {
+		t.Errorf("a run whose lease --hold-for keeps logged released: %s", first.Logs)
 	}
 	skip := lw(t, nil, d.args("--job", "report", "--id", "host-b", "--", "true")...)
 	if e := skip.WaitLog(t, "skipped: another instance ran the job and --hold-for keeps its lease"); e["state"] != "kept" {
 		t.Errorf("skip logged %v", e)
+	}
+	// The same --id again (cron's next line on that host) is not told
+	// another instance ran it.
+	again := lw(t, nil, d.args("--job", "report", "--id", "host-a", "--", "true")...)
+	if e := again.WaitLog(t, "skipped: an earlier run with this --id ran the job and --hold-for keeps its lease"); e["state"] != "kept" {
+		t.Errorf("skip with the same --id logged %v", e)
 	}
 	st := lw(t, nil, append([]string{"status", "--json"}, storeArgs...)...)
 	var out strings.Builder

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redbite/leasewrap/command/check"
 	"github.com/redbite/leasewrap/command/cmdutil"
 	"github.com/redbite/leasewrap/command/status"
 	"github.com/redbite/leasewrap/internal/lwtest"
@@ -51,7 +52,7 @@ func TestScheduleMismatchIsRefused(t *testing.T) {
 func TestScheduledJobStatusCheckAndMetrics(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	check := func() (int, string) {
+	runCheck := func() (int, string) {
 		t.Helper()
 		p := lw(t, nil, "check", "--database-url", pgtest.URL(), "--table", d.table, "--job", "nightly")
 		var out strings.Builder
@@ -64,7 +65,7 @@ func TestScheduledJobStatusCheckAndMetrics(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
 		for {
-			code, out := check()
+			code, out := runCheck()
 			if code == wantCode && strings.Contains(out, wantPart) {
 				return
 			}
@@ -77,6 +78,13 @@ func TestScheduledJobStatusCheckAndMetrics(t *testing.T) {
 	sched := lw(t, nil, d.args("--job", "nightly", "--schedule", "@every 2s", "--", "true")...)
 	sched.WaitLog(t, "released")
 	waitCheck(0, "ran and succeeded")
+	// --json gives the newest success and run, as monitoring.md says.
+	code, js, _ := runInProcess(t, nil, "check", "--database-url", pgtest.URL(), "--table", d.table, "--job", "nightly", "--json")
+	var res check.Result
+	if err := json.Unmarshal([]byte(js), &res); err != nil || code != 0 || res.LastSuccessAt == nil || res.LastRunAt == nil ||
+		res.LastSuccessAgeSeconds == nil || *res.LastSuccessAgeSeconds < 0 || res.LastSuccessAt.After(*res.LastRunAt) {
+		t.Errorf("check --json exited %d: %s, want the newest success and run", code, js)
+	}
 
 	p := lw(t, nil, "status", "--database-url", pgtest.URL(), "--table", d.table, "--json")
 	var out strings.Builder
@@ -181,5 +189,40 @@ FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&s)
 	time.Sleep(3 * time.Second)
 	if after := lastStatements(); after != before {
 		t.Errorf("an idle scheduler sent statements: sessions went from %s to %s", before, after)
+	}
+}
+
+// A long outage is recorded as one summary row, but counted as the times
+// it stands for: in the scheduler's log line (with the first of them) and
+// in leasewrap_job_runs{outcome="missed"}.
+func TestMissedTimesAreCountedAsTimes(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	args := d.args("--job", "j", "--schedule", "@every 1s", "--catch-up", "none")
+	sched := lw(t, nil, append(args, "--", "true")...)
+	sched.WaitLog(t, "released")
+	_ = sched.Cmd.Process.Signal(syscall.SIGTERM)
+	sched.Wait(t, 15*time.Second)
+	// Half an hour of times nobody ran: the job's mark moved back, and
+	// what was recorded after it forgotten.
+	d.exec(t, `DELETE FROM "`+d.table+`_schedule"`)
+	d.exec(t, `DELETE FROM "`+d.table+`_history"`)
+	var mark time.Time
+	err := d.pool.QueryRow(context.Background(), `UPDATE "`+d.table+`" SET accounted_through = date_trunc('second', now()) - interval '1800 s'
+WHERE job_name = 'j' RETURNING accounted_through`).Scan(&mark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := lw(t, nil, append(args, "--", "true")...)
+	e := again.WaitLog(t, "recorded scheduled times nobody ran")
+	_ = again.Cmd.Process.Signal(syscall.SIGTERM)
+	again.Wait(t, 15*time.Second)
+	times, _ := e["times"].(float64)
+	if times < 1800 || e["first"] != mark.Add(time.Second).UTC().Format(cmdutil.LogTimeFormat) {
+		t.Fatalf("logged %v, want 1800 times or more, the first at %s", e, mark.Add(time.Second).UTC())
+	}
+	_, addr := d.exporter(t, pgtest.URL())
+	if got := scrape(t, addr)[`leasewrap_job_runs{lease="j",outcome="missed"}`]; seconds(t, got) != times {
+		t.Errorf(`leasewrap_job_runs{outcome="missed"} = %s, want the %v times logged`, got, times)
 	}
 }

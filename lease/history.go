@@ -124,11 +124,27 @@ func (s *Store) withoutHistory(ctx context.Context, err error, plain func() erro
 		return err
 	}
 	perr := plain()
+	if perr != nil && !errors.Is(perr, pgx.ErrNoRows) {
+		return perr
+	}
+	if pgerr.SQLState(err) == pgerr.CodeUndefinedTable && s.remakeHistory(ctx) {
+		return perr
+	}
 	// Swap: two statements that failed at once say it once.
-	if (perr == nil || errors.Is(perr, pgx.ErrNoRows)) && s.dropHistory() {
+	if s.dropHistory() {
 		s.historyFailed(fmt.Errorf("writing to %s failed: %w", s.objects.History, pgerr.Classify(err)))
 	}
 	return perr
+}
+
+// remakeHistory makes the history table again when an operator dropped it
+// under this instance (the statement without it succeeded), as a
+// scheduler's take makes the lease and claims tables again, and reports
+// whether runs are recorded again: from the next statement on, that one's
+// run being recorded without it.
+func (s *Store) remakeHistory(ctx context.Context) bool {
+	s.log.Warn().Str("table", s.cfg.table).Str("history_table", s.objects.History).Msg("the history table is gone; making it again")
+	return s.checkSchema(ctx, true) == nil && s.hist() != nil
 }
 
 // releaseWithoutHistory is the release that failed with err while it also

@@ -282,6 +282,24 @@ func (s *Schedule) recent(from, to time.Time, keep int) (list []time.Time, lo ti
 	}
 }
 
+// Count is how many due times fall in (from, to], at most about two
+// years of a schedule due every minute: what a summary of missed times
+// recorded from its first to its last time stands for.
+func (s *Schedule) Count(from, to time.Time) int64 {
+	if !to.After(from) {
+		return 0
+	}
+	if s.every > 0 {
+		first := s.nextEvery(from)
+		if first.After(to) {
+			return 0
+		}
+		return int64(s.nextEvery(to).Add(-s.every).Sub(first)/s.every) + 1
+	}
+	_, n, _ := s.count(from, to)
+	return n
+}
+
 // count walks the due times in (from, to], at most maxCount of them.
 func (s *Schedule) count(from, to time.Time) (first time.Time, n int64, capped bool) {
 	for t := s.Next(from); !t.IsZero() && !t.After(to); t = s.Next(t) {

@@ -173,3 +173,25 @@ func TestPlanAccountsForEachTimeOnce(t *testing.T) {
 		}
 	}
 }
+
+// Count agrees with the summary a plan makes of a long outage, and counts
+// the due times in (from, to] of either kind of schedule.
+func TestCountIsWhatASummaryStandsFor(t *testing.T) {
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for _, spec := range []string{"@every 1s", "*/15 * * * *"} {
+		s := mustParse(t, spec, "")
+		p := s.Plan(at, at.Add(48*time.Hour), CatchUp{Policy: CatchUpNone})
+		if got := s.Count(p.Collapsed.First.Add(-time.Nanosecond), p.Collapsed.Last); got != p.Collapsed.Count || got == 0 {
+			t.Errorf("%s: Count over the summary %+v = %d, want its count", spec, p.Collapsed, got)
+		}
+	}
+	s := mustParse(t, "*/15 * * * *", "")
+	for _, tc := range []struct {
+		from, to time.Duration
+		want     int64
+	}{{0, 2 * time.Hour, 8}, {-time.Nanosecond, 2 * time.Hour, 9}, {time.Minute, 14 * time.Minute, 0}, {time.Hour, 0, 0}} {
+		if got := s.Count(at.Add(tc.from), at.Add(tc.to)); got != tc.want {
+			t.Errorf("Count(+%s, +%s) = %d, want %d", tc.from, tc.to, got, tc.want)
+		}
+	}
+}

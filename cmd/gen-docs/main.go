@@ -65,20 +65,15 @@ func genDocs(dir string) error {
 	return nil
 }
 
-// manPage is urfave/cli's man page in section 1 with the exit statuses
-// appended, gzipped without a name or time so that it is reproducible.
+// manPage is urfave/cli's man page in section 1, with the app's usage
+// lines as its SYNOPSIS, and examples, the environment and the exit
+// statuses appended, gzipped without a name or time so that it is
+// reproducible.
 func manPage(app *cli.App) ([]byte, error) {
-	// urfave/cli writes markdown and renders it: "<hostname>" would be
-	// taken for an HTML tag and dropped.
-	markdownSafeUsage(app.Flags)
-	for _, c := range app.Commands {
-		markdownSafeUsage(c.Flags)
-	}
-	roff, err := app.ToManWithSection(1)
+	roff, err := manRoff(app)
 	if err != nil {
 		return nil, err
 	}
-	roff = strings.TrimRight(roff, "\n") + "\n" + environmentRoff(app) + exitStatusRoff()
 	var buf bytes.Buffer
 	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
 	if err != nil {
@@ -92,6 +87,63 @@ func manPage(app *cli.App) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+// manRoff is the man page's roff source.
+func manRoff(app *cli.App) (string, error) {
+	// urfave/cli writes markdown and renders it: "<hostname>" would be
+	// taken for an HTML tag and dropped.
+	markdownSafeUsage(app.Flags)
+	for _, c := range app.Commands {
+		markdownSafeUsage(c.Flags)
+	}
+	roff, err := app.ToManWithSection(1)
+	if err != nil {
+		return "", err
+	}
+	// urfave/cli's SYNOPSIS lists every global flag and no command.
+	start, end := strings.Index(roff, ".SH SYNOPSIS"), strings.Index(roff, ".SH DESCRIPTION")
+	if start < 0 || end < start {
+		return "", fmt.Errorf("man page without SYNOPSIS and DESCRIPTION")
+	}
+	roff = roff[:start] + synopsisRoff(app) + roff[end:]
+	return strings.TrimRight(roff, "\n") + "\n" + examplesRoff + environmentRoff(app) + exitStatusRoff(), nil
+}
+
+// synopsisRoff is the app's usage lines, one a line.
+func synopsisRoff(app *cli.App) string {
+	var b strings.Builder
+	b.WriteString(".SH SYNOPSIS\n")
+	for _, line := range strings.Split(app.UsageText, "\n") {
+		fmt.Fprintf(&b, "%s\n.br\n", roffEscape(strings.TrimSpace(line)))
+	}
+	return b.String() + "\n"
+}
+
+// examplesRoff shows the three ways to run a job and the views of it.
+const examplesRoff = `.SH EXAMPLES
+.PP
+A crontab line on every host; one of them runs the job, the others skip:
+.EX
+0 2 * * * /usr/bin/leasewrap \-\-id "$(hostname)" \-\-job nightly_report \-\-hold\-for 10m \-\- /opt/report/run
+.EE
+.PP
+A service with standbys; one runs the command, the others take over when it stops:
+.EX
+leasewrap \-\-job consumer \-\-wait \-\- /usr/bin/consumer
+.EE
+.PP
+The schedule in leasewrap instead of cron, on every host:
+.EX
+leasewrap \-\-job nightly_report \-\-schedule '0 2 * * *' \-\-timezone Europe/Berlin \-\- /opt/report/run
+.EE
+.PP
+What ran, and a monitoring check of it:
+.EX
+leasewrap status
+leasewrap history \-\-job nightly_report
+leasewrap check \-\-job nightly_report \-\-max\-age 26h
+.EE
+`
 
 // markdownSafeUsage escapes angle brackets in the flags' usage texts.
 func markdownSafeUsage(flags []cli.Flag) {

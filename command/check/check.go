@@ -115,10 +115,15 @@ func judge(f inspect.Freshness, maxAge time.Duration, failOnLastFailure, known, 
 		r.LastRunAt, r.LastRunOutcome, r.LastExitCode = timefmt.UTC(&run.FinishedAt), &run.Outcome, run.ExitCode
 	}
 	if run := f.LastSuccess; run != nil {
-		age := f.Now.Sub(run.FinishedAt)
-		r.LastSuccessAt, r.LastSuccessAgeSeconds = timefmt.UTC(&run.FinishedAt), cmdutil.Ptr(math.Round(age.Seconds()*1000)/1000)
+		r.setLastSuccess(run.FinishedAt, f.Now)
 	}
 	return r
+}
+
+// setLastSuccess fills in the newest success and its age at now (the
+// database clock), in milliseconds.
+func (r *Result) setLastSuccess(at, now time.Time) {
+	r.LastSuccessAt, r.LastSuccessAgeSeconds = timefmt.UTC(&at), cmdutil.Ptr(math.Round(now.Sub(at).Seconds()*1000)/1000)
 }
 
 // print writes the verdict and returns its exit status.
@@ -129,8 +134,12 @@ func (r Result) print(w io.Writer, asJSON bool) error {
 	} else {
 		perf := ""
 		if r.LastSuccessAgeSeconds != nil {
-			perf = fmt.Sprintf(" | age=%ss;;%s;0", strconv.FormatFloat(*r.LastSuccessAgeSeconds, 'f', -1, 64),
-				strconv.FormatFloat(r.MaxAgeSeconds, 'f', -1, 64))
+			// A scheduled job checked without --max-age has no age threshold.
+			critical := ""
+			if r.MaxAgeSeconds > 0 {
+				critical = strconv.FormatFloat(r.MaxAgeSeconds, 'f', -1, 64)
+			}
+			perf = fmt.Sprintf(" | age=%ss;;%s;0", strconv.FormatFloat(*r.LastSuccessAgeSeconds, 'f', -1, 64), critical)
 		}
 		_, err = fmt.Fprintf(w, "%s: %s%s\n", map[int]string{cmdutil.CheckOK: "OK", cmdutil.CheckWarning: "WARNING", cmdutil.CheckCritical: "CRITICAL", cmdutil.CheckUnknown: "UNKNOWN"}[r.code], r.Message, perf)
 	}

@@ -39,6 +39,9 @@ func checkScheduled(c *cli.Context, job string) error {
 	if run := js.LastRun; run != nil {
 		r.LastRunAt, r.LastRunOutcome, r.LastExitCode = timefmt.UTC(&run.FinishedAt), &run.Outcome, run.ExitCode
 	}
+	if js.LastSuccess != nil {
+		r.setLastSuccess(*js.LastSuccess, js.Now)
+	}
 	return r.print(c.App.Writer, c.Bool("json"))
 }
 

@@ -253,8 +253,13 @@ func ParseTimings(s Settings) (lease.Timings, []string, error) {
 		}
 		return t, nil, Usagef("invalid %s %s: %s", s.Source(name), s.Ctx.String(name), te.Msg)
 	}
-	return t, nil, Usagef("timings do not fit: %s; use %s, or %s", te.Msg,
-		describeTimings(lease.Timings{TTL: t.MinTTL(), RenewInterval: t.RenewInterval, Grace: t.Grace, RetryInterval: t.RetryInterval}, lease.SettingTTL),
+	longer := describeTimings(lease.Timings{TTL: t.MinTTL(), RenewInterval: t.RenewInterval, Grace: t.Grace, RetryInterval: t.RetryInterval}, lease.SettingTTL)
+	if te.Fix.Check() != nil {
+		// No timings fit a TTL this short: offering its scaled values
+		// (rounded, they read 0s) would be a second refusal.
+		return t, nil, Usagef("timings do not fit: %s; use %s", te.Msg, longer)
+	}
+	return t, nil, Usagef("timings do not fit: %s; use %s, or %s", te.Msg, longer,
 		describeTimings(te.Fix, lease.SettingRenewInterval, lease.SettingGrace, lease.SettingRetryInterval))
 }
 
@@ -305,12 +310,12 @@ func describeTimings(t lease.Timings, settings ...lease.Setting) string {
 	return strings.Join(parts, " ")
 }
 
-// logTimeFormat is the time of every JSON log line: handoffs take
+// LogTimeFormat is the time of every JSON log line: handoffs take
 // milliseconds. zerolog reads it from a package variable, for its console
 // writer too, so it is set once, before any logger exists.
-const logTimeFormat = "2006-01-02T15:04:05.000000Z07:00"
+const LogTimeFormat = "2006-01-02T15:04:05.000000Z07:00"
 
-func init() { zerolog.TimeFieldFormat = logTimeFormat }
+func init() { zerolog.TimeFieldFormat = LogTimeFormat }
 
 // NewLogger builds the logger the settings ask for. Logs go to stderr
 // through redact, which every log line passes: no password gets out.

@@ -14,7 +14,7 @@ import (
 func Command() *cli.Command {
 	return &cli.Command{
 		Name:         "migrate",
-		Usage:        "create or upgrade the lease table and the leasewrap_check function, print what was done, and exit",
+		Usage:        "create or upgrade the lease table, its history and claims tables and the leasewrap_check function, print what was done, and exit",
 		Flags:        cmdutil.StoreFlags(),
 		OnUsageError: cmdutil.UsageError,
 		Action: func(c *cli.Context) error {

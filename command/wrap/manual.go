@@ -93,7 +93,7 @@ func (sc *scheduler) runRequested(r lease.Requested) error {
 		during = append(during, lease.Missed{At: t})
 	}
 	if len(during) > 0 {
-		if err := sc.record(context.Background(), lease.OutcomeSkipped, during); err != nil && errors.As(err, new(*stopSignal)) {
+		if err := sc.record(context.Background(), lease.OutcomeSkipped, during, int64(len(during))); err != nil && errors.As(err, new(*stopSignal)) {
 			return err
 		}
 	}

@@ -119,8 +119,10 @@ func TestTooShortTTLSaysTheTruth(t *testing.T) {
 	}{
 		{"1ms", []string{"invalid --ttl 1ms", "--renew-interval that follows from it (ttl/3) must be at least 100ms", "use --ttl 299ms or longer"}},
 		{"150ms", []string{"invalid --ttl 150ms", "must be at least 100ms", "use --ttl 299ms or longer"}},
+		// With every timing set, no others fit a TTL this short.
+		{"1ms --renew-interval 100ms --grace 100ms --retry-interval 100ms", []string{"timings do not fit", "use --ttl 1s"}},
 	} {
-		_, err := parse(t, nil, "--job", "j", "--ttl", tc.ttl, "--", "true")
+		_, err := parse(t, nil, append(append([]string{"--job", "j", "--ttl"}, strings.Fields(tc.ttl)...), "--", "true")...)
 		code, msg := cmdutil.ExitCode(err)
 		if code != cmdutil.ExitUsage || msg == nil {
 			t.Fatalf("--ttl %s: got %d %v, want a usage error", tc.ttl, code, msg)

@@ -145,7 +145,7 @@ func (w *wrapper) endBetweenAttempts(l *lease.Lease, res runner.Result, attempt 
 	// The attempt is in the history already, or will be by RecordLost:
 	// the release records nothing.
 	relErr := l.Finish(context.Background(), releaseOnly(res, attempt))
-	logRelease(relErr, log)
+	w.logFinish(relErr, log)
 	if next.kind == stepSignalled {
 		return cmdutil.ExitWith(code)
 	}

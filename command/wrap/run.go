@@ -76,6 +76,7 @@ func Action(c *cli.Context, child []string, hasChild bool) error {
 	if err != nil {
 		return err
 	}
+	w.acquired = time.Now()
 	mon.Leading(l)
 	defer mon.NotLeading()
 	return w.runChild(path, l, mon)
@@ -97,6 +98,10 @@ type wrapper struct {
 	// kept is what the last attempt kept of it, for its history row.
 	output *runOutput
 	kept   []byte
+	// acquired is when this instance took the lease, by the host's
+	// monotonic clock: --hold-for keeps it until then plus the hold (as
+	// the database counts it, give or take a round trip).
+	acquired time.Time
 }
 
 // runChild runs the command while l holds, hands the lease back, and
@@ -149,7 +154,7 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 		return exitStatus(res)
 	}
 	end := lease.End{ExitCode: &res.Status, Outcome: runOutcome(res), Attempt: attempt, Output: w.kept, Ran: res.Ran}
-	logRelease(l.Finish(context.Background(), end), log)
+	w.logFinish(l.Finish(context.Background(), end), log)
 	return exitStatus(res)
 }
 
@@ -287,7 +292,7 @@ func (w *wrapper) acquire(ctx context.Context) (*lease.Lease, error) {
 				ev = ev.Time("until", p.Until)
 			}
 		}
-		ev.Msg(skipMessages[held.State])
+		ev.Msg(w.skipMessage(held))
 		return nil, cmdutil.ExitWith(w.o.skipExitCode)
 	case errors.As(err, &slotsErr):
 		return nil, cmdutil.Usagef("refusing %s %d: %v", "--slots", w.o.slots, err)
@@ -364,6 +369,25 @@ var skipMessages = map[string]string{
 	lease.StatePaused:   "skipped: the job is paused (leasewrap resume ends it)",
 }
 
+// sameIDSkipMessages say why this instance sat out when the lease is
+// held under its own --id: by an earlier run with that id (a cron line
+// still running, or one whose --hold-for keeps the lease), not by another
+// instance.
+var sameIDSkipMessages = map[string]string{
+	lease.StateHeld:      "skipped: lease held by an earlier run with this --id, still going",
+	lease.StateKept:      "skipped: an earlier run with this --id ran the job and --hold-for keeps its lease",
+	lease.StateReleasing: "skipped: lease held by an earlier run with this --id, which an operator asked to stop",
+	lease.StateReleased:  "skipped: an earlier run with this --id released the lease just as this one tried to take it",
+}
+
+// skipMessage says why this instance sat out, as held describes the lease.
+func (w *wrapper) skipMessage(held *lease.HeldError) string {
+	if m, ok := sameIDSkipMessages[held.State]; ok && w.o.holder != "" && held.Holder == w.o.holder {
+		return m
+	}
+	return skipMessages[held.State]
+}
+
 var (
 	errSignal      = errors.New("stopped by signal")
 	errWaitTimeout = errors.New("wait timeout")
@@ -382,6 +406,16 @@ func (w *wrapper) stoppedBySignal(l *lease.Lease, sig os.Signal, log zerolog.Log
 	}
 	log.Info().Str("signal", sig.String()).Msg("stopped by signal before the command started")
 	return cmdutil.ExitWith(cmdutil.ExitSignalBase + signals.Number(sig))
+}
+
+// logFinish logs how handing the lease back after a run went: one handed
+// back before its --hold-for ran out is kept until then, not released.
+func (w *wrapper) logFinish(err error, log zerolog.Logger) {
+	if kept := w.o.holdFor - time.Since(w.acquired); err == nil && w.o.holdFor > 0 && kept > 0 {
+		log.Info().Time("until", time.Now().Add(kept)).Msg("kept until --hold-for ends")
+		return
+	}
+	logRelease(err, log)
 }
 
 // logRelease logs how handing the lease back went; a failure only means the

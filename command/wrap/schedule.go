@@ -231,8 +231,8 @@ func (sc *scheduler) start(reg lease.Registration) time.Time {
 func (sc *scheduler) step(ctx context.Context) (time.Duration, error) {
 	o := sc.w.o
 	plan := o.sched.Plan(sc.last, sc.planNow(), sc.catchUp())
-	if missed := missedOf(plan); len(missed) > 0 {
-		if err := sc.record(ctx, lease.OutcomeMissed, missed); err != nil {
+	if missed, count := missedOf(plan); len(missed) > 0 {
+		if err := sc.record(ctx, lease.OutcomeMissed, missed, count); err != nil {
 			return sc.failed(err)
 		}
 	}
@@ -302,8 +302,9 @@ func (sc *scheduler) planNow() time.Time {
 }
 
 // missedOf lists what a plan records as missed: the summarised span (as
-// one time standing for all of it), then each listed time.
-func missedOf(p schedule.Plan) []lease.Missed {
+// one time standing for all of it), then each listed time; and how many
+// times they stand for.
+func missedOf(p schedule.Plan) ([]lease.Missed, int64) {
 	var out []lease.Missed
 	if p.Collapsed.Count > 0 {
 		out = append(out, lease.Missed{At: p.Collapsed.Last, First: p.Collapsed.First})
@@ -311,13 +312,14 @@ func missedOf(p schedule.Plan) []lease.Missed {
 	for _, at := range p.Missed {
 		out = append(out, lease.Missed{At: at})
 	}
-	return out
+	return out, p.Collapsed.Count + int64(len(p.Missed))
 }
 
-// record writes times with outcome, and moves last on to the job's mark:
-// the times recorded, or those another instance accounted for first (the
-// next step plans on from there).
-func (sc *scheduler) record(ctx context.Context, outcome string, times []lease.Missed) error {
+// record writes times, which stand for count scheduled times, with
+// outcome, and moves last on to the job's mark: the times recorded, or
+// those another instance accounted for first (the next step plans on from
+// there).
+func (sc *scheduler) record(ctx context.Context, outcome string, times []lease.Missed, count int64) error {
 	var (
 		n           int
 		now, latest time.Time
@@ -338,15 +340,32 @@ func (sc *scheduler) record(ctx context.Context, outcome string, times []lease.M
 		sc.last = latest
 	}
 	if n > 0 {
-		ev := sc.log.Warn()
-		if outcome == lease.OutcomeSkipped {
-			ev = sc.log.Info()
-		}
-		ev.Int("times", n).Time("first", times[0].At).Time("last", times[len(times)-1].At).Str("outcome", outcome).
-			Msg("recorded scheduled times nobody ran")
+		sc.logRecorded(outcome, times, count, n)
 	}
 	sc.recovered()
 	return nil
+}
+
+// logRecorded says which scheduled times record wrote: n of the entries
+// times, which stand for count times. A summary stands for every time
+// from its First; when another instance had recorded some of the entries,
+// only the rows written are known.
+func (sc *scheduler) logRecorded(outcome string, times []lease.Missed, count int64, n int) {
+	ev := sc.log.Warn()
+	if outcome == lease.OutcomeSkipped {
+		ev = sc.log.Info()
+	}
+	first := times[0].First
+	if first.IsZero() {
+		first = times[0].At
+	}
+	if n < len(times) {
+		ev = ev.Int("rows", n)
+	} else {
+		ev = ev.Int64("times", count)
+	}
+	ev.Time("first", first).Time("last", times[len(times)-1].At).Str("outcome", outcome).
+		Msg("recorded scheduled times nobody ran")
 }
 
 // stopSignal is a signal to end leasewrap that came during a database call.
@@ -462,7 +481,7 @@ func (sc *scheduler) run(c lease.Claim, at time.Time, log zerolog.Logger) error 
 		}
 	}
 	if len(during) > 0 {
-		if err := sc.record(context.Background(), lease.OutcomeSkipped, during); err != nil {
+		if err := sc.record(context.Background(), lease.OutcomeSkipped, during, int64(len(during))); err != nil {
 			if errors.As(err, new(*stopSignal)) {
 				return err
 			}

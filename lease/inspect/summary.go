@@ -10,6 +10,7 @@ import (
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/internal/pgerr"
 	"github.com/redbite/leasewrap/lease/schema"
+	"github.com/redbite/leasewrap/schedule"
 )
 
 // JobSummary is one job as a monitoring system sees it: its lease rows now
@@ -31,8 +32,11 @@ type JobSummary struct {
 	// LastSuccessBy its holder.
 	LastSuccess   *time.Time
 	LastSuccessBy string
-	// Runs counts the runs that finished at or after Since, by outcome.
-	// An outcome with no run is not in the map.
+	// Runs counts the runs that finished at or after Since, by outcome,
+	// and the scheduled times nobody ran (missed, skipped, paused) in that
+	// window: a history row that summarises a long outage counts each
+	// time of the job's schedule it stands for. An outcome with no run is
+	// not in the map.
 	Runs map[string]int
 	// Since is the start of the window Runs counts: the database's now()
 	// less the window asked for.
@@ -59,7 +63,10 @@ type JobSummary struct {
 // every job's runs instead, as it does when one job has most of them. The
 // last success walks back through the job's runs until one exited 0: a job
 // that keeps failing costs what the history keeps of it (--history-keep).
-// The counts read the last window's runs once, by the (finished_at) index.
+// The counts read the last window's runs once, by the (finished_at) index;
+// with them, the rows that each summarise missed times (started_at their
+// first time, finished_at their last), which Go counts by the schedule
+// (win, read twice, is computed once).
 const summarySQL = `WITH rows AS (
   SELECT ` + schema.BaseJob + ` AS job, holder, expires_at > now() AS live, coalesce(slots, 1) AS slots, coalesce(slot, 1) AS slot,
     schedule
@@ -68,14 +75,20 @@ jobs AS (
   SELECT job, max(slots) FILTER (WHERE slot = 1) AS slots, max(schedule) FILTER (WHERE slot = 1) AS schedule, count(*) FILTER (WHERE live) AS held,
     coalesce(array_agg(DISTINCT holder ORDER BY holder) FILTER (WHERE live), '{}') AS holders
   FROM rows WHERE $2::text IS NULL OR job = $2::text GROUP BY job),
+win AS (
+  SELECT job_name, outcome, started_at, finished_at FROM {history}
+  WHERE finished_at >= now() - $1::bigint * interval '1 microsecond'),
 recent AS (
   SELECT job_name, array_agg(outcome ORDER BY outcome) AS outcomes, array_agg(n ORDER BY outcome) AS counts
-  FROM (SELECT job_name, outcome, count(*)::integer AS n FROM {history}
-    WHERE finished_at >= now() - $1::bigint * interval '1 microsecond' GROUP BY job_name, outcome) c
-  GROUP BY job_name)
+  FROM (SELECT job_name, outcome, count(*)::integer AS n FROM win GROUP BY job_name, outcome) c
+  GROUP BY job_name),
+spans AS (
+  SELECT job_name, array_agg(outcome) AS outcomes, array_agg(started_at) AS firsts, array_agg(finished_at) AS lasts
+  FROM win WHERE outcome IN ` + lease.NotRunSQL + ` AND started_at < finished_at GROUP BY job_name)
 SELECT j.job, coalesce(j.slots, 1), j.held, j.holders, now() - $1::bigint * interval '1 microsecond',
   lr.slot, lr.holder, lr.fencing_token, lr.attempt, lr.started_at, lr.finished_at, lr.exit_code, lr.outcome,
-  ls.finished_at, ls.holder, coalesce(r.outcomes, '{}'), coalesce(r.counts, '{}'), coalesce(j.schedule, ''), now(),
+  ls.finished_at, ls.holder, coalesce(r.outcomes, '{}'), coalesce(r.counts, '{}'),
+  coalesce(sp.outcomes, '{}'), coalesce(sp.firsts, '{}'), coalesce(sp.lasts, '{}'), coalesce(j.schedule, ''), now(),
   coalesce(pg_catalog.has_table_privilege(pg_catalog.to_regclass($3::text), 'SELECT'), false),
   p.*
 FROM jobs j
@@ -90,6 +103,7 @@ LEFT JOIN LATERAL (
   WHERE h.job_name >= j.job AND h.job_name <= j.job AND h.outcome = '` + lease.OutcomeExited + `' AND h.exit_code = 0
   ORDER BY h.job_name DESC, h.finished_at DESC LIMIT 1) ls ON true
 LEFT JOIN recent r ON r.job_name = j.job
+LEFT JOIN spans sp ON sp.job_name = j.job
 ORDER BY j.job`
 
 // Summaries reads every job of the lease table with what the history says
@@ -131,6 +145,7 @@ func (r *Reader) summaries(ctx context.Context, job *string, window time.Duratio
 		last    nullableRun
 		counts  []int
 		reasons []string
+		spans   summarySpans
 	)
 	dest := append([]any{&js.Job, &js.Slots, &js.SlotsHeld, &js.Holders, &js.Since}, last.dest()...)
 	var (
@@ -138,7 +153,8 @@ func (r *Reader) summaries(ctx context.Context, job *string, window time.Duratio
 		claims bool
 	)
 	var paused pauseDest
-	dest = append(append(dest, &js.LastSuccess, &by, &reasons, &counts, &js.Schedule, &js.Now, &claims), paused.dest()...)
+	dest = append(append(dest, &js.LastSuccess, &by, &reasons, &counts, &spans.outcomes, &spans.firsts, &spans.lasts,
+		&js.Schedule, &js.Now, &claims), paused.dest()...)
 	_, err = pgx.ForEachRow(rows, dest, func() error {
 		js.Paused = paused.pause()
 		js.LastRun = last.run(js.Job)
@@ -147,6 +163,7 @@ func (r *Reader) summaries(ctx context.Context, job *string, window time.Duratio
 		for i, outcome := range reasons {
 			js.Runs[outcome] = counts[i]
 		}
+		spans.count(&js)
 		out = append(out, js)
 		js, last, by, paused = JobSummary{}, nullableRun{}, nil, pauseDest{}
 		return nil
@@ -158,6 +175,35 @@ func (r *Reader) summaries(ctx context.Context, job *string, window time.Duratio
 		return nil, err
 	}
 	return out, nil
+}
+
+// summarySpans are a job's history rows in the window that each stand for
+// the scheduled times nobody ran from firsts[i] to lasts[i].
+type summarySpans struct {
+	outcomes      []string
+	firsts, lasts []time.Time
+}
+
+// count adds to js.Runs the times each span stands for beyond its own row,
+// from the window's start on, by the job's schedule; a schedule this
+// version cannot read leaves each span counted once.
+func (sp summarySpans) count(js *JobSummary) {
+	if len(sp.outcomes) == 0 {
+		return
+	}
+	s, err := schedule.Parse(js.Schedule, "")
+	if err != nil {
+		return
+	}
+	for i, outcome := range sp.outcomes {
+		first := sp.firsts[i]
+		if first.Before(js.Since) {
+			first = js.Since
+		}
+		if n := s.Count(first.Add(-time.Nanosecond), sp.lasts[i]); n > 1 {
+			js.Runs[outcome] += int(n - 1)
+		}
+	}
 }
 
 // factsSQL reads, for each job of $1, how its latest due time $2 (NULL:
