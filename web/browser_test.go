@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/web"
 )
 
 // tab is a page of Debian's chromium, driven over the DevTools protocol.
@@ -174,7 +175,7 @@ func TestBrowserShowsTheFleet(t *testing.T) {
 	b := browser(t)
 	f := newFleet(t)
 	f.standardHistory()
-	srv := f.serve(f.pool)
+	srv := f.serve(f.pool, web.WithOutput(true))
 	since := "?since=" + url.QueryEscape(f.start.UTC().Format(time.RFC3339Nano))
 
 	// /: every job, by name, as text.
@@ -343,7 +344,7 @@ func TestTimelineScreenshot(t *testing.T) {
 		}
 	}
 	f.keepOutput(jobReport, "report written: 1,204 rows\n")
-	srv := f.serve(f.pool)
+	srv := f.serve(f.pool, web.WithOutput(true))
 	since := first.Add(-300 * time.Millisecond).UTC().Format(time.RFC3339Nano)
 	b.do(chromedp.EmulateViewport(1000, 430), chromedp.Navigate(srv.URL+"/jobs/"+jobReport+"?since="+url.QueryEscape(since)))
 	b.do(chromedp.Focus(`a.run[data-outcome="timed_out"]`))

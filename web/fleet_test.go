@@ -123,9 +123,9 @@ func (f *fleet) reader(db inspect.DB) *inspect.Reader {
 }
 
 // serve serves the fleet's pages on a local address.
-func (f *fleet) serve(db inspect.DB) *httptest.Server {
+func (f *fleet) serve(db inspect.DB, opts ...web.Option) *httptest.Server {
 	f.t.Helper()
-	srv := httptest.NewServer(web.New(f.reader(db), zerolog.Nop()).Handler())
+	srv := httptest.NewServer(web.New(f.reader(db), zerolog.Nop(), opts...).Handler())
 	f.t.Cleanup(srv.Close)
 	return srv
 }

@@ -24,8 +24,11 @@ type jobPage struct {
 	Runs      []inspect.Run
 	Truncated bool // more than MaxRuns finished in the window
 	Selected  *inspect.Run
-	// Output is the selected run's kept output, nil when it kept none.
+	// Output is the selected run's kept output, nil when it kept none or
+	// the pages hide kept output.
 	Output []byte
+	// ShowOutput is the pages' WithOutput.
+	ShowOutput bool
 	// Verdict is the job's state as check, status and the exporter show
 	// it; unknown when the history could not be read.
 	Verdict inspect.Verdict
@@ -67,7 +70,7 @@ func parseSince(text string, now time.Time) (time.Time, error) {
 // job's lease rows, its runs in the window, and the selected run's output.
 func (p *Pages) readJob(ctx context.Context, job string, q url.Values) (jobPage, error) {
 	now := p.now()
-	page := jobPage{Job: job, Now: now, SinceParam: q.Get("since")}
+	page := jobPage{Job: job, Now: now, SinceParam: q.Get("since"), ShowOutput: p.output}
 	var err error
 	if page.From, err = parseSince(page.SinceParam, now); err != nil {
 		return page, &badRequest{err}
@@ -105,7 +108,7 @@ func (p *Pages) readJob(ctx context.Context, job string, q url.Values) (jobPage,
 			}
 		}
 	}
-	if r := page.Selected; r != nil && r.OutputBytes > 0 {
+	if r := page.Selected; r != nil && r.OutputBytes > 0 && page.ShowOutput {
 		out, _, _, err := p.src.Output(ctx, inspect.OutputQuery{Job: job, FencingToken: r.FencingToken, Attempt: max(r.Attempt, 1)})
 		switch {
 		case err == nil:
@@ -234,11 +237,21 @@ func selected(b *html, page jobPage) {
 	b.raw(`</dd><dt>Finished</dt><dd>`)
 	b.time(r.FinishedAt)
 	b.raw(`</dd></dl>`)
-	if page.Output != nil {
+	switch {
+	case page.Output != nil:
 		b.raw(`<h3>Output</h3><pre class="output">`)
 		b.lines(string(page.Output))
 		b.raw(`</pre>`)
-	} else {
+	case r.OutputBytes > 0 && !page.ShowOutput:
+		b.raw(`<p class="none output-hidden">This run kept `)
+		b.int(int64(r.OutputBytes))
+		b.raw(` bytes of output. The exporter shows kept output only when started with --web.show-output; ` +
+			`read it with <code>leasewrap history --job NAME --output --token `)
+		b.int(r.FencingToken)
+		b.raw(` --attempt `)
+		b.int(int64(max(r.Attempt, 1)))
+		b.raw(`</code>.</p>`)
+	default:
 		b.raw(`<p class="none">This run kept no output.</p>`)
 	}
 	b.raw(`</section>`)

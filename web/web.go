@@ -59,11 +59,28 @@ type Pages struct {
 	log     zerolog.Logger
 	timeout time.Duration
 	now     func() time.Time
+	// output says whether a selected run shows the output it kept. Kept
+	// output may hold what a command printed of a secret, and the pages
+	// may be served without authentication: it is shown only when the
+	// operator chose to.
+	output bool
 }
 
+// Option changes how New's pages behave.
+type Option func(*Pages)
+
+// WithOutput shows (true) or hides (false, the default) the output runs
+// kept (--keep-output) on a job's page. Hidden, the page still says how
+// many bytes a run kept, and never reads them from the database.
+func WithOutput(show bool) Option { return func(p *Pages) { p.output = show } }
+
 // New returns the pages of src. Handler serves them.
-func New(src Source, log zerolog.Logger) *Pages {
-	return &Pages{src: src, log: log, timeout: DefaultTimeout, now: time.Now}
+func New(src Source, log zerolog.Logger, opts ...Option) *Pages {
+	p := &Pages{src: src, log: log, timeout: DefaultTimeout, now: time.Now}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
 }
 
 // Handler serves / (every job), /jobs/NAME (one job's timeline) and

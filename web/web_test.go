@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"fmt"
 	"html"
 	"io"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
 	"github.com/redbite/leasewrap/schedule"
+	"github.com/redbite/leasewrap/web"
 )
 
 // get fetches path from srv and returns the status, the body and the
@@ -101,24 +103,67 @@ func TestPagesNameEveryJobAsText(t *testing.T) {
 	}
 }
 
-// The run a link selects is shown with the output it kept, its line
-// breaks kept and its markup and escape sequences as text.
-func TestSelectedRunShowsItsOutput(t *testing.T) {
-	t.Parallel()
-	f := newFleet(t)
-	f.standardHistory()
-	srv := f.serve(f.pool)
-	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport)
+// outputLink is the path that selects the run of body (a job page) that
+// kept output.
+func outputLink(t *testing.T, body string) string {
+	t.Helper()
 	i := strings.Index(body, `bytes</a>`)
 	if i < 0 {
 		t.Fatal("no run of the report links to its output")
 	}
 	href := body[strings.LastIndex(body[:i], `href="`)+len(`href="`):]
 	href = html.UnescapeString(href[:strings.IndexByte(href, '"')])
-	status, body, _ := get(t, srv.URL, "/jobs/"+jobReport+href[:strings.IndexByte(href, '#')])
+	return "/jobs/" + jobReport + href[:strings.IndexByte(href, '#')]
+}
+
+// With WithOutput(true) the run a link selects is shown with the output
+// it kept, its line breaks kept and its markup and escape sequences as
+// text.
+func TestSelectedRunShowsItsOutput(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.standardHistory()
+	srv := f.serve(f.pool, web.WithOutput(true))
+	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport)
+	path := outputLink(t, body)
+	status, body, _ := get(t, srv.URL, path)
 	want := `<pre class="output">line one` + "\n" + `&lt;b&gt;not bold&lt;/b&gt;\x1b[31m` + "\n</pre>"
 	if status != 200 || !strings.Contains(body, want) {
-		t.Errorf("the selected run (%s) does not show its output as %q", href, want)
+		t.Errorf("the selected run (%s) does not show its output as %q", path, want)
+	}
+}
+
+// By default kept output, which may hold a secret a command printed, is
+// not shown, nor even read from the database: the page says how many bytes
+// the run kept and how to read them.
+func TestKeptOutputIsHiddenByDefault(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.standardHistory()
+	db := &countingDB{DB: f.pool}
+	shown, hidden := f.serve(f.pool, web.WithOutput(true)), f.serve(db)
+	_, body, _ := get(t, hidden.URL, "/jobs/"+jobReport)
+	path := outputLink(t, body)
+	status, body, _ := get(t, hidden.URL, path)
+	if status != 200 || strings.Contains(body, "line one") || strings.Contains(body, `<pre class="output">`) {
+		t.Errorf("%s shows the kept output without WithOutput(true): %s", path, body)
+	}
+	if want := fmt.Sprintf(`This run kept %d bytes of output.`, len(reportOutput)); !strings.Contains(body, want) ||
+		!strings.Contains(body, "--web.show-output") {
+		t.Errorf("%s does not say %q and how to show it: %s", path, want, body)
+	}
+	// One statement fewer than the page that shows the output: the
+	// output's.
+	before := db.n.Load()
+	get(t, hidden.URL, path)
+	withoutOutput := db.n.Load() - before
+	before = db.n.Load()
+	get(t, hidden.URL, "/jobs/"+jobReport)
+	if plain := db.n.Load() - before; withoutOutput != plain {
+		t.Errorf("selecting a run that kept output cost %d statements, the page without a selection %d: want the output unread", withoutOutput, plain)
+	}
+	if _, body, _ := get(t, shown.URL, path); !strings.Contains(body, `<pre class="output">`) {
+		t.Errorf("%s with WithOutput(true) does not show the output", path)
 	}
 }
 
@@ -147,7 +192,7 @@ func TestPageViewsCostABoundedNumberOfStatements(t *testing.T) {
 	f := newFleet(t)
 	f.standardHistory()
 	db := &countingDB{DB: f.pool}
-	srv := f.serve(db)
+	srv := f.serve(db, web.WithOutput(true))
 	cost := func(path string) int64 {
 		before := db.n.Load()
 		if status, _, _ := get(t, srv.URL, path); status != 200 {
@@ -156,9 +201,7 @@ func TestPageViewsCostABoundedNumberOfStatements(t *testing.T) {
 		return db.n.Load() - before
 	}
 	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport)
-	i := strings.Index(body, `bytes</a>`)
-	href := body[strings.LastIndex(body[:i], `href="`)+len(`href="`):]
-	selected := "/jobs/" + jobReport + html.UnescapeString(href[:strings.IndexByte(href, '#')])
+	selected := outputLink(t, body)
 	paths := []string{"/", "/jobs/" + jobReport, selected}
 	var small []int64
 	for _, p := range paths {
