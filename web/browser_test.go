@@ -222,7 +222,7 @@ func TestBrowserShowsTheFleet(t *testing.T) {
 	// Focus shows a run's facts; times are given local on hover.
 	b.do(chromedp.Focus(`g.lane[data-holder="host-b"] a.run[data-outcome="timed_out"]`))
 	if detail := eval[string](b, `document.getElementById('detail').textContent`); !strings.Contains(detail, "timed_out, holder host-b, token ") ||
-		!strings.Contains(detail, "exit 143") || !strings.Contains(detail, "your time") {
+		!strings.Contains(detail, "exit 124") || !strings.Contains(detail, "your time") {
 		t.Errorf("focus on the timed-out run shows %q", detail)
 	}
 	if title := eval[string](b, `document.querySelector('time').title`); !strings.Contains(title, "your time") {
@@ -334,7 +334,7 @@ func TestTimelineScreenshot(t *testing.T) {
 	ends := []lease.End{
 		{ExitCode: code(0), Outcome: lease.OutcomeExited}, {ExitCode: code(0), Outcome: lease.OutcomeExited},
 		{ExitCode: code(1), Outcome: lease.OutcomeExited}, {ExitCode: code(0), Outcome: lease.OutcomeExited},
-		{ExitCode: code(143), Outcome: lease.OutcomeTimedOut}, {ExitCode: code(0), Outcome: lease.OutcomeExited},
+		{ExitCode: code(124), Outcome: lease.OutcomeTimedOut}, {ExitCode: code(0), Outcome: lease.OutcomeExited},
 	}
 	first := time.Now()
 	for i := range 14 {

@@ -156,7 +156,7 @@ func (f *fleet) standardHistory() {
 	f.run(a, jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
 	f.run(b, jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
 	f.run(a, jobReport, lease.End{ExitCode: code(1), Outcome: lease.OutcomeExited}, nil)
-	f.run(b, jobReport, lease.End{ExitCode: code(143), Outcome: lease.OutcomeTimedOut}, nil)
+	f.run(b, jobReport, lease.End{ExitCode: code(124), Outcome: lease.OutcomeTimedOut}, nil)
 	f.lose(b, a, jobReport, nil) // a takes over, and succeeds
 	f.keepOutput(jobReport, reportOutput)
 

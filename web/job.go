@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,9 +20,12 @@ type jobPage struct {
 	Job        string
 	From, Now  time.Time
 	SinceParam string // as the viewer gave it, kept in the page's links
-	// Runs are the runs in the window, newest first, those running now
-	// (Outcome kindRunning, finishing now) included.
-	Runs      []inspect.Run
+	// Runs are the runs in the window, newest start first, those running
+	// now (Outcome kindRunning, finishing now) included, and the
+	// scheduled times that were not run (notRun), at their time.
+	Runs []inspect.Run
+	// Ran and NotRun count Runs: the runs, and the times not run.
+	Ran, NotRun int
 	Truncated bool // more than MaxRuns finished in the window
 	Selected  *inspect.Run
 	// Output is the selected run's kept output, nil when it kept none or
@@ -32,6 +36,8 @@ type jobPage struct {
 	// Verdict is the job's state as check, status and the exporter show
 	// it; unknown when the history could not be read.
 	Verdict inspect.Verdict
+	// Lease is the job's lease now: state, holders, schedule, next time.
+	Lease leaseView
 }
 
 // runID names a run in a page's links: slot, fencing token and attempt,
@@ -82,6 +88,9 @@ func (p *Pages) readJob(ctx context.Context, job string, q url.Values) (jobPage,
 	if err != nil {
 		return page, err
 	}
+	for _, s := range statuses {
+		page.Lease.add(s, now)
+	}
 	runs, err := p.src.History(ctx, inspect.HistoryQuery{Job: job, Since: page.From, Limit: MaxRuns + 1})
 	if err != nil && !errors.Is(err, inspect.ErrNoHistory) {
 		return page, err
@@ -96,10 +105,19 @@ func (p *Pages) readJob(ctx context.Context, job string, q url.Values) (jobPage,
 			page.Verdict = js.Verdict
 		}
 	}
+	page.Lease.judged(page.Verdict)
 	if len(runs) > MaxRuns {
 		runs, page.Truncated = runs[:MaxRuns], true
 	}
 	page.Runs = append(inspect.Running(statuses, now), runs...)
+	// The history comes newest finish first; the page lists by start.
+	slices.SortStableFunc(page.Runs, func(a, b inspect.Run) int { return b.StartedAt.Compare(a.StartedAt) })
+	for i := range page.Runs {
+		if notRun(page.Runs[i]) {
+			page.NotRun++
+		}
+	}
+	page.Ran = len(page.Runs) - page.NotRun
 	if id := q.Get("run"); id != "" {
 		for i := range page.Runs {
 			if runID(page.Runs[i]) == id {
@@ -163,8 +181,14 @@ func renderJob(page jobPage, root string) []byte {
 	b.raw(`">All jobs</a></p><h1 class="job-name">`)
 	b.text(page.Job)
 	b.raw(`</h1><p class="sub">`)
-	b.int(int64(len(page.Runs)))
-	b.raw(` runs from `)
+	b.int(int64(page.Ran))
+	b.raw(` runs`)
+	if page.NotRun > 0 {
+		b.raw(` and `)
+		b.int(int64(page.NotRun))
+		b.raw(` scheduled times not run`)
+	}
+	b.raw(` from `)
 	b.time(page.From)
 	b.raw(` to `)
 	b.time(page.Now)
@@ -178,7 +202,9 @@ func renderJob(page jobPage, root string) []byte {
 	health(&b, page.Verdict)
 	b.raw(` `)
 	b.text(page.Verdict.Reason)
-	b.raw(`</p><nav class="windows">`)
+	b.raw(`</p>`)
+	leaseFacts(&b, page.Lease)
+	b.raw(`<nav class="windows">`)
 	for _, w := range []string{"1h", "6h", "24h", "7d", "30d"} {
 		b.raw(`<a href="?since=`)
 		b.raw(w)
@@ -191,9 +217,40 @@ func renderJob(page jobPage, root string) []byte {
 	b.raw(`<div id="detail" class="detail" aria-live="polite"></div>`)
 	selected(&b, page)
 	runTable(&b, page)
+	legend(&b)
 	b.raw(`</main>`)
 	b.foot()
 	return b.buf
+}
+
+// leaseFacts writes the job's lease now: its state, holders, schedule and
+// next scheduled time.
+func leaseFacts(b *html, l leaseView) {
+	b.raw(`<dl class="facts"><dt>Lease</dt><dd>`)
+	state(b, l.State)
+	if l.Slots > 1 {
+		b.raw(` <span class="slots">`)
+		b.int(int64(l.Slots))
+		b.raw(` slots</span>`)
+	}
+	b.raw(`</dd><dt>Holders</dt><dd class="holder">`)
+	holders(b, l.Holders)
+	b.raw(`</dd><dt>Schedule</dt><dd>`)
+	if l.Schedule == "" {
+		b.raw(`none (runs when started)`)
+	} else {
+		b.raw(`<code>`)
+		b.text(l.Schedule)
+		b.raw(`</code>`)
+	}
+	b.raw(`</dd><dt>Next</dt><dd>`)
+	if l.Next == nil {
+		b.raw(`—`)
+	} else {
+		b.time(*l.Next)
+		b.raw(` UTC`)
+	}
+	b.raw(`</dd></dl>`)
 }
 
 // selectLink writes the href that selects run r on this page.
@@ -209,6 +266,25 @@ func selectLink(b *html, page jobPage, r inspect.Run) {
 	b.raw(`#selected`)
 }
 
+// notRunRow writes a scheduled time that was not run as what it is: its
+// time and why, with none of a run's facts.
+func notRunRow(b *html, page jobPage, r inspect.Run) {
+	kind := kindOf(r)
+	b.raw(`<tr class="not-run" data-outcome="`)
+	b.raw(kind)
+	b.raw(`"><td><a href="`)
+	selectLink(b, page, r)
+	b.raw(`">`)
+	b.time(scheduledAt(r))
+	b.raw(`</a></td><td colspan="6" class="none">scheduled time, not run</td><td><span class="outcome k-`)
+	b.raw(kind)
+	b.raw(`">`)
+	b.raw(kind)
+	b.raw(`</span></td><td>`)
+	origin(b, r.Origin)
+	b.raw(`</td><td></td></tr>`)
+}
+
 // selected writes the selected run's details and the output it kept.
 func selected(b *html, page jobPage) {
 	r := page.Selected
@@ -216,6 +292,18 @@ func selected(b *html, page jobPage) {
 		return
 	}
 	kind := kindOf(*r)
+	if notRun(*r) {
+		b.raw(`<section id="selected" class="selected"><h2>Scheduled time `)
+		b.time(scheduledAt(*r))
+		b.raw(` UTC <span class="outcome k-`)
+		b.raw(kind)
+		b.raw(`">`)
+		b.raw(kind)
+		b.raw(`</span></h2><p>`)
+		b.text(kindMeaning(kind))
+		b.raw(`.</p></section>`)
+		return
+	}
 	b.raw(`<section id="selected" class="selected"><h2>Run `)
 	b.raw(runID(*r))
 	b.raw(` <span class="outcome k-`)
@@ -262,6 +350,10 @@ func runTable(b *html, page jobPage) {
 	b.raw(`<h2>Runs</h2><div class="scroll"><table class="runs"><thead><tr><th>Started (UTC)</th><th>Duration</th>` +
 		`<th>Holder</th><th>Slot</th><th>Token</th><th>Attempt</th><th>Exit</th><th>Outcome</th><th>Origin</th><th>Output</th></tr></thead><tbody>`)
 	for _, r := range page.Runs {
+		if notRun(r) {
+			notRunRow(b, page, r)
+			continue
+		}
 		kind := kindOf(r)
 		b.raw(`<tr data-outcome="`)
 		b.raw(kind)

@@ -41,7 +41,7 @@ type lane struct {
 func lanes(runs []inspect.Run) []lane {
 	boxes := make([]int, 0, len(runs))
 	for i := range runs {
-		if !isMark(kindOf(runs[i])) {
+		if !notRun(runs[i]) {
 			boxes = append(boxes, i)
 		}
 	}
@@ -123,7 +123,7 @@ func drawTimeline(b *html, page jobPage) {
 	}
 	axis(b, page, float64(len(ls))*tlLane, x)
 	b.raw(`</svg><figcaption>`)
-	legend(b)
+	swatches(b)
 	b.raw(`</figcaption></figure>`)
 }
 
@@ -250,10 +250,10 @@ func axis(b *html, page jobPage, y float64, x func(time.Time) float64) {
 		b.raw(`</text>`)
 	}
 	for _, r := range page.Runs {
-		kind := kindOf(r)
-		if !isMark(kind) {
+		if !notRun(r) {
 			continue
 		}
+		kind := kindOf(r)
 		at := scheduledAt(r)
 		runLink(b, page, r, "mark", kind)
 		b.raw(`" data-start="`)
@@ -282,15 +282,19 @@ func scheduledAt(r inspect.Run) time.Time {
 	return r.StartedAt
 }
 
-// legend names the colours.
-func legend(b *html) {
-	for _, k := range barKinds {
-		b.raw(`<span class="key"><span class="swatch k-`)
-		b.raw(k)
+// swatches name the colours, each with its meaning as its title; the
+// page's legend says them all.
+func swatches(b *html) {
+	for _, k := range kinds {
+		b.raw(`<span class="key" title="`)
+		b.attr(k.meaning)
+		b.raw(`"><span class="swatch k-`)
+		b.raw(k.name)
 		b.raw(`"></span>`)
-		b.raw(k)
+		b.raw(k.name)
 		b.raw(`</span> `)
 	}
+	b.raw(`<a href="#legend">what these mean</a>`)
 }
 
 // short cuts s to n characters for a label; the title has it whole.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -263,6 +264,88 @@ VALUES ($1, '', 0, now() - interval '2 hour', now() - interval '2 hour', $2, now
 	}
 	if n, lanes := strings.Count(body, `<a class="run"`), strings.Count(body, `<g class="lane"`); n != 1 || lanes != 1 {
 		t.Errorf("the timeline draws %d boxes in %d lanes, want the one run in host-a's lane", n, lanes)
+	}
+	// Nor are they runs in the counts or the table: a row of their own
+	// kind, with no holder, token or attempt.
+	if !strings.Contains(body, `>1 runs and 2 scheduled times not run from `) {
+		t.Errorf("the page does not count 1 run and 2 times not run: %s", body)
+	}
+	for _, kind := range []string{"missed", "skipped"} {
+		if !strings.Contains(body, `<tr class="not-run" data-outcome="`+kind+`">`) {
+			t.Errorf("the table has no not-run row for the %s time", kind)
+		}
+	}
+	if n := strings.Count(body, "scheduled time, not run"); n != 2 {
+		t.Errorf("the table shows %d times as not run, want 2", n)
+	}
+}
+
+// The table lists runs by their start, newest first, though the history
+// gives them by their finish: a long run that finished last is listed
+// after a short one that started later.
+func TestRunsAreListedByStart(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.run(f.store("host-a"), jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
+	if _, err := f.pool.Exec(context.Background(), `INSERT INTO `+f.history+`
+  (job_name, holder, fencing_token, started_at, finished_at, exit_code, outcome, scheduled_at)
+VALUES ($1, 'host-long', 7, now() - interval '3 hour', now() - interval '2 minute', 0, 'exited', NULL),
+  ($1, 'host-short', 8, now() - interval '2 hour', now() - interval '119 minute', 0, 'exited', NULL),
+  ($1, '', 0, now() - interval '90 minute', now() - interval '90 minute', NULL, $2, now() - interval '90 minute')`,
+		jobReport, lease.OutcomeMissed); err != nil {
+		t.Fatal(err)
+	}
+	srv := f.serve(f.pool)
+	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport)
+	tbody := body[strings.Index(body, "<tbody>"):]
+	var starts []string
+	for _, row := range strings.Split(tbody, "<tr")[1:] {
+		at := row[strings.Index(row, `<time datetime="`)+len(`<time datetime="`):]
+		starts = append(starts, at[:strings.IndexByte(at, '"')])
+	}
+	if len(starts) != 4 || !slices.IsSortedFunc(starts, func(a, b string) int { return strings.Compare(b, a) }) {
+		t.Errorf("the table lists starts %v, want 4, newest first", starts)
+	}
+}
+
+// The pages say a job's lease state in the words of leasewrap status
+// (released, expired, held, kept; no other), and the legend says what
+// each means.
+func TestLeaseStatesInStatusWords(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.run(f.store("host-a"), jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
+	held := f.take(f.store("host-b"), "held_job")
+	defer held.Finish(context.Background(), lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited})
+	kept := f.take(f.store("host-c", lease.WithHoldFor(time.Hour)), "kept_job")
+	if err := kept.Finish(context.Background(), lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}); err != nil {
+		t.Fatal(err)
+	}
+	srv := f.serve(f.pool)
+	_, body, _ := get(t, srv.URL, "/")
+	for job, state := range map[string]string{jobReport: "released", "held_job": "held", "kept_job": "kept"} {
+		row := body[strings.Index(body, `data-job="`+job+`"`):]
+		row = row[:strings.Index(row, "</tr>")]
+		if !strings.Contains(row, `data-state="`+state+`"`) {
+			t.Errorf("/ does not show %s as %s: %s", job, state, row)
+		}
+	}
+	_, page, _ := get(t, srv.URL, "/jobs/kept_job")
+	for _, b := range []string{body, page} {
+		if strings.Contains(b, ">free<") || strings.Contains(b, "s-free") {
+			t.Error("a page says free, a word status does not use")
+		}
+		for _, s := range []string{"held", "releasing", "kept", "released", "expired"} {
+			if !strings.Contains(b, `<dt><span class="state s-`+s+`">`+s+`</span></dt><dd>`) {
+				t.Errorf("the legend does not explain %s", s)
+			}
+		}
+		if !strings.Contains(b, "--hold-for keeps the lease until it expires") {
+			t.Error("the legend does not say what kept means")
+		}
+	}
+	if !strings.Contains(page, `data-state="kept"`) {
+		t.Error("the job page does not show the kept lease")
 	}
 }
 
