@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,8 +26,8 @@ type jobPage struct {
 	Runs []inspect.Run
 	// Ran and NotRun count Runs: the runs, and the times not run.
 	Ran, NotRun int
-	Truncated bool // more than MaxRuns finished in the window
-	Selected  *inspect.Run
+	Truncated   bool // more than MaxRuns finished in the window
+	Selected    *inspect.Run
 	// Output is the selected run's kept output, nil when it kept none or
 	// the pages hide kept output.
 	Output []byte
