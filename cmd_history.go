@@ -194,7 +194,7 @@ func historyAction(c *cli.Context) error {
 		}
 		from := o.query.Since
 		if from.IsZero() {
-			from = earliestStart(runs)
+			from = timeline.Earliest(runs)
 		}
 		print = func(w io.Writer) error { return printTimeline(w, runs, from, now, o.width) }
 	default:
@@ -246,16 +246,6 @@ func printOutput(c *cli.Context, a *admin, q inspect.OutputQuery, raw bool) erro
 		return &exitError{code: exitIOErr, err: fmt.Errorf("cannot write the output: %w", err)}
 	}
 	return nil
-}
-
-func earliestStart(runs []inspect.Run) time.Time {
-	var t time.Time
-	for _, r := range runs {
-		if t.IsZero() || r.StartedAt.Before(t) {
-			t = r.StartedAt
-		}
-	}
-	return t
 }
 
 // historyJSON is the stable JSON shape of one run in `history --json`.

@@ -289,6 +289,16 @@ func TestBrowserShowsTheFleet(t *testing.T) {
 		if h := eval[float64](b, `document.querySelector('#timeline, table.jobs').getBoundingClientRect().height`); h <= 0 {
 			t.Errorf("%s draws nothing on a phone", path)
 		}
+		// What happened stays on the screen without scrolling sideways.
+		if over := eval[float64](b, `[...document.querySelectorAll('th')].find(th => th.textContent === 'Outcome').getBoundingClientRect().right -
+  document.documentElement.clientWidth`); over > 0 {
+			t.Errorf("%s: the Outcome column ends %.0f px past a phone's screen", path, over)
+		}
+	}
+	// A job's name wraps, if at all, at a width that holds a word.
+	b.do(chromedp.Navigate(srv.URL + "/"))
+	if lines := eval[int](b, `[...document.querySelectorAll('td.name a')].find(a => a.textContent === '`+jobReport+`').getClientRects().length`); lines != 1 {
+		t.Errorf("%s takes %d lines on a phone, want 1", jobReport, lines)
 	}
 	b.screenshot("phone.png")
 

@@ -68,6 +68,17 @@ func (b *html) attr(s string) { b.text(s) }
 
 func (b *html) int(n int64) { b.buf = strconv.AppendInt(b.buf, n, 10) }
 
+// count writes n and the noun for one or for several.
+func (b *html) count(n int, one, several string) {
+	b.int(int64(n))
+	b.raw(" ")
+	if n == 1 {
+		b.raw(one)
+	} else {
+		b.raw(several)
+	}
+}
+
 // num writes a coordinate with one decimal, enough at the SVG's scale.
 func (b *html) num(f float64) { b.buf = strconv.AppendFloat(b.buf, f, 'f', 1, 64) }
 

@@ -119,8 +119,9 @@ func renderIndex(jobs []jobRow, now time.Time) []byte {
 	b.raw(` jobs, read at `)
 	b.time(now)
 	b.raw(` UTC. Jobs to act on first, then stale and paused ones.</p></header><main><div class="scroll"><table class="jobs"><thead><tr>` +
-		`<th>Job</th><th>Health</th><th>State</th><th>Holder</th><th>Last run</th><th>Duration</th><th>Outcome</th><th>Origin</th><th>Exit</th>` +
-		`<th>Next</th><th>Recent runs</th></tr></thead><tbody>`)
+		`<th>Job</th><th>Health</th><th>State</th><th>Outcome</th><th>Holder</th><th>Last run</th>` +
+		`<th>Duration</th><th>Origin</th><th>Exit</th><th>Next</th>` +
+		`<th>Recent runs</th></tr></thead><tbody>`)
 	for _, j := range jobs {
 		b.raw(`<tr class="job`)
 		switch j.rank() {
@@ -145,27 +146,8 @@ func renderIndex(jobs []jobRow, now time.Time) []byte {
 		health(&b, j.Verdict)
 		b.raw(`</td><td>`)
 		state(&b, j.State)
-		b.raw(`</td><td class="holder">`)
-		holders(&b, j.Holders)
 		b.raw(`</td>`)
-		if run := j.LastRun; run != nil {
-			kind := kindOf(*run)
-			b.raw(`<td>`)
-			b.time(run.StartedAt)
-			b.raw(`</td><td>`)
-			b.duration(run.FinishedAt.Sub(run.StartedAt))
-			b.raw(`</td><td><span class="outcome k-`)
-			b.raw(kind)
-			b.raw(`">`)
-			b.raw(kind)
-			b.raw(`</span></td><td>`)
-			origin(&b, run.Origin)
-			b.raw(`</td><td>`)
-			exitCode(&b, run.ExitCode)
-			b.raw(`</td>`)
-		} else {
-			b.raw(`<td colspan="5" class="none">no run in the history</td>`)
-		}
+		lastRun(&b, j)
 		b.raw(`<td>`)
 		if j.Next != nil {
 			b.time(*j.Next)
@@ -184,6 +166,44 @@ func renderIndex(jobs []jobRow, now time.Time) []byte {
 	b.raw(`</main>`)
 	b.foot()
 	return b.buf
+}
+
+// lastRun writes a job's outcome, holders and newest run, from the
+// Outcome column to the Exit column of /. The columns after Outcome are
+// left out on a phone's width (see style.css).
+func lastRun(b *html, j jobRow) {
+	run := j.LastRun
+	b.raw(`<td>`)
+	if run != nil {
+		outcome(b, kindOf(*run))
+	} else {
+		b.raw(`—`)
+	}
+	b.raw(`</td><td class="holder">`)
+	holders(b, j.Holders)
+	b.raw(`</td>`)
+	if run == nil {
+		b.raw(`<td colspan="4" class="none">no run in the history</td>`)
+		return
+	}
+	b.raw(`<td>`)
+	b.time(run.StartedAt)
+	b.raw(`</td><td>`)
+	b.duration(run.FinishedAt.Sub(run.StartedAt))
+	b.raw(`</td><td>`)
+	origin(b, run.Origin)
+	b.raw(`</td><td>`)
+	exitCode(b, run.ExitCode)
+	b.raw(`</td>`)
+}
+
+// outcome writes a kind of run as its coloured word.
+func outcome(b *html, kind string) {
+	b.raw(`<span class="outcome k-`)
+	b.raw(kind)
+	b.raw(`">`)
+	b.raw(kind)
+	b.raw(`</span>`)
 }
 
 // recentBar draws a job's recent runs as a row of small squares, oldest

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redbite/leasewrap/internal/timeline"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
 )
@@ -20,6 +21,9 @@ type jobPage struct {
 	Job        string
 	From, Now  time.Time
 	SinceParam string // as the viewer gave it, kept in the page's links
+	// Fitted says From was moved up to the runs of DefaultWindow, as the
+	// page does without ?since= (timeline.Window.Fit).
+	Fitted bool
 	// Runs are the runs in the window, newest start first, those running
 	// now (Outcome kindRunning, finishing now) included, and the
 	// scheduled times that were not run (notRun), at their time.
@@ -118,6 +122,10 @@ func (p *Pages) readJob(ctx context.Context, job string, q url.Values) (jobPage,
 		}
 	}
 	page.Ran = len(page.Runs) - page.NotRun
+	if page.SinceParam == "" && !page.Truncated {
+		fit := timeline.NewWindow(page.From, now).Fit(timeline.Earliest(page.Runs))
+		page.From, page.Fitted = fit.From, !fit.From.Equal(page.From)
+	}
 	if id := q.Get("run"); id != "" {
 		for i := range page.Runs {
 			if runID(page.Runs[i]) == id {
@@ -181,18 +189,20 @@ func renderJob(page jobPage, root string) []byte {
 	b.raw(`">All jobs</a></p><h1 class="job-name">`)
 	b.text(page.Job)
 	b.raw(`</h1><p class="sub">`)
-	b.int(int64(page.Ran))
-	b.raw(` runs`)
+	b.count(page.Ran, "run", "runs")
 	if page.NotRun > 0 {
 		b.raw(` and `)
-		b.int(int64(page.NotRun))
-		b.raw(` scheduled times not run`)
+		b.count(page.NotRun, "scheduled time", "scheduled times")
+		b.raw(` not run`)
 	}
 	b.raw(` from `)
 	b.time(page.From)
 	b.raw(` to `)
 	b.time(page.Now)
 	b.raw(` UTC`)
+	if page.Fitted {
+		b.raw(` (the default window, narrowed to its runs)`)
+	}
 	if page.Truncated {
 		b.raw(` (the newest `)
 		b.int(MaxRuns)
@@ -276,11 +286,10 @@ func notRunRow(b *html, page jobPage, r inspect.Run) {
 	selectLink(b, page, r)
 	b.raw(`">`)
 	b.time(scheduledAt(r))
-	b.raw(`</a></td><td colspan="6" class="none">scheduled time, not run</td><td><span class="outcome k-`)
-	b.raw(kind)
-	b.raw(`">`)
-	b.raw(kind)
-	b.raw(`</span></td><td>`)
+	b.raw(`</a></td><td>`)
+	outcome(b, kind)
+	b.raw(`</td><td class="none">scheduled time, not run</td>` +
+		`<td></td><td></td><td></td><td></td><td></td><td>`)
 	origin(b, r.Origin)
 	b.raw(`</td><td></td></tr>`)
 }
@@ -345,10 +354,14 @@ func selected(b *html, page jobPage) {
 	b.raw(`</section>`)
 }
 
-// runTable writes the runs as a table, newest first.
+// runTable writes the runs as a table, newest first. Outcome comes
+// second, and the columns from the fifth on are left out on a phone's
+// width (see style.css), so that what a run's row is for stays on the
+// screen; every row has a cell for each column, so that they line up.
 func runTable(b *html, page jobPage) {
-	b.raw(`<h2>Runs</h2><div class="scroll"><table class="runs"><thead><tr><th>Started (UTC)</th><th>Duration</th>` +
-		`<th>Holder</th><th>Slot</th><th>Token</th><th>Attempt</th><th>Exit</th><th>Outcome</th><th>Origin</th><th>Output</th></tr></thead><tbody>`)
+	b.raw(`<h2>Runs</h2><div class="scroll"><table class="runs"><thead><tr><th>Started (UTC)</th><th>Outcome</th><th>Duration</th>` +
+		`<th>Exit</th><th>Holder</th><th>Slot</th><th>Token</th><th>Attempt</th>` +
+		`<th>Origin</th><th>Output</th></tr></thead><tbody>`)
 	for _, r := range page.Runs {
 		if notRun(r) {
 			notRunRow(b, page, r)
@@ -362,7 +375,11 @@ func runTable(b *html, page jobPage) {
 		b.raw(`">`)
 		b.time(r.StartedAt)
 		b.raw(`</a></td><td>`)
+		outcome(b, kind)
+		b.raw(`</td><td>`)
 		b.duration(r.FinishedAt.Sub(r.StartedAt))
+		b.raw(`</td><td>`)
+		exitCode(b, r.ExitCode)
 		b.raw(`</td><td class="holder">`)
 		b.text(r.Holder)
 		b.raw(`</td><td>`)
@@ -372,12 +389,6 @@ func runTable(b *html, page jobPage) {
 		b.raw(`</td><td>`)
 		b.int(int64(r.Attempt))
 		b.raw(`</td><td>`)
-		exitCode(b, r.ExitCode)
-		b.raw(`</td><td><span class="outcome k-`)
-		b.raw(kind)
-		b.raw(`">`)
-		b.raw(kind)
-		b.raw(`</span></td><td>`)
 		origin(b, r.Origin)
 		b.raw(`</td><td>`)
 		if r.OutputBytes > 0 {

@@ -20,7 +20,8 @@ const (
 	tlLane     = 24.0                        // height of one holder's lane
 	tlBox      = 16.0                        // height of a run's box in it
 	tlAxis     = 34.0                        // the time axis under the lanes, with the marks of times not run
-	tlMinWidth = 2.0                         // a run shorter than this is drawn this wide, unless that would meet the next run
+	tlMinWidth = 3.0                         // a run shorter than this is drawn this wide, unless that would meet the next run
+	tlManual   = 4.0                         // the radius of a manual run's marker
 	// tlChar is the width of a character of an axis label (11px in the
 	// SVG's units), and tlGap the characters left between two labels.
 	tlChar = 6.5
@@ -140,7 +141,21 @@ func runBox(b *html, page jobPage, r inspect.Run, x, y, w float64) {
 	b.num(w)
 	b.raw(`" height="`)
 	b.num(tlBox)
-	b.raw(`"/><title>`)
+	b.raw(`"/>`)
+	manual := r.Origin == inspect.OriginManual
+	if manual {
+		b.raw(`<circle class="manual" cx="`)
+		b.num(x)
+		b.raw(`" cy="`)
+		b.num(y)
+		b.raw(`" r="`)
+		b.num(tlManual)
+		b.raw(`"/>`)
+	}
+	b.raw(`<title>`)
+	if manual {
+		b.raw(`manual run, `)
+	}
 	b.raw(kind)
 	b.raw(`, holder `)
 	b.text(r.Holder)
@@ -245,7 +260,7 @@ func swatches(b *html) {
 		b.raw(k.name)
 		b.raw(`</span> `)
 	}
-	b.raw(`<a href="#legend">what these mean</a>`)
+	b.raw(`<span class="key"><span class="swatch manual"></span>manual run (leasewrap trigger)</span> <a href="#legend">what these mean</a>`)
 }
 
 // short cuts s to n characters for a label; the title has it whole.

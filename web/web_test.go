@@ -18,6 +18,7 @@ import (
 	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
+	"github.com/redbite/leasewrap/lease/schema"
 	"github.com/redbite/leasewrap/schedule"
 	"github.com/redbite/leasewrap/web"
 )
@@ -267,7 +268,7 @@ VALUES ($1, '', 0, now() - interval '2 hour', now() - interval '2 hour', $2, now
 	}
 	// Nor are they runs in the counts or the table: a row of their own
 	// kind, with no holder, token or attempt.
-	if !strings.Contains(body, `>1 runs and 2 scheduled times not run from `) {
+	if !strings.Contains(body, `>1 run and 2 scheduled times not run from `) {
 		t.Errorf("the page does not count 1 run and 2 times not run: %s", body)
 	}
 	for _, kind := range []string{"missed", "skipped"} {
@@ -367,5 +368,73 @@ func TestIndexShowsTheNextScheduledTime(t *testing.T) {
 	next := s.Next(time.Now()).UTC().Format("2006-01-02T15:04:05.000Z")
 	if n := strings.Count(body, `<time datetime="`+next+`"`); n != 1 {
 		t.Errorf("/ shows the next time %s %d times, want once (for scheduled_job only): %s", next, n, body)
+	}
+}
+
+// A job's page shows its lease now (state and holders), its schedule and
+// its next scheduled time, and marks a manual run (leasewrap trigger) in
+// the timeline.
+func TestJobPageShowsTheJobNowAndManualRuns(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	s, err := schedule.Parse("0 2 * * *", "Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store("host-b").Register(context.Background(), "scheduled_job", s.Spec(), s.ZoneRules); err != nil {
+		t.Fatal(err)
+	}
+	held := f.take(f.store("host-b"), "scheduled_job")
+	defer held.Finish(context.Background(), lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited})
+	claims := schema.ClaimsTable(pgx.Identifier{f.table}).Sanitize()
+	if _, err := f.pool.Exec(context.Background(), `WITH t AS (SELECT date_trunc('second', now()) - interval '1 hour' AS at),
+h AS (INSERT INTO `+f.history+` (job_name, holder, fencing_token, started_at, finished_at, exit_code, outcome, scheduled_at)
+  SELECT 'scheduled_job', 'host-m', 9, at, at + interval '1 second', 0, 'exited', at FROM t)
+INSERT INTO `+claims+` (job_name, scheduled_at, outcome, holder, fencing_token) SELECT 'scheduled_job', at, $1, 'host-m', 9 FROM t`,
+		lease.ClaimManual); err != nil {
+		t.Fatal(err)
+	}
+	srv := f.serve(f.pool)
+	_, body, _ := get(t, srv.URL, "/jobs/scheduled_job")
+	next := s.Next(time.Now()).UTC().Format("2006-01-02T15:04:05.000Z")
+	for _, want := range []string{`<dt>Lease</dt><dd><span class="state s-held" data-state="held">held</span>`,
+		`<dt>Holders</dt><dd class="holder">host-b</dd>`, `<dt>Schedule</dt><dd><code>` + html.EscapeString(s.Spec()),
+		`<dt>Next</dt><dd><time datetime="` + next + `"`, `<circle class="manual"`, `<title>manual run, succeeded`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the job page lacks %s", want)
+		}
+	}
+	if n := strings.Count(body, `<circle class="manual"`); n != 1 {
+		t.Errorf("%d manual marks, want 1 (the manual run's)", n)
+	}
+}
+
+// At the default window a job whose runs took milliseconds, seconds ago,
+// is drawn over the period of its runs, not a day in which they would be
+// thinner than a pixel.
+func TestShortRunsAreVisibleAtTheDefaultWindow(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.standardHistory()
+	srv := f.serve(f.pool)
+	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport)
+	if !strings.Contains(body, "narrowed to its runs") {
+		t.Error("the default window is not narrowed to the runs")
+	}
+	var widths []float64
+	for _, box := range strings.Split(body, `<a class="run"`)[1:] {
+		w := box[strings.Index(box, `width="`)+len(`width="`):]
+		var width float64
+		if _, err := fmt.Sscan(w[:strings.IndexByte(w, '"')], &width); err != nil {
+			t.Fatal(err)
+		}
+		widths = append(widths, width)
+	}
+	if len(widths) != 6 || slices.Min(widths) < 0.5 {
+		t.Errorf("runs drawn %v wide (of 1000), want 6, none under 0.5", widths)
+	}
+	// A window asked for is kept as asked.
+	if _, body, _ := get(t, srv.URL, "/jobs/"+jobReport+"?since=24h"); strings.Contains(body, "narrowed") {
+		t.Error("?since=24h was narrowed")
 	}
 }

@@ -26,6 +26,33 @@ func NewWindow(from, to time.Time) Window {
 	return Window{From: from, To: to}
 }
 
+// Earliest is the earliest start of runs, the zero time for none.
+func Earliest(runs []inspect.Run) time.Time {
+	var t time.Time
+	for _, r := range runs {
+		if t.IsZero() || r.StartedAt.Before(t) {
+			t = r.StartedAt
+		}
+	}
+	return t
+}
+
+// Fit narrows w to what is in it when it starts long before the earliest
+// start: From moves to a twentieth of the rest of the window (at least a
+// second) before earliest. Runs of seconds that a day's window would draw
+// a pixel wide then fill the drawing. A zero earliest (no runs), or one at
+// or before From, leaves w as it is.
+func (w Window) Fit(earliest time.Time) Window {
+	if earliest.IsZero() || !earliest.After(w.From) || !earliest.Before(w.To) {
+		return w
+	}
+	from := earliest.Add(-max(w.To.Sub(earliest)/20, time.Second))
+	if from.Before(w.From) {
+		return w
+	}
+	return NewWindow(from, w.To)
+}
+
 // Span is the window's length.
 func (w Window) Span() time.Duration { return w.To.Sub(w.From) }
 
