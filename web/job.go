@@ -113,19 +113,7 @@ func (p *Pages) readJob(ctx context.Context, job string, q url.Values) (jobPage,
 	if len(runs) > MaxRuns {
 		runs, page.Truncated = runs[:MaxRuns], true
 	}
-	page.Runs = append(inspect.Running(statuses, now), runs...)
-	// The history comes newest finish first; the page lists by start.
-	slices.SortStableFunc(page.Runs, func(a, b inspect.Run) int { return b.StartedAt.Compare(a.StartedAt) })
-	for i := range page.Runs {
-		if notRun(page.Runs[i]) {
-			page.NotRun++
-		}
-	}
-	page.Ran = len(page.Runs) - page.NotRun
-	if page.SinceParam == "" && !page.Truncated {
-		fit := timeline.NewWindow(page.From, now).Fit(timeline.Earliest(page.Runs))
-		page.From, page.Fitted = fit.From, !fit.From.Equal(page.From)
-	}
+	page.place(append(inspect.Running(statuses, now), runs...))
 	if id := q.Get("run"); id != "" {
 		for i := range page.Runs {
 			if runID(page.Runs[i]) == id {
@@ -144,6 +132,24 @@ func (p *Pages) readJob(ctx context.Context, job string, q url.Values) (jobPage,
 		}
 	}
 	return page, nil
+}
+
+// place puts runs on the page: newest start first (the history gives
+// them newest finish first), counted as runs and times not run, and
+// without ?since= in the default window narrowed to them.
+func (page *jobPage) place(runs []inspect.Run) {
+	slices.SortStableFunc(runs, func(a, b inspect.Run) int { return b.StartedAt.Compare(a.StartedAt) })
+	page.Runs = runs
+	for i := range runs {
+		if notRun(runs[i]) {
+			page.NotRun++
+		}
+	}
+	page.Ran = len(runs) - page.NotRun
+	if page.SinceParam == "" && !page.Truncated {
+		fit := timeline.NewWindow(page.From, page.Now).Fit(timeline.Earliest(runs))
+		page.From, page.Fitted = fit.From, !fit.From.Equal(page.From)
+	}
 }
 
 // badRequest is a page view asked for wrongly (?since=, a job name that
