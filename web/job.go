@@ -266,6 +266,19 @@ func leaseFacts(b *html, l leaseView) {
 		b.time(*l.Next)
 		b.raw(` UTC`)
 	}
+	if p := l.Paused; p != nil {
+		b.raw(`</dd><dt>Paused</dt><dd class="paused">by `)
+		b.text(p.By)
+		if !p.Until.IsZero() {
+			b.raw(` until `)
+			b.time(p.Until)
+			b.raw(` UTC`)
+		}
+		if p.Reason != "" {
+			b.raw(`: `)
+			b.text(p.Reason)
+		}
+	}
 	b.raw(`</dd></dl>`)
 }
 

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
 	"github.com/redbite/leasewrap/schedule"
 )
@@ -21,6 +22,8 @@ type leaseView struct {
 	// Next is the job's next scheduled time, nil without a schedule: the
 	// database's (the verdict's) when known, else by the host's clock.
 	Next *time.Time
+	// Paused is the job's pause (leasewrap pause), nil when it runs.
+	Paused *lease.Pause
 }
 
 // add gathers one lease row of the job; now is the host's clock, for
@@ -31,6 +34,9 @@ func (v *leaseView) add(s inspect.JobStatus, now time.Time) {
 		v.Holders = append(v.Holders, s.Holder)
 	}
 	v.State = strongerState(v.State, s.State)
+	if s.Paused != nil && v.Paused == nil {
+		v.Paused = s.Paused
+	}
 	if s.Schedule != nil && v.Schedule == "" {
 		v.Schedule = *s.Schedule
 		if next, ok := schedule.NextOf(*s.Schedule, now); ok && v.Next == nil {

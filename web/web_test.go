@@ -407,6 +407,16 @@ INSERT INTO `+claims+` (job_name, scheduled_at, outcome, holder, fencing_token) 
 	if n := strings.Count(body, `<circle class="manual"`); n != 1 {
 		t.Errorf("%d manual marks, want 1 (the manual run's)", n)
 	}
+	if strings.Contains(body, "<dt>Paused</dt>") {
+		t.Error("a job that runs is shown paused")
+	}
+	if _, _, err := f.store("host-b").Pause(context.Background(), "scheduled_job", "disk <full>", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, body, _ := get(t, srv.URL, "/jobs/scheduled_job"); !strings.Contains(body, `<dt>Paused</dt><dd class="paused">by `) ||
+		!strings.Contains(body, ": disk &lt;full&gt;</dd>") {
+		t.Errorf("the paused job's page does not say by whom, until when and why: %s", body)
+	}
 }
 
 // At the default window a job whose runs took milliseconds, seconds ago,
