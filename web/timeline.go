@@ -91,11 +91,14 @@ func drawTimeline(b *html, page jobPage) {
 }
 
 // nextStarts gives, for each run, the start of the next run of the same
-// slot (zero for the last).
+// slot (zero for the last). A scheduled time not run is no run: it is a
+// mark on the axis, and a run's box may cover its time.
 func nextStarts(runs []inspect.Run) []time.Time {
-	order := make([]int, len(runs))
-	for i := range order {
-		order[i] = i
+	order := make([]int, 0, len(runs))
+	for i := range runs {
+		if !notRun(runs[i]) {
+			order = append(order, i)
+		}
 	}
 	slices.SortFunc(order, func(a, b int) int {
 		return cmp.Or(cmp.Compare(runs[a].Slot, runs[b].Slot), runs[a].StartedAt.Compare(runs[b].StartedAt), cmp.Compare(a, b))

@@ -448,3 +448,25 @@ func TestShortRunsAreVisibleAtTheDefaultWindow(t *testing.T) {
 		t.Error("?since=24h was narrowed")
 	}
 }
+
+// A short run is drawn at its least width however close a scheduled time
+// not run (a mark on the axis, not a run) follows it.
+func TestAMarkDoesNotNarrowARun(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.run(f.store("host-a"), jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
+	if _, err := f.pool.Exec(context.Background(), `INSERT INTO `+f.history+`
+  (job_name, holder, slot, fencing_token, started_at, finished_at, exit_code, outcome, scheduled_at)
+VALUES ($1, 'host-a', 1, 5, now() - interval '1 hour', now() - interval '1 hour' + interval '1 second', 0, 'exited', NULL),
+  ($1, 'host-a', 1, 0, now() - interval '1 hour' + interval '2 second', now() - interval '1 hour' + interval '2 second', NULL, $2, now() - interval '1 hour' + interval '2 second')`,
+		jobReport, lease.OutcomeSkipped); err != nil {
+		t.Fatal(err)
+	}
+	srv := f.serve(f.pool)
+	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport+"?since=24h")
+	box := body[strings.Index(body, `<a class="run"`):]
+	box = box[strings.Index(box, `width="`)+len(`width="`):]
+	if w := box[:strings.IndexByte(box, '"')]; w != "3.0" {
+		t.Errorf("a run of a second in a day is drawn %s wide, want 3.0", w)
+	}
+}
