@@ -102,23 +102,28 @@ func (p *Pages) readJobs(ctx context.Context) ([]jobRow, error) {
 func (p *Pages) serveIndex(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), p.timeout)
 	defer cancel()
-	jobs, err := p.readJobs(ctx)
-	if err != nil {
-		p.fail(w, r, "", err)
-		return
+	refresh, err := parseRefresh(r.URL.Query().Get("refresh"))
+	var body []byte
+	if err == nil {
+		var jobs []jobRow
+		if jobs, err = p.readJobs(ctx); err == nil {
+			body = renderIndex(jobs, p.now(), refresh)
+		}
 	}
-	writePage(w, http.StatusOK, renderIndex(jobs, p.now()))
+	p.answer(w, r, "", body, err)
 }
 
-// renderIndex writes /.
-func renderIndex(jobs []jobRow, now time.Time) []byte {
-	var b html
+// renderIndex writes /, reloading itself every refresh seconds (0: not).
+func renderIndex(jobs []jobRow, now time.Time, refresh int) []byte {
+	b := html{refresh: refresh}
 	b.head("leasewrap: jobs", "")
 	b.raw(`<header><h1>Jobs</h1><p class="sub">`)
 	b.int(int64(len(jobs)))
 	b.raw(` jobs, read at `)
 	b.time(now)
-	b.raw(` UTC. Jobs to act on first, then stale and paused ones.</p></header><main><div class="scroll"><table class="jobs"><thead><tr>` +
+	b.raw(` UTC. Jobs to act on first, then stale and paused ones.</p>`)
+	refreshControl(&b, "", refresh)
+	b.raw(`</header><main><div class="scroll"><table class="jobs"><thead><tr>` +
 		`<th>Job</th><th>Health</th><th>State</th><th>Outcome</th><th>Holder</th><th>Last run</th>` +
 		`<th>Duration</th><th>Origin</th><th>Exit</th><th>Next</th>` +
 		`<th>Recent runs</th></tr></thead><tbody>`)

@@ -37,6 +37,8 @@ type jobPage struct {
 	Output []byte
 	// ShowOutput is the pages' WithOutput.
 	ShowOutput bool
+	// Refresh is ?refresh=: seconds between the page's reloads, 0 for none.
+	Refresh int
 	// Verdict is the job's state as check, status and the exporter show
 	// it; unknown when the history could not be read.
 	Verdict inspect.Verdict
@@ -84,6 +86,9 @@ func (p *Pages) readJob(ctx context.Context, job string, q url.Values) (jobPage,
 	var err error
 	if page.From, err = parseSince(page.SinceParam, now); err != nil {
 		return page, &badRequest{err}
+	}
+	if page.Refresh, err = parseRefresh(q.Get("refresh")); err != nil {
+		return page, err
 	}
 	if err := lease.CheckJob(job); err != nil {
 		return page, &badRequest{err}
@@ -152,12 +157,6 @@ func (page *jobPage) place(runs []inspect.Run) {
 	}
 }
 
-// badRequest is a page view asked for wrongly (?since=, a job name that
-// cannot be one).
-type badRequest struct{ err error }
-
-func (e *badRequest) Error() string { return e.err.Error() }
-
 func (p *Pages) serveJob(w http.ResponseWriter, r *http.Request) {
 	job := r.PathValue("name")
 	// The page is at jobs/NAME, NAME one segment as the pages link it (a
@@ -167,28 +166,16 @@ func (p *Pages) serveJob(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), p.timeout)
 	defer cancel()
 	page, err := p.readJob(ctx, job, r.URL.Query())
-	var bad *badRequest
-	switch {
-	case errors.As(err, &bad):
-		var b html
-		b.head("leasewrap: bad request", root)
-		b.raw(`<main><h1>Bad request</h1><p class="error">`)
-		b.text(err.Error())
-		b.raw(`</p></main>`)
-		b.foot()
-		writePage(w, http.StatusBadRequest, b.buf)
-		return
-	case err != nil:
-		p.fail(w, r, root, err)
-		return
+	var body []byte
+	if err == nil {
+		body = renderJob(page, root)
 	}
-	writePage(w, http.StatusOK, renderJob(page, root))
+	p.answer(w, r, root, body, err)
 }
 
 // renderJob writes /jobs/NAME: the timeline, the selected run, the table.
 func renderJob(page jobPage, root string) []byte {
-	var b html
-	b.buf = make([]byte, 0, 4096+len(page.Runs)*900)
+	b := html{buf: make([]byte, 0, 4096+len(page.Runs)*900), refresh: page.Refresh}
 	b.head("leasewrap: "+page.Job, root)
 	b.raw(`<header><p class="crumb"><a href="`)
 	b.attr(root)
@@ -228,7 +215,9 @@ func renderJob(page jobPage, root string) []byte {
 		b.raw(w)
 		b.raw(`</a> `)
 	}
-	b.raw(`</nav></header><main>`)
+	b.raw(`</nav>`)
+	refreshControl(&b, page.SinceParam, page.Refresh)
+	b.raw(`</header><main>`)
 	drawTimeline(&b, page)
 	b.raw(`<div id="detail" class="detail" aria-live="polite"></div>`)
 	selected(&b, page)

@@ -470,3 +470,34 @@ VALUES ($1, 'host-a', 1, 5, now() - interval '1 hour', now() - interval '1 hour'
 		t.Errorf("a run of a second in a day is drawn %s wide, want 3.0", w)
 	}
 }
+
+// ?refresh= makes a page reload itself, without script (a meta refresh
+// the CSP need not allow), at most every 10 s; both pages link to it and
+// back.
+func TestPagesReloadThemselvesWhenAsked(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.run(f.store("host-a"), jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
+	srv := f.serve(f.pool)
+	for _, path := range []string{"/", "/jobs/" + jobReport} {
+		_, plain, _ := get(t, srv.URL, path)
+		if strings.Contains(plain, `http-equiv="refresh"`) || !strings.Contains(plain, `<a href="?refresh=60">Reload every minute</a>`) {
+			t.Errorf("%s reloads itself unasked, or has no link to: %s", path, plain)
+		}
+		status, body, h := get(t, srv.URL, path+"?refresh=30")
+		if status != 200 || !strings.Contains(body, `<meta http-equiv="refresh" content="30">`) || !strings.Contains(body, `Reloads every 30 s. <a href="?">Stop</a>`) {
+			t.Errorf("%s?refresh=30 answered %d without reloading every 30 s: %s", path, status, body)
+		}
+		if csp := h.Get("Content-Security-Policy"); csp != "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'" {
+			t.Errorf("%s?refresh=30 has the policy %q", path, csp)
+		}
+		for _, bad := range []string{"5", "3601", "soon"} {
+			if status, body, _ := get(t, srv.URL, path+"?refresh="+bad); status != 400 || !strings.Contains(body, "from 10 to 3600") {
+				t.Errorf("%s?refresh=%s answered %d: %s", path, bad, status, body)
+			}
+		}
+	}
+	if _, body, _ := get(t, srv.URL, "/jobs/"+jobReport+"?since=6h&refresh=30"); !strings.Contains(body, `<a href="?since=6h">Stop</a>`) {
+		t.Error("stopping the reloads forgets the window")
+	}
+}
