@@ -1,6 +1,7 @@
 package command
 
 import (
+	"html"
 	"io"
 	"net/http"
 	"os"
@@ -95,6 +96,44 @@ func TestExporterRefusesABadWebConfig(t *testing.T) {
 			"--web.config.file", file)
 		if code := p.Wait(t, 15*time.Second); code != 64 || !strings.Contains(p.Logs.String(), "--web.config.file") {
 			t.Errorf("exporter with web config %s exited %d, want 64 naming the flag: %s", file, code, p.Logs)
+		}
+	}
+}
+
+// The exporter's web page shows the output a run kept only when the
+// operator starts it with --web.show-output (or LEASEWRAP_WEB_SHOW_OUTPUT):
+// by default it says the run kept some, and how to read it.
+func TestExporterHidesKeptOutputUnlessAskedTo(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	run := lw(t, nil, d.args("--job", "secretive", "--keep-output", "1KiB", "--", "sh", "-c", "echo token=s3cret")...)
+	if code := run.Wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("the job exited %d: %s", code, run.Logs)
+	}
+	for _, env := range [][]string{nil, {"LEASEWRAP_WEB_SHOW_OUTPUT=true"}} {
+		p := lw(t, env, "exporter", "--database-url", pgtest.URL(), "--table", d.table, "--log-format", "json", "--http-addr", "127.0.0.1:0")
+		addr := p.WaitLog(t, "serving the web page, /metrics and /healthz")["http_addr"].(string)
+		get := func(path string) string {
+			t.Helper()
+			resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + addr + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return string(body)
+		}
+		page := get("/jobs/secretive")
+		i := strings.Index(page, " bytes</a>")
+		if i < 0 {
+			t.Fatalf("the job page links to no kept output: %s", page)
+		}
+		href := page[strings.LastIndex(page[:i], `href="`)+len(`href="`):]
+		href = html.UnescapeString(href[:strings.IndexByte(href, '#')])
+		selected := get("/jobs/secretive" + href)
+		shown := strings.Contains(selected, "token=s3cret")
+		if want := env != nil; shown != want || !want && !strings.Contains(selected, "--web.show-output") {
+			t.Errorf("with environment %q the selected run shows its output: %v, want %v: %s", env, shown, want, selected)
 		}
 	}
 }

@@ -526,6 +526,17 @@ func TestMaxRuntimeStopsAHungCommand(t *testing.T) {
 		if in := d.expiresIn(t, "hung"); in > 0 {
 			t.Errorf("lease still held for %s after the timed-out command", in)
 		}
+		// The lease row (status) and the history (history, the web page)
+		// record the 124 leasewrap exited with, not the child's 137.
+		var row, history *int
+		var outcome string
+		if err := d.pool.QueryRow(t.Context(), `SELECT l.last_exit_code, h.exit_code, h.outcome FROM "`+d.table+`" l, "`+
+			d.table+`_history" h WHERE l.job_name = 'hung' AND h.job_name = 'hung'`).Scan(&row, &history, &outcome); err != nil {
+			t.Fatal(err)
+		}
+		if row == nil || *row != 124 || history == nil || *history != 124 || outcome != "timed_out" {
+			t.Errorf("recorded exit %v in the lease row, %v (%s) in the history; want 124 (timed_out) in both", row, history, outcome)
+		}
 		return
 	}
 	t.Fatal("the command was never ready before --max-runtime, even at 5.6s")

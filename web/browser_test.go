@@ -17,8 +17,11 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/schema"
+	"github.com/redbite/leasewrap/web"
 )
 
 // tab is a page of Debian's chromium, driven over the DevTools protocol.
@@ -174,7 +177,7 @@ func TestBrowserShowsTheFleet(t *testing.T) {
 	b := browser(t)
 	f := newFleet(t)
 	f.standardHistory()
-	srv := f.serve(f.pool)
+	srv := f.serve(f.pool, web.WithOutput(true))
 	since := "?since=" + url.QueryEscape(f.start.UTC().Format(time.RFC3339Nano))
 
 	// /: every job, by name, as text.
@@ -221,7 +224,7 @@ func TestBrowserShowsTheFleet(t *testing.T) {
 	// Focus shows a run's facts; times are given local on hover.
 	b.do(chromedp.Focus(`g.lane[data-holder="host-b"] a.run[data-outcome="timed_out"]`))
 	if detail := eval[string](b, `document.getElementById('detail').textContent`); !strings.Contains(detail, "timed_out, holder host-b, token ") ||
-		!strings.Contains(detail, "exit 143") || !strings.Contains(detail, "your time") {
+		!strings.Contains(detail, "exit 124") || !strings.Contains(detail, "your time") {
 		t.Errorf("focus on the timed-out run shows %q", detail)
 	}
 	if title := eval[string](b, `document.querySelector('time').title`); !strings.Contains(title, "your time") {
@@ -288,6 +291,16 @@ func TestBrowserShowsTheFleet(t *testing.T) {
 		if h := eval[float64](b, `document.querySelector('#timeline, table.jobs').getBoundingClientRect().height`); h <= 0 {
 			t.Errorf("%s draws nothing on a phone", path)
 		}
+		// What happened stays on the screen without scrolling sideways.
+		if over := eval[float64](b, `[...document.querySelectorAll('th')].find(th => th.textContent === 'Outcome').getBoundingClientRect().right -
+  document.documentElement.clientWidth`); over > 0 {
+			t.Errorf("%s: the Outcome column ends %.0f px past a phone's screen", path, over)
+		}
+	}
+	// A job's name wraps, if at all, at a width that holds a word.
+	b.do(chromedp.Navigate(srv.URL + "/"))
+	if lines := eval[int](b, `[...document.querySelectorAll('td.name a')].find(a => a.textContent === '`+jobReport+`').getClientRects().length`); lines != 1 {
+		t.Errorf("%s takes %d lines on a phone, want 1", jobReport, lines)
 	}
 	b.screenshot("phone.png")
 
@@ -318,9 +331,10 @@ func overlapping(runs []drawnRun) string {
 // without it.
 const screenshotEnv = "LEASEWRAP_WEB_SCREENSHOT"
 
-// TestTimelineScreenshot draws the timeline of a job run by three
-// instances, from real leases whose runs take a moment each, and saves
-// it where LEASEWRAP_WEB_SCREENSHOT says.
+// TestTimelineScreenshot draws, at the default window, the timeline of a
+// job run hourly for a day by three instances (a failure, a timed-out run,
+// a lost one, a missed time and a manual run among them), and saves it
+// where LEASEWRAP_WEB_SCREENSHOT says.
 func TestTimelineScreenshot(t *testing.T) {
 	out := os.Getenv(screenshotEnv)
 	if out == "" {
@@ -328,28 +342,32 @@ func TestTimelineScreenshot(t *testing.T) {
 	}
 	b := browser(t)
 	f := newFleet(t)
-	hosts := []*lease.Store{f.store("web-1"), f.store("web-2"), f.store("worker-7f3a")}
-	work := func(d time.Duration) func() { return func() { time.Sleep(d) } }
-	ends := []lease.End{
-		{ExitCode: code(0), Outcome: lease.OutcomeExited}, {ExitCode: code(0), Outcome: lease.OutcomeExited},
-		{ExitCode: code(1), Outcome: lease.OutcomeExited}, {ExitCode: code(0), Outcome: lease.OutcomeExited},
-		{ExitCode: code(143), Outcome: lease.OutcomeTimedOut}, {ExitCode: code(0), Outcome: lease.OutcomeExited},
+	f.run(f.store("web-1"), jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
+	// A day of hourly runs, written as the wrappers record them: hour h
+	// ago by one of three hosts, a few minutes long.
+	if _, err := f.pool.Exec(context.Background(), `WITH runs AS (
+  SELECT h, date_trunc('hour', now()) - h * interval '1 hour' AS at FROM generate_series(1, 23) h WHERE h <> 14)
+INSERT INTO `+f.history+` (job_name, holder, fencing_token, started_at, finished_at, exit_code, outcome, scheduled_at)
+SELECT $1, (ARRAY['web-1', 'web-2', 'worker-7f3a'])[h % 3 + 1], 1000 - h, at, at + (2 + h * 7 % 9) * interval '1 minute',
+  CASE h WHEN 17 THEN 1 WHEN 11 THEN 124 WHEN 6 THEN NULL ELSE 0 END,
+  CASE h WHEN 11 THEN 'timed_out' WHEN 6 THEN 'lost' ELSE 'exited' END, at FROM runs
+UNION ALL SELECT $1, '', 0, date_trunc('hour', now()) - interval '14 hour', date_trunc('hour', now()) - interval '14 hour', NULL,
+  'missed', date_trunc('hour', now()) - interval '14 hour'
+UNION ALL SELECT $1, 'web-2', 2000, now() - interval '150 minute', now() - interval '146 minute', 0, 'exited', now() - interval '150 minute'`,
+		jobReport); err != nil {
+		t.Fatal(err)
 	}
-	first := time.Now()
-	for i := range 14 {
-		f.run(hosts[i*7%3], jobReport, ends[i%len(ends)], work(time.Duration(120+i*37%200)*time.Millisecond))
-		if i == 9 {
-			f.lose(hosts[1], hosts[2], jobReport, work(300*time.Millisecond))
-		}
+	claims := schema.ClaimsTable(pgx.Identifier{f.table}).Sanitize()
+	if _, err := f.pool.Exec(context.Background(), `INSERT INTO `+claims+` (job_name, scheduled_at, outcome, holder, fencing_token)
+SELECT job_name, scheduled_at, CASE WHEN fencing_token = 2000 THEN $2 ELSE 'run' END, holder, fencing_token FROM `+f.history+`
+WHERE job_name = $1 AND scheduled_at IS NOT NULL AND outcome <> 'missed'`, jobReport, lease.ClaimManual); err != nil {
+		t.Fatal(err)
 	}
-	f.keepOutput(jobReport, "report written: 1,204 rows\n")
 	srv := f.serve(f.pool)
-	since := first.Add(-300 * time.Millisecond).UTC().Format(time.RFC3339Nano)
-	b.do(chromedp.EmulateViewport(1000, 430), chromedp.Navigate(srv.URL+"/jobs/"+jobReport+"?since="+url.QueryEscape(since)))
-	b.do(chromedp.Focus(`a.run[data-outcome="timed_out"]`))
+	b.do(chromedp.EmulateViewport(1000, 800), chromedp.Navigate(srv.URL+"/jobs/"+jobReport))
 	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
 	defer cancel()
-	shot, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	shot, err := chromedp.Run(ctx, chromedp.Screenshot(`figure.timeline`))
 	if err != nil {
 		t.Fatal(err)
 	}

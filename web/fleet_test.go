@@ -123,9 +123,9 @@ func (f *fleet) reader(db inspect.DB) *inspect.Reader {
 }
 
 // serve serves the fleet's pages on a local address.
-func (f *fleet) serve(db inspect.DB) *httptest.Server {
+func (f *fleet) serve(db inspect.DB, opts ...web.Option) *httptest.Server {
 	f.t.Helper()
-	srv := httptest.NewServer(web.New(f.reader(db), zerolog.Nop()).Handler())
+	srv := httptest.NewServer(web.New(f.reader(db), zerolog.Nop(), opts...).Handler())
 	f.t.Cleanup(srv.Close)
 	return srv
 }
@@ -156,7 +156,7 @@ func (f *fleet) standardHistory() {
 	f.run(a, jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
 	f.run(b, jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
 	f.run(a, jobReport, lease.End{ExitCode: code(1), Outcome: lease.OutcomeExited}, nil)
-	f.run(b, jobReport, lease.End{ExitCode: code(143), Outcome: lease.OutcomeTimedOut}, nil)
+	f.run(b, jobReport, lease.End{ExitCode: code(124), Outcome: lease.OutcomeTimedOut}, nil)
 	f.lose(b, a, jobReport, nil) // a takes over, and succeeds
 	f.keepOutput(jobReport, reportOutput)
 

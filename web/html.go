@@ -12,7 +12,12 @@ import (
 // buffer rather than through templates: a timeline of 10,000 runs is
 // 10,000 boxes and 10,000 table rows, and a template's per-element cost
 // would dominate the page's time.
-type html struct{ buf []byte }
+type html struct {
+	buf []byte
+	// refresh, when not 0, is the seconds after which the page loads
+	// itself again (?refresh=).
+	refresh int
+}
 
 func (b *html) raw(s string) { b.buf = append(b.buf, s...) }
 
@@ -68,6 +73,17 @@ func (b *html) attr(s string) { b.text(s) }
 
 func (b *html) int(n int64) { b.buf = strconv.AppendInt(b.buf, n, 10) }
 
+// count writes n and the noun for one or for several.
+func (b *html) count(n int, one, several string) {
+	b.int(int64(n))
+	b.raw(" ")
+	if n == 1 {
+		b.raw(one)
+	} else {
+		b.raw(several)
+	}
+}
+
 // num writes a coordinate with one decimal, enough at the SVG's scale.
 func (b *html) num(f float64) { b.buf = strconv.AppendFloat(b.buf, f, 'f', 1, 64) }
 
@@ -106,7 +122,15 @@ func (b *html) clock(t time.Time, sep byte) {
 // so that the page works under a reverse proxy's path prefix.
 func (b *html) head(title, root string) {
 	b.raw(`<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">` +
-		`<meta name="viewport" content="width=device-width, initial-scale=1"><title>`)
+		`<meta name="viewport" content="width=device-width, initial-scale=1">`)
+	if b.refresh > 0 {
+		// A meta refresh, not a script: it works without JavaScript and
+		// the CSP has nothing to allow for it.
+		b.raw(`<meta http-equiv="refresh" content="`)
+		b.int(int64(b.refresh))
+		b.raw(`">`)
+	}
+	b.raw(`<title>`)
 	b.text(title)
 	b.raw(`</title><link rel="stylesheet" href="`)
 	b.attr(root)

@@ -8,9 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
-	"github.com/redbite/leasewrap/schedule"
 )
 
 // barRuns is how many of a job's newest runs /'s bar shows.
@@ -22,18 +20,12 @@ const recentRuns = 5000
 
 // jobRow is one line of /.
 type jobRow struct {
-	Job     string
-	State   string   // held, releasing, kept or free
-	Holders []string // of the live rows
-	Slots   int
+	Job string
+	leaseView
 	LastRun *inspect.Run
-	// NextScheduled is the job's next scheduled time, nil when it has no
-	// schedule (or the lease table does not record one).
-	NextScheduled *time.Time
-	// Recent are the job's newest runs in the window, oldest first.
+	// Recent are the job's newest runs in the window, oldest first, the
+	// scheduled times not run left out.
 	Recent []inspect.Run
-	// RunsInWindow counts the runs that finished in DefaultWindow.
-	RunsInWindow int
 	// Verdict is the job's state as check, status and the exporter show
 	// it; unknown when the history could not be read.
 	Verdict inspect.Verdict
@@ -75,40 +67,24 @@ func (p *Pages) readJobs(ctx context.Context) ([]jobRow, error) {
 		if r, ok := rows[job]; ok {
 			return r
 		}
-		r := &jobRow{Job: job, State: "free", Slots: 1,
+		r := &jobRow{Job: job, leaseView: leaseView{Slots: 1},
 			Verdict: inspect.Verdict{Job: job, State: inspect.StateUnknown, Reason: "no run history to judge it by"}}
 		rows[job] = r
 		order = append(order, r)
 		return r
 	}
 	for _, s := range statuses {
-		r := row(s.Job)
-		r.Slots = max(r.Slots, s.Slots)
-		if s.Live() && !slices.Contains(r.Holders, s.Holder) {
-			r.Holders = append(r.Holders, s.Holder)
-		}
-		r.State = strongerState(r.State, s.State)
-		// By the host's clock until the summary gives the database's.
-		if s.Schedule != nil && r.NextScheduled == nil {
-			if next, ok := schedule.NextOf(*s.Schedule, p.now()); ok {
-				r.NextScheduled = &next
-			}
-		}
+		row(s.Job).add(s, p.now())
 	}
 	for _, s := range summaries {
 		r := row(s.Job)
 		r.LastRun, r.Verdict = s.LastRun, s.Verdict
-		if s.Verdict.Next != nil {
-			r.NextScheduled = s.Verdict.Next
-		}
-		for _, n := range s.Runs {
-			r.RunsInWindow += n
-		}
+		r.judged(s.Verdict)
 	}
 	// History is newest first: keep each job's first barRuns, then turn
-	// them oldest first for the bar.
+	// them oldest first for the bar. A scheduled time not run is no run.
 	for _, run := range recent {
-		if r, ok := rows[run.Job]; ok && len(r.Recent) < barRuns {
+		if r, ok := rows[run.Job]; ok && len(r.Recent) < barRuns && !notRun(run) {
 			r.Recent = append(r.Recent, run)
 		}
 	}
@@ -123,47 +99,34 @@ func (p *Pages) readJobs(ctx context.Context) ([]jobRow, error) {
 	return out, nil
 }
 
-// liveStates are the states that keep a job from being free, strongest
-// first: a job is held while any of its slots is.
-var liveStates = []string{lease.StateHeld, lease.StateReleasing, lease.StateKept}
-
-// strongerState is the state a job with rows in states a and b shows;
-// released and expired rows show as free.
-func strongerState(a, b string) string {
-	rank := func(s string) int {
-		if i := slices.Index(liveStates, s); i >= 0 {
-			return i
-		}
-		return len(liveStates)
-	}
-	if rank(b) < rank(a) {
-		return b
-	}
-	return a
-}
-
 func (p *Pages) serveIndex(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), p.timeout)
 	defer cancel()
-	jobs, err := p.readJobs(ctx)
-	if err != nil {
-		p.fail(w, r, "", err)
-		return
+	refresh, err := parseRefresh(r.URL.Query().Get("refresh"))
+	var body []byte
+	if err == nil {
+		var jobs []jobRow
+		if jobs, err = p.readJobs(ctx); err == nil {
+			body = renderIndex(jobs, p.now(), refresh)
+		}
 	}
-	writePage(w, http.StatusOK, renderIndex(jobs, p.now()))
+	p.answer(w, r, "", body, err)
 }
 
-// renderIndex writes /.
-func renderIndex(jobs []jobRow, now time.Time) []byte {
-	var b html
+// renderIndex writes /, reloading itself every refresh seconds (0: not).
+func renderIndex(jobs []jobRow, now time.Time, refresh int) []byte {
+	b := html{refresh: refresh}
 	b.head("leasewrap: jobs", "")
 	b.raw(`<header><h1>Jobs</h1><p class="sub">`)
 	b.int(int64(len(jobs)))
 	b.raw(` jobs, read at `)
 	b.time(now)
-	b.raw(` UTC. Jobs to act on first, then stale and paused ones.</p></header><main><div class="scroll"><table class="jobs"><thead><tr>` +
-		`<th>Job</th><th>Health</th><th>State</th><th>Holder</th><th>Last run</th><th>Duration</th><th>Outcome</th><th>Origin</th><th>Exit</th>` +
-		`<th>Next</th><th>Recent runs</th></tr></thead><tbody>`)
+	b.raw(` UTC. Jobs to act on first, then stale and paused ones.</p>`)
+	refreshControl(&b, "", refresh)
+	b.raw(`</header><main><div class="scroll"><table class="jobs"><thead><tr>` +
+		`<th>Job</th><th>Health</th><th>State</th><th>Outcome</th><th>Holder</th><th>Last run</th>` +
+		`<th>Duration</th><th>Origin</th><th>Exit</th><th>Next</th>` +
+		`<th>Recent runs</th></tr></thead><tbody>`)
 	for _, j := range jobs {
 		b.raw(`<tr class="job`)
 		switch j.rank() {
@@ -186,39 +149,13 @@ func renderIndex(jobs []jobRow, now time.Time) []byte {
 		}
 		b.raw(`</td><td>`)
 		health(&b, j.Verdict)
-		b.raw(`</td><td><span class="state s-`)
-		b.attr(j.State)
-		b.raw(`">`)
-		b.text(j.State)
-		b.raw(`</span></td><td class="holder">`)
-		for i, h := range j.Holders {
-			if i > 0 {
-				b.raw(`<br>`)
-			}
-			b.text(h)
-		}
+		b.raw(`</td><td>`)
+		state(&b, j.State)
 		b.raw(`</td>`)
-		if run := j.LastRun; run != nil {
-			kind := kindOf(*run)
-			b.raw(`<td>`)
-			b.time(run.StartedAt)
-			b.raw(`</td><td>`)
-			b.duration(run.FinishedAt.Sub(run.StartedAt))
-			b.raw(`</td><td><span class="outcome k-`)
-			b.raw(kind)
-			b.raw(`">`)
-			b.raw(kind)
-			b.raw(`</span></td><td>`)
-			origin(&b, run.Origin)
-			b.raw(`</td><td>`)
-			exitCode(&b, run.ExitCode)
-			b.raw(`</td>`)
-		} else {
-			b.raw(`<td colspan="5" class="none">no run in the history</td>`)
-		}
+		lastRun(&b, j)
 		b.raw(`<td>`)
-		if j.NextScheduled != nil {
-			b.time(*j.NextScheduled)
+		if j.Next != nil {
+			b.time(*j.Next)
 		} else {
 			b.raw(`—`)
 		}
@@ -230,9 +167,48 @@ func renderIndex(jobs []jobRow, now time.Time) []byte {
 	if len(jobs) == 0 {
 		b.raw(`<p class="none">No job in the lease table yet.</p>`)
 	}
+	legend(&b)
 	b.raw(`</main>`)
 	b.foot()
 	return b.buf
+}
+
+// lastRun writes a job's outcome, holders and newest run, from the
+// Outcome column to the Exit column of /. The columns after Outcome are
+// left out on a phone's width (see style.css).
+func lastRun(b *html, j jobRow) {
+	run := j.LastRun
+	b.raw(`<td>`)
+	if run != nil {
+		outcome(b, kindOf(*run))
+	} else {
+		b.raw(`—`)
+	}
+	b.raw(`</td><td class="holder">`)
+	holders(b, j.Holders)
+	b.raw(`</td>`)
+	if run == nil {
+		b.raw(`<td colspan="4" class="none">no run in the history</td>`)
+		return
+	}
+	b.raw(`<td>`)
+	b.time(run.StartedAt)
+	b.raw(`</td><td>`)
+	b.duration(run.FinishedAt.Sub(run.StartedAt))
+	b.raw(`</td><td>`)
+	origin(b, run.Origin)
+	b.raw(`</td><td>`)
+	exitCode(b, run.ExitCode)
+	b.raw(`</td>`)
+}
+
+// outcome writes a kind of run as its coloured word.
+func outcome(b *html, kind string) {
+	b.raw(`<span class="outcome k-`)
+	b.raw(kind)
+	b.raw(`">`)
+	b.raw(kind)
+	b.raw(`</span>`)
 }
 
 // recentBar draws a job's recent runs as a row of small squares, oldest
@@ -262,6 +238,21 @@ func recentBar(b *html, runs []inspect.Run) {
 		b.raw(` UTC</title></rect>`)
 	}
 	b.raw(`</svg>`)
+}
+
+// state writes a lease state, a dash for none.
+func state(b *html, s string) {
+	if s == "" {
+		b.raw(`—`)
+		return
+	}
+	b.raw(`<span class="state s-`)
+	b.attr(s)
+	b.raw(`" data-state="`)
+	b.attr(s)
+	b.raw(`">`)
+	b.text(s)
+	b.raw(`</span>`)
 }
 
 // health writes a verdict: its state, with the reason as its title, in

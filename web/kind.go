@@ -6,20 +6,53 @@ import (
 )
 
 // Kinds of run, as the pages colour them. Each is a CSS class (k-NAME) and
-// the value of a run box's data-outcome attribute.
+// the value of a run box's data-outcome attribute. What each means is in
+// kinds.
 const (
-	kindSucceeded     = "succeeded"       // exited 0
-	kindFailed        = "failed"          // exited non-zero
-	kindSignalled     = "signalled"       // ended by a signal
-	kindLost          = "lost"            // the lease was lost, or the holder never came back
-	kindTimedOut      = "timed_out"       // ran past --max-runtime
-	kindStopped       = "stopped"         // an operator released the lease
-	kindCouldNotStart = "could_not_start" // the command could not be executed
-	kindRunning       = "running"         // holds the lease now
-	kindMissed        = "missed"          // a scheduled time nobody ran
-	kindSkipped       = "skipped"         // a scheduled time passed over on purpose
-	kindOther         = "other"           // an outcome this version does not know
+	kindSucceeded     = "succeeded"
+	kindFailed        = "failed"
+	kindSignalled     = "signalled"
+	kindLost          = "lost"
+	kindTimedOut      = "timed_out"
+	kindStopped       = "stopped"
+	kindCouldNotStart = "could_not_start"
+	kindRunning       = "running"
+	kindMissed        = "missed"
+	kindSkipped       = "skipped"
+	kindPaused        = "paused"
+	kindOther         = "other"
 )
+
+// word is a word the pages show and what it means, as the legend says it.
+type word struct{ name, meaning string }
+
+// kinds are the kinds of run, in the order of the legends (good to bad,
+// then the scheduled times that were not run).
+var kinds = []word{
+	{kindSucceeded, "exited 0"},
+	{kindRunning, "holds the lease now"},
+	{kindStopped, "stopped by an operator (leasewrap release)"},
+	{kindFailed, "exited non-zero"},
+	{kindSignalled, "ended by a signal (exit 128+N)"},
+	{kindTimedOut, "stopped for running past --max-runtime (exit 124)"},
+	{kindCouldNotStart, "the lease was taken but the command could not be executed"},
+	{kindLost, "the lease was lost mid-run, or its holder never came back"},
+	{kindMissed, "a scheduled time no instance ran: not a run"},
+	{kindSkipped, "a scheduled time passed over while the previous run went on: not a run"},
+	{kindPaused, "a scheduled time passed over while the job was paused: not a run"},
+	{kindOther, "an outcome this version does not know"},
+}
+
+// states are the lease states, in the words of leasewrap status (see
+// docs/operations.md), strongest first: a job with several slots shows
+// the strongest of its rows'. The first three are live.
+var states = []word{
+	{lease.StateHeld, "a holder runs the command and renews the lease"},
+	{lease.StateReleasing, "an operator asked the holder to hand the lease back; it stops at its next renewal"},
+	{lease.StateKept, "the command finished and --hold-for keeps the lease until it expires: no other instance runs the job before then"},
+	{lease.StateExpired, "its holder stopped renewing without releasing (crashed, or cut off): free to take"},
+	{lease.StateReleased, "handed back: free to take"},
+}
 
 // kindOf says how a run is shown.
 func kindOf(r inspect.Run) string {
@@ -41,18 +74,53 @@ func kindOf(r inspect.Run) string {
 		return kindCouldNotStart
 	case lease.OutcomeMissed:
 		return kindMissed
-	case lease.OutcomeSkipped, lease.OutcomePaused:
+	case lease.OutcomeSkipped:
 		return kindSkipped
+	case lease.OutcomePaused:
+		return kindPaused
 	case inspect.OutcomeRunning:
 		return kindRunning
 	}
 	return kindOther
 }
 
-// isMark reports whether a run is a scheduled time that did not run
-// (missed or skipped): a mark on the axis rather than a box in a lane.
-func isMark(kind string) bool { return kind == kindMissed || kind == kindSkipped }
+// kindMeaning is what a kind of run means, as the legend says it.
+func kindMeaning(kind string) string {
+	for _, k := range kinds {
+		if k.name == kind {
+			return k.meaning
+		}
+	}
+	return ""
+}
 
-// barKinds orders the outcomes of /'s bar of recent runs, good to bad.
-var barKinds = []string{kindSucceeded, kindRunning, kindSkipped, kindStopped, kindFailed, kindSignalled, kindTimedOut,
-	kindCouldNotStart, kindLost, kindMissed, kindOther}
+// notRun reports whether r is a scheduled time that nobody ran (missed,
+// skipped or paused): no run, so a mark on the axis rather than a box in a
+// lane, and counted apart from the runs.
+func notRun(r inspect.Run) bool { return lease.NotRun(r.Outcome) }
+
+// legend writes what the pages' words mean: the lease states and the
+// kinds of run.
+func legend(b *html) {
+	b.raw(`<section class="legend" id="legend"><h2>Legend</h2><h3>Lease state</h3><dl>`)
+	for _, s := range states {
+		b.raw(`<dt><span class="state s-`)
+		b.raw(s.name)
+		b.raw(`">`)
+		b.raw(s.name)
+		b.raw(`</span></dt><dd>`)
+		b.text(s.meaning)
+		b.raw(`</dd>`)
+	}
+	b.raw(`</dl><h3>Outcome</h3><dl>`)
+	for _, k := range kinds {
+		b.raw(`<dt><span class="outcome k-`)
+		b.raw(k.name)
+		b.raw(`">`)
+		b.raw(k.name)
+		b.raw(`</span></dt><dd>`)
+		b.text(k.meaning)
+		b.raw(`</dd>`)
+	}
+	b.raw(`</dl></section>`)
+}

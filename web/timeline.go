@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/redbite/leasewrap/internal/timeline"
 	"github.com/redbite/leasewrap/lease/inspect"
 )
 
@@ -15,67 +16,29 @@ const (
 	tlWidth    = 1000.0
 	tlLabel    = 150.0 // the holders' names
 	tlRight    = 10.0
-	tlLane     = 24.0 // height of one holder's lane
-	tlBox      = 16.0 // height of a run's box in it
-	tlAxis     = 34.0 // the time axis under the lanes, with the marks of times not run
-	tlMinWidth = 2.0  // a run shorter than this is drawn this wide, unless that would meet the next run
+	tlPlot     = tlWidth - tlLabel - tlRight // the width the window is drawn over
+	tlLane     = 24.0                        // height of one holder's lane
+	tlBox      = 16.0                        // height of a run's box in it
+	tlAxis     = 34.0                        // the time axis under the lanes, with the marks of times not run
+	tlMinWidth = 3.0                         // a run shorter than this is drawn this wide, unless that would meet the next run
+	tlManual   = 4.0                         // the radius of a manual run's marker
+	// tlChar is the width of a character of an axis label (11px in the
+	// SVG's units), and tlGap the characters left between two labels.
+	tlChar = 6.5
+	tlGap  = 6
 )
-
-// tickSteps are the axis's candidate spacings; the first that gives at
-// most maxTicks ticks over the window is used.
-var tickSteps = []time.Duration{time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
-	time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour, 48 * time.Hour,
-	7 * 24 * time.Hour, 14 * 24 * time.Hour, 28 * 24 * time.Hour}
-
-const maxTicks = 8
-
-// lane is one holder's row of the timeline.
-type lane struct {
-	holder string
-	runs   []int // indexes in the page's runs, oldest start first
-}
-
-// lanes groups the boxes (not the marks) by holder, in the order the
-// holders first ran. It sorts indexes, not runs: a window may hold tens of
-// thousands.
-func lanes(runs []inspect.Run) []lane {
-	boxes := make([]int, 0, len(runs))
-	for i := range runs {
-		if !isMark(kindOf(runs[i])) {
-			boxes = append(boxes, i)
-		}
-	}
-	slices.SortFunc(boxes, func(a, b int) int { return cmp.Or(runs[a].StartedAt.Compare(runs[b].StartedAt), cmp.Compare(a, b)) })
-	var out []lane
-	index := map[string]int{}
-	for _, i := range boxes {
-		l, ok := index[runs[i].Holder]
-		if !ok {
-			l = len(out)
-			index[runs[i].Holder] = l
-			out = append(out, lane{holder: runs[i].Holder})
-		}
-		out[l].runs = append(out[l].runs, i)
-	}
-	return out
-}
 
 // drawTimeline writes the SVG: a lane per holder with a box per run from
 // its start to its finish, and the axis with the scheduled times that
 // were missed or skipped.
 func drawTimeline(b *html, page jobPage) {
-	ls := lanes(page.Runs)
-	span := page.Now.Sub(page.From)
-	if span <= 0 {
-		span = time.Second
-	}
-	plot := tlWidth - tlLabel - tlRight
+	ls := timeline.Lanes(page.Runs)
+	win := timeline.NewWindow(page.From, page.Now)
 	// Coordinates are rounded as they are written (one decimal), before
 	// widths are worked out from them: a box then ends exactly where its
 	// numbers say.
 	x := func(t time.Time) float64 {
-		f := float64(t.Sub(page.From)) / float64(span)
-		return math.Round((tlLabel+plot*min(max(f, 0), 1))*10) / 10
+		return math.Round((tlLabel+tlPlot*win.Fraction(t))*10) / 10
 	}
 	height := float64(len(ls))*tlLane + tlAxis
 	b.raw(`<figure class="timeline"><svg id="timeline" role="img" aria-label="runs by holder over time" viewBox="0 0 `)
@@ -91,13 +54,13 @@ func drawTimeline(b *html, page jobPage) {
 	for i, l := range ls {
 		y := float64(i) * tlLane
 		b.raw(`<g class="lane" data-holder="`)
-		b.attr(l.holder)
+		b.attr(l.Holder)
 		b.raw(`"><text class="holder" x="4" y="`)
 		b.num(y + tlLane/2 + 4)
 		b.raw(`">`)
-		b.text(short(l.holder, 22))
+		b.text(short(l.Holder, 22))
 		b.raw(`<title>`)
-		b.text(l.holder)
+		b.text(l.Holder)
 		b.raw(`</title></text><line class="lane-line" x1="`)
 		b.num(tlLabel)
 		b.raw(`" x2="`)
@@ -107,7 +70,7 @@ func drawTimeline(b *html, page jobPage) {
 		b.raw(`" y2="`)
 		b.num(y + tlLane - 0.5)
 		b.raw(`"/>`)
-		for _, i := range l.runs {
+		for _, i := range l.Runs {
 			r := page.Runs[i]
 			x0, x1 := x(r.StartedAt), x(r.FinishedAt)
 			w := x1 - x0
@@ -121,18 +84,21 @@ func drawTimeline(b *html, page jobPage) {
 		}
 		b.raw(`</g>`)
 	}
-	axis(b, page, float64(len(ls))*tlLane, x)
+	axis(b, page, win, float64(len(ls))*tlLane, x)
 	b.raw(`</svg><figcaption>`)
-	legend(b)
+	swatches(b)
 	b.raw(`</figcaption></figure>`)
 }
 
 // nextStarts gives, for each run, the start of the next run of the same
-// slot (zero for the last).
+// slot (zero for the last). A scheduled time not run is no run: it is a
+// mark on the axis, and a run's box may cover its time.
 func nextStarts(runs []inspect.Run) []time.Time {
-	order := make([]int, len(runs))
-	for i := range order {
-		order[i] = i
+	order := make([]int, 0, len(runs))
+	for i := range runs {
+		if !notRun(runs[i]) {
+			order = append(order, i)
+		}
 	}
 	slices.SortFunc(order, func(a, b int) int {
 		return cmp.Or(cmp.Compare(runs[a].Slot, runs[b].Slot), runs[a].StartedAt.Compare(runs[b].StartedAt), cmp.Compare(a, b))
@@ -178,7 +144,21 @@ func runBox(b *html, page jobPage, r inspect.Run, x, y, w float64) {
 	b.num(w)
 	b.raw(`" height="`)
 	b.num(tlBox)
-	b.raw(`"/><title>`)
+	b.raw(`"/>`)
+	manual := r.Origin == inspect.OriginManual
+	if manual {
+		b.raw(`<circle class="manual" cx="`)
+		b.num(x)
+		b.raw(`" cy="`)
+		b.num(y)
+		b.raw(`" r="`)
+		b.num(tlManual)
+		b.raw(`"/>`)
+	}
+	b.raw(`<title>`)
+	if manual {
+		b.raw(`manual run, `)
+	}
 	b.raw(kind)
 	b.raw(`, holder `)
 	b.text(r.Holder)
@@ -208,7 +188,7 @@ func runLink(b *html, page jobPage, r inspect.Run, class, kind string) {
 
 // axis writes the time axis at y: ticks with UTC times, and a mark for
 // each scheduled time that was missed or skipped.
-func axis(b *html, page jobPage, y float64, x func(time.Time) float64) {
+func axis(b *html, page jobPage, win timeline.Window, y float64, x func(time.Time) float64) {
 	b.raw(`<g class="axis"><line x1="`)
 	b.num(tlLabel)
 	b.raw(`" x2="`)
@@ -218,22 +198,11 @@ func axis(b *html, page jobPage, y float64, x func(time.Time) float64) {
 	b.raw(`" y2="`)
 	b.num(y + 8)
 	b.raw(`"/>`)
-	span := page.Now.Sub(page.From)
-	step := tickSteps[len(tickSteps)-1]
-	for _, s := range tickSteps {
-		if span/s <= maxTicks {
-			step = s
-			break
-		}
-	}
-	layout := "15:04"
-	switch {
-	case step >= 24*time.Hour:
-		layout = "01-02"
-	case step < time.Minute:
-		layout = "15:04:05"
-	}
-	for t := page.From.UTC().Truncate(step).Add(step); t.Before(page.Now); t = t.Add(step) {
+	// One character of a label covers this much of the window.
+	unit := time.Duration(float64(win.Span()) * tlChar / tlPlot)
+	every := timeline.Every(unit, tlGap)
+	layout := timeline.Layout(every)
+	for _, t := range win.Ticks(every) {
 		tx := x(t)
 		b.raw(`<line class="tick" x1="`)
 		b.num(tx)
@@ -250,10 +219,10 @@ func axis(b *html, page jobPage, y float64, x func(time.Time) float64) {
 		b.raw(`</text>`)
 	}
 	for _, r := range page.Runs {
-		kind := kindOf(r)
-		if !isMark(kind) {
+		if !notRun(r) {
 			continue
 		}
+		kind := kindOf(r)
 		at := scheduledAt(r)
 		runLink(b, page, r, "mark", kind)
 		b.raw(`" data-start="`)
@@ -282,15 +251,19 @@ func scheduledAt(r inspect.Run) time.Time {
 	return r.StartedAt
 }
 
-// legend names the colours.
-func legend(b *html) {
-	for _, k := range barKinds {
-		b.raw(`<span class="key"><span class="swatch k-`)
-		b.raw(k)
+// swatches name the colours, each with its meaning as its title; the
+// page's legend says them all.
+func swatches(b *html) {
+	for _, k := range kinds {
+		b.raw(`<span class="key" title="`)
+		b.attr(k.meaning)
+		b.raw(`"><span class="swatch k-`)
+		b.raw(k.name)
 		b.raw(`"></span>`)
-		b.raw(k)
+		b.raw(k.name)
 		b.raw(`</span> `)
 	}
+	b.raw(`<span class="key"><span class="swatch manual"></span>manual run (leasewrap trigger)</span> <a href="#legend">what these mean</a>`)
 }
 
 // short cuts s to n characters for a label; the title has it whole.

@@ -11,7 +11,9 @@ import (
 	"context"
 	"embed"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -59,11 +61,28 @@ type Pages struct {
 	log     zerolog.Logger
 	timeout time.Duration
 	now     func() time.Time
+	// output says whether a selected run shows the output it kept. Kept
+	// output may hold what a command printed of a secret, and the pages
+	// may be served without authentication: it is shown only when the
+	// operator chose to.
+	output bool
 }
 
+// Option changes how New's pages behave.
+type Option func(*Pages)
+
+// WithOutput shows (true) or hides (false, the default) the output runs
+// kept (--keep-output) on a job's page. Hidden, the page still says how
+// many bytes a run kept, and never reads them from the database.
+func WithOutput(show bool) Option { return func(p *Pages) { p.output = show } }
+
 // New returns the pages of src. Handler serves them.
-func New(src Source, log zerolog.Logger) *Pages {
-	return &Pages{src: src, log: log, timeout: DefaultTimeout, now: time.Now}
+func New(src Source, log zerolog.Logger, opts ...Option) *Pages {
+	p := &Pages{src: src, log: log, timeout: DefaultTimeout, now: time.Now}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
 }
 
 // Handler serves / (every job), /jobs/NAME (one job's timeline) and
@@ -100,6 +119,80 @@ func writePage(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// Bounds of ?refresh=, in seconds: each refresh is one page view, so a
+// viewer costs the database at most a page's few statements every
+// minRefresh.
+const (
+	minRefresh     = 10
+	maxRefresh     = 3600
+	defaultRefresh = 60 // what the page's "refresh" link asks for
+)
+
+// parseRefresh reads ?refresh=: seconds between reloads, 0 for none.
+func parseRefresh(text string) (int, error) {
+	if text == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(text)
+	if err != nil || n < minRefresh || n > maxRefresh {
+		return 0, &badRequest{fmt.Errorf("invalid refresh %q: want whole seconds from %d to %d, such as %d", text, minRefresh, maxRefresh, defaultRefresh)}
+	}
+	return n, nil
+}
+
+// refreshControl writes the link that starts the page's refreshing, or
+// says it refreshes and links to the page that does not. since is the
+// page's ?since=, kept in both.
+func refreshControl(b *html, since string, refresh int) {
+	b.raw(`<p class="refresh">`)
+	if refresh > 0 {
+		b.raw(`Reloads every `)
+		b.int(int64(refresh))
+		b.raw(` s. <a href="?`)
+	} else {
+		b.raw(`<a href="?refresh=`)
+		b.int(defaultRefresh)
+		if since != "" {
+			b.raw(`&amp;`)
+		}
+	}
+	if since != "" {
+		b.raw(`since=`)
+		b.attr(url.QueryEscape(since))
+	}
+	if refresh > 0 {
+		b.raw(`">Stop</a></p>`)
+	} else {
+		b.raw(`">Reload every minute</a></p>`)
+	}
+}
+
+// badRequest is a page view asked for wrongly (?since=, ?refresh=, a job
+// name that cannot be one).
+type badRequest struct{ err error }
+
+func (e *badRequest) Error() string { return e.err.Error() }
+
+// answer sends a page, or what went wrong reading it: a bad request as
+// 400 with its reason, anything else as fail does.
+func (p *Pages) answer(w http.ResponseWriter, r *http.Request, root string, body []byte, err error) {
+	var bad *badRequest
+	switch {
+	case errors.As(err, &bad):
+		var b html
+		b.head("leasewrap: bad request", root)
+		b.raw(`<main><h1>Bad request</h1><p class="error">`)
+		b.text(err.Error())
+		b.raw(`</p></main>`)
+		b.foot()
+		writePage(w, http.StatusBadRequest, b.buf)
+	case err != nil:
+		p.fail(w, r, root, err)
+	default:
+		writePage(w, http.StatusOK, body)
+	}
 }
 
 // fail answers a page view that could not be read: the database's error,

@@ -2,10 +2,12 @@ package web_test
 
 import (
 	"context"
+	"fmt"
 	"html"
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,7 +18,9 @@ import (
 	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
+	"github.com/redbite/leasewrap/lease/schema"
 	"github.com/redbite/leasewrap/schedule"
+	"github.com/redbite/leasewrap/web"
 )
 
 // get fetches path from srv and returns the status, the body and the
@@ -101,24 +105,67 @@ func TestPagesNameEveryJobAsText(t *testing.T) {
 	}
 }
 
-// The run a link selects is shown with the output it kept, its line
-// breaks kept and its markup and escape sequences as text.
-func TestSelectedRunShowsItsOutput(t *testing.T) {
-	t.Parallel()
-	f := newFleet(t)
-	f.standardHistory()
-	srv := f.serve(f.pool)
-	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport)
+// outputLink is the path that selects the run of body (a job page) that
+// kept output.
+func outputLink(t *testing.T, body string) string {
+	t.Helper()
 	i := strings.Index(body, `bytes</a>`)
 	if i < 0 {
 		t.Fatal("no run of the report links to its output")
 	}
 	href := body[strings.LastIndex(body[:i], `href="`)+len(`href="`):]
 	href = html.UnescapeString(href[:strings.IndexByte(href, '"')])
-	status, body, _ := get(t, srv.URL, "/jobs/"+jobReport+href[:strings.IndexByte(href, '#')])
+	return "/jobs/" + jobReport + href[:strings.IndexByte(href, '#')]
+}
+
+// With WithOutput(true) the run a link selects is shown with the output
+// it kept, its line breaks kept and its markup and escape sequences as
+// text.
+func TestSelectedRunShowsItsOutput(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.standardHistory()
+	srv := f.serve(f.pool, web.WithOutput(true))
+	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport)
+	path := outputLink(t, body)
+	status, body, _ := get(t, srv.URL, path)
 	want := `<pre class="output">line one` + "\n" + `&lt;b&gt;not bold&lt;/b&gt;\x1b[31m` + "\n</pre>"
 	if status != 200 || !strings.Contains(body, want) {
-		t.Errorf("the selected run (%s) does not show its output as %q", href, want)
+		t.Errorf("the selected run (%s) does not show its output as %q", path, want)
+	}
+}
+
+// By default kept output, which may hold a secret a command printed, is
+// not shown, nor even read from the database: the page says how many bytes
+// the run kept and how to read them.
+func TestKeptOutputIsHiddenByDefault(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.standardHistory()
+	db := &countingDB{DB: f.pool}
+	shown, hidden := f.serve(f.pool, web.WithOutput(true)), f.serve(db)
+	_, body, _ := get(t, hidden.URL, "/jobs/"+jobReport)
+	path := outputLink(t, body)
+	status, body, _ := get(t, hidden.URL, path)
+	if status != 200 || strings.Contains(body, "line one") || strings.Contains(body, `<pre class="output">`) {
+		t.Errorf("%s shows the kept output without WithOutput(true): %s", path, body)
+	}
+	if want := fmt.Sprintf(`This run kept %d bytes of output.`, len(reportOutput)); !strings.Contains(body, want) ||
+		!strings.Contains(body, "--web.show-output") {
+		t.Errorf("%s does not say %q and how to show it: %s", path, want, body)
+	}
+	// One statement fewer than the page that shows the output: the
+	// output's.
+	before := db.n.Load()
+	get(t, hidden.URL, path)
+	withoutOutput := db.n.Load() - before
+	before = db.n.Load()
+	get(t, hidden.URL, "/jobs/"+jobReport)
+	if plain := db.n.Load() - before; withoutOutput != plain {
+		t.Errorf("selecting a run that kept output cost %d statements, the page without a selection %d: want the output unread", withoutOutput, plain)
+	}
+	if _, body, _ := get(t, shown.URL, path); !strings.Contains(body, `<pre class="output">`) {
+		t.Errorf("%s with WithOutput(true) does not show the output", path)
 	}
 }
 
@@ -147,7 +194,7 @@ func TestPageViewsCostABoundedNumberOfStatements(t *testing.T) {
 	f := newFleet(t)
 	f.standardHistory()
 	db := &countingDB{DB: f.pool}
-	srv := f.serve(db)
+	srv := f.serve(db, web.WithOutput(true))
 	cost := func(path string) int64 {
 		before := db.n.Load()
 		if status, _, _ := get(t, srv.URL, path); status != 200 {
@@ -156,9 +203,7 @@ func TestPageViewsCostABoundedNumberOfStatements(t *testing.T) {
 		return db.n.Load() - before
 	}
 	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport)
-	i := strings.Index(body, `bytes</a>`)
-	href := body[strings.LastIndex(body[:i], `href="`)+len(`href="`):]
-	selected := "/jobs/" + jobReport + html.UnescapeString(href[:strings.IndexByte(href, '#')])
+	selected := outputLink(t, body)
 	paths := []string{"/", "/jobs/" + jobReport, selected}
 	var small []int64
 	for _, p := range paths {
@@ -221,6 +266,88 @@ VALUES ($1, '', 0, now() - interval '2 hour', now() - interval '2 hour', $2, now
 	if n, lanes := strings.Count(body, `<a class="run"`), strings.Count(body, `<g class="lane"`); n != 1 || lanes != 1 {
 		t.Errorf("the timeline draws %d boxes in %d lanes, want the one run in host-a's lane", n, lanes)
 	}
+	// Nor are they runs in the counts or the table: a row of their own
+	// kind, with no holder, token or attempt.
+	if !strings.Contains(body, `>1 run and 2 scheduled times not run from `) {
+		t.Errorf("the page does not count 1 run and 2 times not run: %s", body)
+	}
+	for _, kind := range []string{"missed", "skipped"} {
+		if !strings.Contains(body, `<tr class="not-run" data-outcome="`+kind+`">`) {
+			t.Errorf("the table has no not-run row for the %s time", kind)
+		}
+	}
+	if n := strings.Count(body, "scheduled time, not run"); n != 2 {
+		t.Errorf("the table shows %d times as not run, want 2", n)
+	}
+}
+
+// The table lists runs by their start, newest first, though the history
+// gives them by their finish: a long run that finished last is listed
+// after a short one that started later.
+func TestRunsAreListedByStart(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.run(f.store("host-a"), jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
+	if _, err := f.pool.Exec(context.Background(), `INSERT INTO `+f.history+`
+  (job_name, holder, fencing_token, started_at, finished_at, exit_code, outcome, scheduled_at)
+VALUES ($1, 'host-long', 7, now() - interval '3 hour', now() - interval '2 minute', 0, 'exited', NULL),
+  ($1, 'host-short', 8, now() - interval '2 hour', now() - interval '119 minute', 0, 'exited', NULL),
+  ($1, '', 0, now() - interval '90 minute', now() - interval '90 minute', NULL, $2, now() - interval '90 minute')`,
+		jobReport, lease.OutcomeMissed); err != nil {
+		t.Fatal(err)
+	}
+	srv := f.serve(f.pool)
+	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport)
+	tbody := body[strings.Index(body, "<tbody>"):]
+	var starts []string
+	for _, row := range strings.Split(tbody, "<tr")[1:] {
+		at := row[strings.Index(row, `<time datetime="`)+len(`<time datetime="`):]
+		starts = append(starts, at[:strings.IndexByte(at, '"')])
+	}
+	if len(starts) != 4 || !slices.IsSortedFunc(starts, func(a, b string) int { return strings.Compare(b, a) }) {
+		t.Errorf("the table lists starts %v, want 4, newest first", starts)
+	}
+}
+
+// The pages say a job's lease state in the words of leasewrap status
+// (released, expired, held, kept; no other), and the legend says what
+// each means.
+func TestLeaseStatesInStatusWords(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.run(f.store("host-a"), jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
+	held := f.take(f.store("host-b"), "held_job")
+	defer held.Finish(context.Background(), lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited})
+	kept := f.take(f.store("host-c", lease.WithHoldFor(time.Hour)), "kept_job")
+	if err := kept.Finish(context.Background(), lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}); err != nil {
+		t.Fatal(err)
+	}
+	srv := f.serve(f.pool)
+	_, body, _ := get(t, srv.URL, "/")
+	for job, state := range map[string]string{jobReport: "released", "held_job": "held", "kept_job": "kept"} {
+		row := body[strings.Index(body, `data-job="`+job+`"`):]
+		row = row[:strings.Index(row, "</tr>")]
+		if !strings.Contains(row, `data-state="`+state+`"`) {
+			t.Errorf("/ does not show %s as %s: %s", job, state, row)
+		}
+	}
+	_, page, _ := get(t, srv.URL, "/jobs/kept_job")
+	for _, b := range []string{body, page} {
+		if strings.Contains(b, ">free<") || strings.Contains(b, "s-free") {
+			t.Error("a page says free, a word status does not use")
+		}
+		for _, s := range []string{"held", "releasing", "kept", "released", "expired"} {
+			if !strings.Contains(b, `<dt><span class="state s-`+s+`">`+s+`</span></dt><dd>`) {
+				t.Errorf("the legend does not explain %s", s)
+			}
+		}
+		if !strings.Contains(b, "--hold-for keeps the lease until it expires") {
+			t.Error("the legend does not say what kept means")
+		}
+	}
+	if !strings.Contains(page, `data-state="kept"`) {
+		t.Error("the job page does not show the kept lease")
+	}
 }
 
 // A job with a schedule shows its next scheduled time, from the schedule
@@ -241,5 +368,136 @@ func TestIndexShowsTheNextScheduledTime(t *testing.T) {
 	next := s.Next(time.Now()).UTC().Format("2006-01-02T15:04:05.000Z")
 	if n := strings.Count(body, `<time datetime="`+next+`"`); n != 1 {
 		t.Errorf("/ shows the next time %s %d times, want once (for scheduled_job only): %s", next, n, body)
+	}
+}
+
+// A job's page shows its lease now (state and holders), its schedule and
+// its next scheduled time, and marks a manual run (leasewrap trigger) in
+// the timeline.
+func TestJobPageShowsTheJobNowAndManualRuns(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	s, err := schedule.Parse("0 2 * * *", "Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store("host-b").Register(context.Background(), "scheduled_job", s.Spec(), s.ZoneRules); err != nil {
+		t.Fatal(err)
+	}
+	held := f.take(f.store("host-b"), "scheduled_job")
+	defer held.Finish(context.Background(), lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited})
+	claims := schema.ClaimsTable(pgx.Identifier{f.table}).Sanitize()
+	if _, err := f.pool.Exec(context.Background(), `WITH t AS (SELECT date_trunc('second', now()) - interval '1 hour' AS at),
+h AS (INSERT INTO `+f.history+` (job_name, holder, fencing_token, started_at, finished_at, exit_code, outcome, scheduled_at)
+  SELECT 'scheduled_job', 'host-m', 9, at, at + interval '1 second', 0, 'exited', at FROM t)
+INSERT INTO `+claims+` (job_name, scheduled_at, outcome, holder, fencing_token) SELECT 'scheduled_job', at, $1, 'host-m', 9 FROM t`,
+		lease.ClaimManual); err != nil {
+		t.Fatal(err)
+	}
+	srv := f.serve(f.pool)
+	_, body, _ := get(t, srv.URL, "/jobs/scheduled_job")
+	next := s.Next(time.Now()).UTC().Format("2006-01-02T15:04:05.000Z")
+	for _, want := range []string{`<dt>Lease</dt><dd><span class="state s-held" data-state="held">held</span>`,
+		`<dt>Holders</dt><dd class="holder">host-b</dd>`, `<dt>Schedule</dt><dd><code>` + html.EscapeString(s.Spec()),
+		`<dt>Next</dt><dd><time datetime="` + next + `"`, `<circle class="manual"`, `<title>manual run, succeeded`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the job page lacks %s", want)
+		}
+	}
+	if n := strings.Count(body, `<circle class="manual"`); n != 1 {
+		t.Errorf("%d manual marks, want 1 (the manual run's)", n)
+	}
+	if strings.Contains(body, "<dt>Paused</dt>") {
+		t.Error("a job that runs is shown paused")
+	}
+	if _, _, err := f.store("host-b").Pause(context.Background(), "scheduled_job", "disk <full>", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, body, _ := get(t, srv.URL, "/jobs/scheduled_job"); !strings.Contains(body, `<dt>Paused</dt><dd class="paused">by `) ||
+		!strings.Contains(body, ": disk &lt;full&gt;</dd>") {
+		t.Errorf("the paused job's page does not say by whom, until when and why: %s", body)
+	}
+}
+
+// At the default window a job whose runs took milliseconds, seconds ago,
+// is drawn over the period of its runs, not a day in which they would be
+// thinner than a pixel.
+func TestShortRunsAreVisibleAtTheDefaultWindow(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.standardHistory()
+	srv := f.serve(f.pool)
+	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport)
+	if !strings.Contains(body, "narrowed to its runs") {
+		t.Error("the default window is not narrowed to the runs")
+	}
+	var widths []float64
+	for _, box := range strings.Split(body, `<a class="run"`)[1:] {
+		w := box[strings.Index(box, `width="`)+len(`width="`):]
+		var width float64
+		if _, err := fmt.Sscan(w[:strings.IndexByte(w, '"')], &width); err != nil {
+			t.Fatal(err)
+		}
+		widths = append(widths, width)
+	}
+	if len(widths) != 6 || slices.Min(widths) < 0.5 {
+		t.Errorf("runs drawn %v wide (of 1000), want 6, none under 0.5", widths)
+	}
+	// A window asked for is kept as asked.
+	if _, body, _ := get(t, srv.URL, "/jobs/"+jobReport+"?since=24h"); strings.Contains(body, "narrowed") {
+		t.Error("?since=24h was narrowed")
+	}
+}
+
+// A short run is drawn at its least width however close a scheduled time
+// not run (a mark on the axis, not a run) follows it.
+func TestAMarkDoesNotNarrowARun(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.run(f.store("host-a"), jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
+	if _, err := f.pool.Exec(context.Background(), `INSERT INTO `+f.history+`
+  (job_name, holder, slot, fencing_token, started_at, finished_at, exit_code, outcome, scheduled_at)
+VALUES ($1, 'host-a', 1, 5, now() - interval '1 hour', now() - interval '1 hour' + interval '1 second', 0, 'exited', NULL),
+  ($1, 'host-a', 1, 0, now() - interval '1 hour' + interval '2 second', now() - interval '1 hour' + interval '2 second', NULL, $2, now() - interval '1 hour' + interval '2 second')`,
+		jobReport, lease.OutcomeSkipped); err != nil {
+		t.Fatal(err)
+	}
+	srv := f.serve(f.pool)
+	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport+"?since=24h")
+	box := body[strings.Index(body, `<a class="run"`):]
+	box = box[strings.Index(box, `width="`)+len(`width="`):]
+	if w := box[:strings.IndexByte(box, '"')]; w != "3.0" {
+		t.Errorf("a run of a second in a day is drawn %s wide, want 3.0", w)
+	}
+}
+
+// ?refresh= makes a page reload itself, without script (a meta refresh
+// the CSP need not allow), at most every 10 s; both pages link to it and
+// back.
+func TestPagesReloadThemselvesWhenAsked(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.run(f.store("host-a"), jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
+	srv := f.serve(f.pool)
+	for _, path := range []string{"/", "/jobs/" + jobReport} {
+		_, plain, _ := get(t, srv.URL, path)
+		if strings.Contains(plain, `http-equiv="refresh"`) || !strings.Contains(plain, `<a href="?refresh=60">Reload every minute</a>`) {
+			t.Errorf("%s reloads itself unasked, or has no link to: %s", path, plain)
+		}
+		status, body, h := get(t, srv.URL, path+"?refresh=30")
+		if status != 200 || !strings.Contains(body, `<meta http-equiv="refresh" content="30">`) || !strings.Contains(body, `Reloads every 30 s. <a href="?">Stop</a>`) {
+			t.Errorf("%s?refresh=30 answered %d without reloading every 30 s: %s", path, status, body)
+		}
+		if csp := h.Get("Content-Security-Policy"); csp != "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'" {
+			t.Errorf("%s?refresh=30 has the policy %q", path, csp)
+		}
+		for _, bad := range []string{"5", "3601", "soon"} {
+			if status, body, _ := get(t, srv.URL, path+"?refresh="+bad); status != 400 || !strings.Contains(body, "from 10 to 3600") {
+				t.Errorf("%s?refresh=%s answered %d: %s", path, bad, status, body)
+			}
+		}
+	}
+	if _, body, _ := get(t, srv.URL, "/jobs/"+jobReport+"?since=6h&refresh=30"); !strings.Contains(body, `<a href="?since=6h">Stop</a>`) {
+		t.Error("stopping the reloads forgets the window")
 	}
 }

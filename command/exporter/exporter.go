@@ -34,14 +34,17 @@ func Command() *cli.Command {
 			"succeeded and last ran, how, who holds it now. Alert rules decide what is stale.\n" +
 			"A database that does not answer is reported as leasewrap_exporter_up 0.\n" +
 			"The same address serves a read-only web page: / lists the jobs, /jobs/NAME draws\n" +
-			"one job's runs by holder over time.",
+			"one job's runs by holder over time. Without --web.config.file it is plain HTTP\n" +
+			"with no authentication; the output runs kept is shown only with --web.show-output.",
 		// Not LEASEWRAP_HTTP_ADDR: a wrapper on the same host reads that
 		// one, and the two would try the same port.
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "http-addr", EnvVars: []string{"LEASEWRAP_EXPORTER_ADDR"}, Value: defaultExporterAddr,
 				Usage: "serve /, /jobs/NAME, /metrics and /healthz on this address"},
 			&cli.StringFlag{Name: "web.config.file", EnvVars: []string{"LEASEWRAP_WEB_CONFIG_FILE"},
-				Usage: "TLS and basic auth for the listener, in the Prometheus exporters' web configuration format"},
+				Usage: "TLS and basic auth for the listener, in the Prometheus exporters' web configuration format; without it the listener is plain HTTP with no authentication"},
+			&cli.BoolFlag{Name: "web.show-output", EnvVars: []string{"LEASEWRAP_WEB_SHOW_OUTPUT"},
+				Usage: "show on the web page the output runs kept (--keep-output), which may hold secrets; hidden by default"},
 		}, cmdutil.StoreFlags()...),
 		OnUsageError: cmdutil.UsageError,
 		Action:       exporterAction,
@@ -78,13 +81,14 @@ func exporterAction(c *cli.Context) error {
 	metrics := exp.Handler()
 	mux.Handle("/metrics", metrics)
 	mux.Handle("/healthz", metrics)
-	mux.Handle("/", web.New(a.Read, a.Log).Handler())
+	mux.Handle("/", web.New(a.Read, a.Log, web.WithOutput(c.Bool("web.show-output"))).Handler())
 	stop, bound, err := monitor.ServeWith(addr, mux, webServe(webConfig, a.Log))
 	if err != nil {
 		return cmdutil.Usagef("cannot serve %s %q: %v", s.Source("http-addr"), addr, err)
 	}
 	defer stop()
 	a.Log.Info().Str("http_addr", bound.String()).Str("table", a.Opts.Table).Bool("web_config", webConfig != "").
+		Bool("web_show_output", c.Bool("web.show-output")).
 		Msg("serving the web page, /metrics and /healthz")
 	// The database need not answer now: the exporter starts anyway and
 	// says leasewrap_exporter_up 0 until it does, so that an outage shows

@@ -17,6 +17,7 @@ import (
 	"github.com/redbite/leasewrap/command/cmdutil"
 	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/internal/timefmt"
+	"github.com/redbite/leasewrap/internal/timeline"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
 )
@@ -195,7 +196,7 @@ func historyAction(c *cli.Context) error {
 		}
 		from := o.query.Since
 		if from.IsZero() {
-			from = earliestStart(runs)
+			from = timeline.Earliest(runs)
 		}
 		print = func(w io.Writer) error { return printTimeline(w, runs, from, now, o.width) }
 	default:
@@ -247,16 +248,6 @@ func printOutput(c *cli.Context, a *cmdutil.Admin, q inspect.OutputQuery, raw bo
 		return &cmdutil.ExitError{Code: cmdutil.ExitIOErr, Err: fmt.Errorf("cannot write the output: %w", err)}
 	}
 	return nil
-}
-
-func earliestStart(runs []inspect.Run) time.Time {
-	var t time.Time
-	for _, r := range runs {
-		if t.IsZero() || r.StartedAt.Before(t) {
-			t = r.StartedAt
-		}
-	}
-	return t
 }
 
 // RunJSON is the stable JSON shape of one run in `history --json`.
@@ -385,15 +376,12 @@ func printTimeline(w io.Writer, runs []inspect.Run, from, to time.Time, width in
 		_, err := fmt.Fprintln(w, "no runs in the history for this period")
 		return err
 	}
-	if !to.After(from) {
-		to = from.Add(time.Second)
-	}
-	step := to.Sub(from) / time.Duration(width)
-	col := func(t time.Time) int { return min(max(int(t.Sub(from)/max(step, 1)), 0), width-1) }
+	win := timeline.NewWindow(from, to)
+	cols := win.Columns(width)
 	var jobs []string
 	ByJob := map[string][]inspect.Run{}
 	for _, r := range runs {
-		if r.FinishedAt.Before(from) || r.StartedAt.After(to) {
+		if !win.Overlaps(r.StartedAt, r.FinishedAt) {
 			continue
 		}
 		if _, ok := ByJob[r.Job]; !ok {
@@ -402,17 +390,17 @@ func printTimeline(w io.Writer, runs []inspect.Run, from, to time.Time, width in
 		ByJob[r.Job] = append(ByJob[r.Job], r)
 	}
 	slices.Sort(jobs)
-	ticks := axis(from, step, width)
+	ticks := axis(cols)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s .. %s, one column = %s\n", timefmt.Stamp(from), timefmt.Stamp(to), roundStep(step))
+	fmt.Fprintf(&b, "%s .. %s, one column = %s\n", timefmt.Stamp(win.From), timefmt.Stamp(win.To), roundStep(cols.Step))
 	pad := strings.Repeat(" ", laneNameWidth+2)
 	for _, job := range jobs {
 		jr := ByJob[job]
 		slices.SortStableFunc(jr, func(a, b inspect.Run) int { return a.StartedAt.Compare(b.StartedAt) })
 		fmt.Fprintf(&b, "\n%s\n%s%s\n%s%s\n", escape.Printable(job), pad, labels(ticks), pad, ruler(ticks, width))
 		ran := slices.DeleteFunc(slices.Clone(jr), notRun)
-		drawLanes(&b, ran, from, step, width, col)
-		drawNotRun(&b, jr, width, col)
+		drawLanes(&b, ran, cols)
+		drawNotRun(&b, jr, cols)
 		for _, o := range overlaps(ran) {
 			fmt.Fprintf(&b, "  overlap: %s\n", o)
 		}
@@ -434,29 +422,23 @@ func printTimeline(w io.Writer, runs []inspect.Run, from, to time.Time, width in
 // mark is in the column of its last instant, so a run that ends on a
 // column's edge is not drawn into the next one, and the runs lane counts
 // every column a run is drawn in, a run shorter than a column too.
-func drawLanes(b *strings.Builder, jr []inspect.Run, from time.Time, step time.Duration, width int, col func(time.Time) int) {
-	var holders []string
-	lanes := map[string][]byte{}
-	for _, r := range jr {
-		lane, ok := lanes[r.Holder]
-		if !ok {
-			holders = append(holders, r.Holder)
-			lane = []byte(strings.Repeat(" ", width))
-			lanes[r.Holder] = lane
+func drawLanes(b *strings.Builder, jr []inspect.Run, cols timeline.Columns) {
+	for _, l := range timeline.Lanes(jr) {
+		lane := []byte(strings.Repeat(" ", cols.N))
+		for _, i := range l.Runs {
+			r := jr[i]
+			start, end := cols.Of(r.StartedAt), cols.Of(lastInstant(r))
+			for i := start; i < end; i++ {
+				lane[i] = '='
+			}
+			lane[end] = timelineMark(r)
 		}
-		start, end := col(r.StartedAt), col(lastInstant(r))
-		for i := start; i < end; i++ {
-			lane[i] = '='
-		}
-		lane[end] = timelineMark(r)
+		fmt.Fprintf(b, "  %-*s|%s|\n", laneNameWidth, laneName(l.Holder), lane)
 	}
-	for _, h := range holders {
-		fmt.Fprintf(b, "  %-*s|%s|\n", laneNameWidth, laneName(h), lanes[h])
-	}
-	counts := make([]byte, width)
+	counts := make([]byte, cols.N)
 	for i := range counts {
-		a := from.Add(step * time.Duration(i))
-		counts[i] = countMark(mostAtOnce(jr, a, a.Add(step)))
+		a := cols.Start(i)
+		counts[i] = countMark(mostAtOnce(jr, a, a.Add(cols.Step)))
 	}
 	fmt.Fprintf(b, "  %-*s|%s|\n", laneNameWidth, "runs", counts)
 }
@@ -464,14 +446,14 @@ func drawLanes(b *strings.Builder, jr []inspect.Run, from time.Time, step time.D
 // drawNotRun draws the lane of the scheduled times in runs that nobody
 // ran, when there are any: each time's mark in its column, and across the
 // columns of a long outage summarised in one missed row.
-func drawNotRun(b *strings.Builder, runs []inspect.Run, width int, col func(time.Time) int) {
-	lane := []byte(strings.Repeat(" ", width))
+func drawNotRun(b *strings.Builder, runs []inspect.Run, cols timeline.Columns) {
+	lane := []byte(strings.Repeat(" ", cols.N))
 	marked := false
 	for _, r := range runs {
 		if !notRun(r) {
 			continue
 		}
-		for i := col(r.StartedAt); i <= col(r.FinishedAt); i++ {
+		for i := cols.Of(r.StartedAt); i <= cols.Of(r.FinishedAt); i++ {
 			lane[i] = timelineMark(r)
 		}
 		marked = true
@@ -536,53 +518,21 @@ type tick struct {
 	label string
 }
 
-// tickSteps are the intervals an axis may name times at: round ones, so
-// that the labels read as a regular scale.
-var tickSteps = []time.Duration{
-	time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second,
-	time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
-	time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour,
-	24 * time.Hour, 48 * time.Hour, 7 * 24 * time.Hour, 14 * 24 * time.Hour, 28 * 24 * time.Hour,
-}
-
-// axis picks the shortest of tickSteps that leaves room for each label
-// and a gap (or, for a longer period, a multiple of days that does), and
-// returns the times that are multiples of it (in UTC) and whose labels fit,
-// in as few characters as the interval needs. A period too short for any
-// such time gets its start.
-func axis(from time.Time, step time.Duration, width int) []tick {
-	span := step * time.Duration(width)
-	layoutFor := func(d time.Duration) string {
-		switch {
-		case d >= 24*time.Hour:
-			return "Jan 02"
-		case d < time.Minute:
-			return "15:04:05"
-		}
-		return "15:04"
-	}
-	room := func(d time.Duration) time.Duration { return step * time.Duration(len(layoutFor(d))+2) }
-	every := tickSteps[len(tickSteps)-1]
-	if room(every) > every {
-		const day = 24 * time.Hour
-		every = (room(every) + day - 1) / day * day
-	}
-	for _, d := range tickSteps {
-		if d >= room(d) {
-			every = d
-			break
-		}
-	}
-	layout := layoutFor(every)
+// axis names the round times of the columns' period (timeline.Every,
+// with room for each label and a gap of two) whose labels fit in the
+// columns, in as few characters as the interval needs. A period too short
+// for any such time gets its start.
+func axis(cols timeline.Columns) []tick {
+	every := timeline.Every(cols.Step, 2)
+	layout := timeline.Layout(every)
 	var ticks []tick
-	for t := from.UTC().Truncate(every); t.Before(from.Add(span)); t = t.Add(every) {
-		c := int(t.Sub(from) / max(step, 1))
-		if !t.Before(from) && c+len(layout) <= width+1 {
+	for _, t := range cols.Drawn().Ticks(every) {
+		if c := cols.Of(t); c+len(layout) <= cols.N+1 {
 			ticks = append(ticks, tick{col: c, label: t.Format(layout)})
 		}
 	}
 	if len(ticks) == 0 {
-		ticks = []tick{{col: 0, label: from.UTC().Format(layoutFor(min(every, span)))}}
+		ticks = []tick{{col: 0, label: cols.From.UTC().Format(timeline.Layout(min(every, cols.Drawn().Span())))}}
 	}
 	return ticks
 }

@@ -79,7 +79,7 @@ func (w *wrapper) retryAfter(res runner.Result, attempt int, l *lease.Lease, log
 	if !failed || !res.Started || res.Lost != nil || res.Signal != nil || attempt > w.o.retries {
 		return nextStep{kind: stepEnd}
 	}
-	end := lease.End{ExitCode: &res.Status, Outcome: runOutcome(res), Attempt: attempt, Output: w.kept}
+	end := lease.End{ExitCode: recordedStatus(res), Outcome: runOutcome(res), Attempt: attempt, Output: w.kept}
 	if err := l.RecordAttempt(context.Background(), end); errors.Is(err, lease.ErrLost) {
 		return notRetrying(nextStep{kind: stepLostUnrecorded, lost: err}, log)
 	} else if err != nil {
@@ -151,7 +151,7 @@ func (w *wrapper) endBetweenAttempts(l *lease.Lease, res runner.Result, attempt 
 	}
 	run := lease.End{Outcome: runOutcome(runner.Result{Lost: next.lost}), Attempt: attempt + 1}
 	if !next.recorded() {
-		run.Attempt, run.ExitCode, run.Output = attempt, &res.Status, w.kept
+		run.Attempt, run.ExitCode, run.Output = attempt, recordedStatus(res), w.kept
 	}
 	// A release that failed for another reason leaves the row as it was:
 	// a run it marks started is closed by the next holder, not here.
@@ -166,5 +166,5 @@ func (w *wrapper) endBetweenAttempts(l *lease.Lease, res runner.Result, attempt 
 // releaseOnly is the End of a release that records nothing in the history
 // (lease.End's empty Outcome): the run is recorded apart.
 func releaseOnly(res runner.Result, attempt int) lease.End {
-	return lease.End{ExitCode: &res.Status, Attempt: attempt}
+	return lease.End{ExitCode: recordedStatus(res), Attempt: attempt}
 }

@@ -153,7 +153,7 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 		logRelease(l.AbandonWith(context.Background(), end), log)
 		return exitStatus(res)
 	}
-	end := lease.End{ExitCode: &res.Status, Outcome: runOutcome(res), Attempt: attempt, Output: w.kept, Ran: res.Ran}
+	end := lease.End{ExitCode: recordedStatus(res), Outcome: runOutcome(res), Attempt: attempt, Output: w.kept, Ran: res.Ran}
 	w.logFinish(l.Finish(context.Background(), end), log)
 	return exitStatus(res)
 }
@@ -214,6 +214,20 @@ func runExitCode(res runner.Result) int {
 		return cmdutil.ExitTimedOut
 	}
 	return res.Status
+}
+
+// recordedStatus is the exit status the lease row and the history record
+// for a run that started: 124 for one stopped for --max-runtime, as
+// leasewrap itself exits and as status, history and the web page show it
+// (the child's own 143 or 137 says only how it was stopped), else the
+// child's. A run stopped for a lost lease keeps the child's: its outcome
+// says why.
+func recordedStatus(res runner.Result) *int {
+	code := res.Status
+	if res.TimedOut && res.Lost == nil {
+		code = cmdutil.ExitTimedOut
+	}
+	return &code
 }
 
 // exitStatus is runExitCode as an action's error.

@@ -1,0 +1,82 @@
+package web
+
+import (
+	"slices"
+	"time"
+
+	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/lease/inspect"
+	"github.com/redbite/leasewrap/schedule"
+)
+
+// leaseView is a job's lease as / and its own page show it, gathered from
+// the rows of its slots.
+type leaseView struct {
+	// State is the strongest of the rows' states (see states), "" when
+	// the job has no lease row.
+	State   string
+	Holders []string // of the live rows, in the rows' order
+	Slots   int
+	// Schedule is the schedule the rows record ("": none).
+	Schedule string
+	// Next is the job's next scheduled time, nil without a schedule: the
+	// database's (the verdict's) when known, else by the host's clock.
+	Next *time.Time
+	// Paused is the job's pause (leasewrap pause), nil when it runs.
+	Paused *lease.Pause
+}
+
+// add gathers one lease row of the job; now is the host's clock, for
+// Next until the verdict gives the database's.
+func (v *leaseView) add(s inspect.JobStatus, now time.Time) {
+	v.Slots = max(v.Slots, s.Slots, 1)
+	if s.Live() && !slices.Contains(v.Holders, s.Holder) {
+		v.Holders = append(v.Holders, s.Holder)
+	}
+	v.State = strongerState(v.State, s.State)
+	if s.Paused != nil && v.Paused == nil {
+		v.Paused = s.Paused
+	}
+	if s.Schedule != nil && v.Schedule == "" {
+		v.Schedule = *s.Schedule
+		if next, ok := schedule.NextOf(*s.Schedule, now); ok && v.Next == nil {
+			v.Next = &next
+		}
+	}
+}
+
+// judged takes the next scheduled time from the verdict, which reads it by
+// the database's clock, as check and status do.
+func (v *leaseView) judged(vd inspect.Verdict) {
+	if vd.Next != nil {
+		v.Next = vd.Next
+	}
+}
+
+// strongerState is the state a job with rows in states a and b shows, the
+// first of them in states: a job is held while any of its slots is.
+func strongerState(a, b string) string {
+	rank := func(s string) int {
+		if i := slices.IndexFunc(states, func(w word) bool { return w.name == s }); i >= 0 {
+			return i
+		}
+		return len(states)
+	}
+	if rank(b) < rank(a) {
+		return b
+	}
+	return a
+}
+
+// holders writes the holders, one a line, a dash for none.
+func holders(b *html, hs []string) {
+	if len(hs) == 0 {
+		b.raw(`—`)
+	}
+	for i, h := range hs {
+		if i > 0 {
+			b.raw(`<br>`)
+		}
+		b.text(h)
+	}
+}
