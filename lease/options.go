@@ -82,10 +82,6 @@ func WithGrace(d time.Duration) Option { return setTiming(SettingGrace, d) }
 
 func setTiming(s Setting, d time.Duration) Option { return func(c *config) { c.timings[s] = d } }
 
-// WithClock replaces the local clock that deadlines are kept on, for tests
-// that drive a lease's renewals and expiry without waiting.
-func WithClock(c Clock) Option { return func(cfg *config) { cfg.clock = c } }
-
 // WithHoldFor keeps a released lease until at least acquisition + d, on the
 // database clock, so that peers whose schedule fires a little late sit out.
 func WithHoldFor(d time.Duration) Option { return func(c *config) { c.holdFor = d } }

@@ -160,9 +160,6 @@ type Claim struct {
 	Now, Latest time.Time
 }
 
-// Decided reports whether the time is accounted for: run here, or claimed.
-func (c Claim) Decided() bool { return c.Lease != nil || c.Outcome != "" }
-
 // TakeScheduled takes the lease on job for the scheduled time at and
 // claims the time, in one statement (see takeScheduledSQL): spec is the
 // job's canonical schedule. When the lease is held and skipHeld is set,
@@ -388,21 +385,6 @@ func (s *Store) RecordMissed(ctx context.Context, job, outcome string, times []M
 	return int(count), now, latest, nil
 }
 
-// LatestClaim reads the database clock and the job's mark (see
-// Registration.Latest; zero: none).
-func (s *Store) LatestClaim(ctx context.Context, job string) (now, latest time.Time, err error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
-	defer cancel()
-	var last *time.Time
-	if err := s.db.QueryRow(ctx, s.schedSQL().latest, job).Scan(&now, &last); err != nil {
-		return now, latest, fmt.Errorf("cannot read the claims of %q: %w", job, pgerr.Classify(err))
-	}
-	if last != nil {
-		latest = *last
-	}
-	return now, latest, nil
-}
-
 // BootClock returns the local clock leases keep their deadlines on: it
 // counts time the machine spent suspended, and wall-clock steps do not
 // move it.
@@ -466,22 +448,20 @@ func (s *Store) Reschedule(ctx context.Context, job, spec string) (string, error
 		return "", err
 	}
 	var (
-		was         *string
-		now, latest time.Time
+		was  *string
+		now  time.Time
+		last *time.Time
 	)
-	err := s.db.QueryRow(ctx, s.objects.Render(`SELECT schedule FROM {lease} WHERE job_name = $1::text`), job).Scan(&was)
-	if err == nil && was != nil && *was != spec {
-		now, latest, err = s.LatestClaim(ctx, job)
-	}
+	err := s.db.QueryRow(ctx, s.objects.Render(scheduleMarkSQL), job).Scan(&was, &now, &last)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return "", fmt.Errorf("job %q has no lease row in %s: %w", job, s.table.Sanitize(), ErrNoJob)
 	case err != nil:
 		return "", fmt.Errorf("cannot reschedule %q: %w", job, pgerr.Classify(err))
 	}
-	if old, perr := schedule.Parse(deref(was), ""); perr == nil && !latest.IsZero() {
+	if old, perr := schedule.Parse(deref(was), ""); perr == nil && deref(was) != spec && last != nil {
 		var owed []Missed
-		for _, at := range old.Between(latest, now, schedule.DefaultMaxMissed) {
+		for _, at := range old.Between(*last, now, schedule.DefaultMaxMissed) {
 			owed = append(owed, Missed{At: at})
 		}
 		if len(owed) > 0 {

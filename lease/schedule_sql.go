@@ -56,7 +56,7 @@ import (
 // scheduledStatements are a Store's statements of scheduled runs.
 type scheduledStatements struct {
 	register, take, takeRecording, missed, missedRecording string
-	latest, releaseScheduled, pruneClaims, freeRow         string
+	releaseScheduled, pruneClaims, freeRow                 string
 }
 
 func newScheduledStatements(o schema.Objects) scheduledStatements {
@@ -66,7 +66,6 @@ func newScheduledStatements(o schema.Objects) scheduledStatements {
 		takeRecording:    o.Render(takeScheduledRecordingSQL),
 		missed:           o.Render(missedSQL),
 		missedRecording:  o.Render(missedRecordingSQL),
-		latest:           o.Render(latestClaimSQL),
 		releaseScheduled: o.Render(releaseScheduledSQL),
 		pruneClaims:      o.Render(pruneClaimsSQL),
 		freeRow:          o.Render(freeRowSQL),
@@ -100,8 +99,10 @@ SELECT coalesce((SELECT schedule FROM reg), (SELECT schedule FROM cur)),
   CASE WHEN EXISTS (SELECT FROM reg) THEN (SELECT schedule_zone FROM reg) ELSE (SELECT schedule_zone FROM cur) END,
   now(), greatest((SELECT accounted_through FROM cur), ` + latestClaim + `)`
 
-// latestClaimSQL reads the database clock and the mark: $1 job.
-const latestClaimSQL = `SELECT now(), greatest((SELECT accounted_through FROM {lease} WHERE job_name = $1::text), ` + latestClaim + `)`
+// scheduleMarkSQL reads a job's schedule, the database clock and the
+// mark: $1 job. No row: the job has no lease row.
+const scheduleMarkSQL = `SELECT schedule, now(), greatest(accounted_through, ` + latestClaim + `)
+FROM {lease} WHERE job_name = $1::text`
 
 // takeScheduledSQL takes the lease of a single-slot job for one scheduled
 // time and claims the time (see above): $1 job, $2 holder, $3 TTL, $4
