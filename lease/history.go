@@ -49,11 +49,6 @@ var Outcomes = []string{OutcomeExited, OutcomeSignalled, OutcomeLost, OutcomeSto
 // DefaultHistoryKeep is how long runs stay in the history.
 const DefaultHistoryKeep = 30 * 24 * time.Hour
 
-// WithHistoryKeep sets how long finished runs stay in the history table
-// (default DefaultHistoryKeep); 0 keeps them for ever. Each release deletes
-// at most a small batch of older runs.
-func WithHistoryKeep(d time.Duration) Option { return func(c *config) { c.historyKeep = d } }
-
 // historyStatements are the statements that also write the history.
 type historyStatements struct {
 	take, takeSlots, release string

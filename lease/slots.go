@@ -45,12 +45,6 @@ func (e *SlotsError) Error() string {
 // Unwrap makes errors.Is(err, ErrSlotsMismatch) true.
 func (e *SlotsError) Unwrap() error { return ErrSlotsMismatch }
 
-// WithSlots lets up to n holders have the job at once (1, the default, is
-// a plain lease). Each slot is its own lease row with its own fencing
-// token, renewal and release: slot 1 is the row named after the job, slot
-// k > 1 the row named "job#k". Every instance of a job must use the same n.
-func WithSlots(n int) Option { return func(c *config) { c.slots = n } }
-
 // SlotRow names the lease row of slot of job: the job itself for slot 1,
 // "job#slot" for the others. It is what leasewrap_check takes as the job.
 func SlotRow(job string, slot int) string {
