@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/redbite/leasewrap/lease/internal/pgerr"
 	"github.com/redbite/leasewrap/lease/schema"
@@ -310,9 +309,8 @@ func (s *Store) queryTakeOnce(ctx context.Context, db DB, query, plain string, a
 // claimConflict reports whether err is the unique violation of a claim
 // that another transaction committed first.
 func (s *Store) claimConflict(err error) bool {
-	var pgErr *pgconn.PgError
 	claims := schema.ClaimsTable(s.table)
-	return errors.As(err, &pgErr) && pgErr.Code == pgerr.CodeUniqueViolation && pgErr.TableName == claims[len(claims)-1]
+	return pgerr.UniqueViolationOn(err, claims[len(claims)-1])
 }
 
 // Missed is a time RecordMissed records; First, when set,
