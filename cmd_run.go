@@ -275,7 +275,7 @@ func (w *wrapper) acquire(ctx context.Context) (*lease.Lease, error) {
 		w.log.Warn().Stringer("wait_timeout", w.o.waitTimeout).Msg("gave up standing by: --wait-timeout passed")
 		return nil, exitWith(exitWaitTimeout)
 	case errors.As(err, &held):
-		ev := w.log.Info().Str("current_holder", held.Holder).Str("state", held.State).
+		ev := w.log.Info().Str("current_holder", held.Holder).Str("state", string(held.State)).
 			Stringer("expires_in", held.ExpiresIn.Round(time.Millisecond)).Int64("current_token", held.Token)
 		if held.Slots > 1 {
 			ev = ev.Int("slot", held.Slot).Int("slots", held.Slots)
@@ -354,7 +354,7 @@ func causeOf(ctx context.Context, err error) error {
 }
 
 // skipMessages say why this instance sat out, by the state of the lease.
-var skipMessages = map[string]string{
+var skipMessages = map[lease.State]string{
 	lease.StateHeld:      "skipped: lease held by another instance",
 	lease.StateKept:      "skipped: another instance ran the job and --hold-for keeps its lease",
 	lease.StateReleasing: "skipped: lease held by another instance, which an operator asked to stop",

@@ -168,7 +168,7 @@ type statusJSON struct {
 func printStatusJSON(w io.Writer, jobs []inspect.JobStatus, v verdicts) error {
 	out := make([]statusJSON, 0, len(jobs))
 	for _, j := range jobs {
-		s := statusJSON{Job: j.Job, Holder: j.Holder, State: j.State, FencingToken: j.FencingToken,
+		s := statusJSON{Job: j.Job, Holder: j.Holder, State: string(j.State), FencingToken: j.FencingToken,
 			LastStartedAt: timefmt.UTC(j.LastStarted), LastFinishedAt: timefmt.UTC(j.LastFinished), LastExitCode: j.LastExitCode, LastHolder: j.LastHolder}
 		if j.Live() {
 			s.ExpiresInSeconds = ptr(j.ExpiresIn.Round(time.Millisecond).Seconds())

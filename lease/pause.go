@@ -8,11 +8,6 @@ import (
 	"github.com/redbite/leasewrap/lease/internal/pgerr"
 )
 
-// StatePaused: an operator paused the job (Store.Pause): no instance
-// takes its lease until it is resumed or the pause runs out. A command
-// already running goes on.
-const StatePaused = "paused"
-
 // OutcomePaused: a scheduled time that came due while the job was paused.
 const OutcomePaused = "paused"
 

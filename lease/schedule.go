@@ -228,7 +228,7 @@ func (s *Store) TakeScheduled(ctx context.Context, job, spec string, at time.Tim
 	case slots != 1:
 		return c, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: 1, Found: slots}
 	case holder != nil && expiresMicros != nil && *expiresMicros > 0:
-		c.Held = &HeldError{Job: job, Holder: *holder, Token: token, State: *state,
+		c.Held = &HeldError{Job: job, Holder: *holder, Token: token, State: State(*state),
 			ExpiresIn: time.Duration(*expiresMicros) * time.Microsecond}
 	}
 	// Not due yet, held at a late time, or a take another instance made

@@ -96,7 +96,7 @@ func (s *Store) tryAcquireSlots(ctx context.Context, db DB, job string, t0 time.
 		case !racing && recorded != nil && *recorded != n:
 			return nil, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: n, Found: *recorded}
 		case !racing && expiresMicros != nil && *expiresMicros > 0:
-			return nil, &HeldError{Job: job, Holder: *holder, Token: token, State: *state, Slot: slot, Slots: n,
+			return nil, &HeldError{Job: job, Holder: *holder, Token: token, State: State(*state), Slot: slot, Slots: n,
 				ExpiresIn: time.Duration(*expiresMicros) * time.Microsecond}
 		}
 		// Another instance took the slot this one picked: look again.

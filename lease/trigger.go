@@ -312,7 +312,7 @@ func (s *Store) requestFate(ctx context.Context, job string, at time.Time) (Awai
 	case paused:
 		return Awaited{Paused: true, PausedBy: pausedBy}, nil
 	case expiresMicros > 0:
-		return Awaited{Held: &HeldError{Job: job, Holder: holder, State: state,
+		return Awaited{Held: &HeldError{Job: job, Holder: holder, State: State(state),
 			ExpiresIn: time.Duration(expiresMicros) * time.Microsecond}}, nil
 	}
 	return Awaited{}, nil
@@ -380,7 +380,7 @@ func (s *Store) TakeRequested(ctx context.Context, job, spec string) (Requested,
 		}
 		return r, err
 	case at != nil && holder != nil && expiresMicros != nil && *expiresMicros > 0:
-		r.Held = &HeldError{Job: job, Holder: *holder, Token: token, State: *state,
+		r.Held = &HeldError{Job: job, Holder: *holder, Token: token, State: State(*state),
 			ExpiresIn: time.Duration(*expiresMicros) * time.Microsecond}
 	}
 	return r, nil

@@ -87,7 +87,8 @@ func (p *Pages) readJobs(ctx context.Context) ([]jobRow, error) {
 		if s.Live() && !slices.Contains(r.Holders, s.Holder) {
 			r.Holders = append(r.Holders, s.Holder)
 		}
-		r.State = strongerState(r.State, s.State)
+		// Released and expired rows show as free, the row's first state.
+		r.State = string(lease.StrongerState(lease.State(r.State), s.State))
 		// By the host's clock until the summary gives the database's.
 		if s.Schedule != nil && r.NextScheduled == nil {
 			if next, ok := schedule.NextOf(*s.Schedule, p.now()); ok {
@@ -121,25 +122,6 @@ func (p *Pages) readJobs(ctx context.Context) ([]jobRow, error) {
 		return cmp.Or(cmp.Compare(a.rank(), b.rank()), cmp.Compare(a.Job, b.Job))
 	})
 	return out, nil
-}
-
-// liveStates are the states that keep a job from being free, strongest
-// first: a job is held while any of its slots is.
-var liveStates = []string{lease.StateHeld, lease.StateReleasing, lease.StateKept}
-
-// strongerState is the state a job with rows in states a and b shows;
-// released and expired rows show as free.
-func strongerState(a, b string) string {
-	rank := func(s string) int {
-		if i := slices.Index(liveStates, s); i >= 0 {
-			return i
-		}
-		return len(liveStates)
-	}
-	if rank(b) < rank(a) {
-		return b
-	}
-	return a
 }
 
 func (p *Pages) serveIndex(w http.ResponseWriter, r *http.Request) {
