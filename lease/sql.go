@@ -83,33 +83,19 @@ const clockToken = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 // One round trip either way: when the take does not happen, the same
 // statement reads the holder it found, from the statement's snapshot (a
 // CTE's SELECT does not see the INSERT's row).
-const takeSQL = takeCTEs + takeAnswer
+var takeSQL = takeCTEs + takeAnswer
 
 // takeRecordingSQL is takeSQL that also closes the run of a holder that
 // never released (it crashed, or was cut off) as lost, from the row as the
 // statement found it. The run's attempt is one more than the attempts of
 // its lease (job, token) already recorded (--retries).
-const takeRecordingSQL = takeCTEs + `,
-lost AS (
-  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome)
-  SELECT $1::text, 1, o.holder, o.fencing_token,
-    1 + (SELECT count(*) FROM {history} h WHERE h.job_name = $1::text AND h.fencing_token = o.fencing_token),
-    o.last_started_at, greatest(o.expires_at, o.last_started_at), '` + OutcomeLost + `'
-  FROM old o WHERE EXISTS (SELECT FROM taken) AND o.last_started_at IS NOT NULL AND o.last_finished_at IS NULL)` + takeAnswer
+var takeRecordingSQL = takeCTEs + lostRun("old", "1", "", "") + takeAnswer
 
-const takeCTEs = `WITH old AS (
+var takeCTEs = `WITH old AS (
   SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at FROM {lease} WHERE job_name = $1::text),
-taken AS (
-INSERT INTO {lease} AS l
-  (job_name, holder, expires_at, fencing_token, acquired_at, renewed_at, last_started_at, last_holder)
-VALUES ($1::text, $2::text, now() + $3::bigint * interval '1 microsecond', ` + clockToken + `, now(), now(), now(), $2)
-ON CONFLICT (job_name) DO UPDATE SET
-  ` + takeSet + `,
-  last_scheduled_at = NULL
-WHERE l.expires_at <= now() AND coalesce(l.slots, 1) = 1 AND NOT coalesce(l.` + pausedCondition + `, false)
-  AND l.fencing_token = (SELECT fencing_token FROM old)
-  AND l.last_finished_at IS NOT DISTINCT FROM (SELECT last_finished_at FROM old)
-RETURNING fencing_token)`
+` + takeSpec{row: "$1::text", read: "old",
+	columns: []takeColumn{{name: "last_scheduled_at", update: "NULL"}},
+	where:   "coalesce(l.slots, 1) = 1 AND NOT coalesce(l." + pausedCondition + ", false)"}.taken()
 
 const takeAnswer = `
 SELECT true, fencing_token, NULL::text, NULL::bigint, NULL::text, 1 FROM taken
@@ -128,19 +114,13 @@ FROM {lease} WHERE job_name = $1::text AND NOT EXISTS (SELECT FROM taken)`
 // the live slot that expires first. It answers: taken, token, slot,
 // holder, microseconds left, state, the slots recorded, the foreign row,
 // whether a slot looked free, and whether the job is paused.
-const takeSlotsSQL = takeSlotsCTEs + takeSlotsAnswer
+var takeSlotsSQL = takeSlotsCTEs + takeSlotsAnswer
 
 // takeSlotsRecordingSQL is takeSlotsSQL that also closes the run of a
 // holder that never released as lost (see takeRecordingSQL).
-const takeSlotsRecordingSQL = takeSlotsCTEs + `,
-lost AS (
-  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome)
-  SELECT $1::text, p.slot, p.holder, p.fencing_token,
-    1 + (SELECT count(*) FROM {history} h WHERE h.job_name = $1::text AND h.fencing_token = p.fencing_token),
-    p.last_started_at, greatest(p.expires_at, p.last_started_at), '` + OutcomeLost + `'
-  FROM pick p WHERE EXISTS (SELECT FROM taken) AND p.present AND p.last_started_at IS NOT NULL AND p.last_finished_at IS NULL)` + takeSlotsAnswer
+var takeSlotsRecordingSQL = takeSlotsCTEs + lostRun("pick", "o.slot", " AND o.present", "") + takeSlotsAnswer
 
-const takeSlotsCTEs = `WITH want AS (
+var takeSlotsCTEs = `WITH want AS (
   SELECT g AS slot, CASE WHEN g = 1 THEN $1::text ELSE $1::text || '#' || g END AS name
   FROM generate_series(1, $4::integer) AS g),
 cur AS (
@@ -160,20 +140,9 @@ pick AS (
     AND (coalesce(v.recorded, $4) = $4 OR v.recorded = 1 AND v.first_free)
     AND NOT v.paused
   ORDER BY c.slot LIMIT 1),
-taken AS (
-INSERT INTO {lease} AS l
-  (job_name, holder, expires_at, fencing_token, acquired_at, renewed_at, last_started_at, last_holder, slot, slots)
-SELECT name, $2::text, now() + $3::bigint * interval '1 microsecond', ` + clockToken + `, now(), now(), now(), $2, slot, $4
-FROM pick
-ON CONFLICT (job_name) DO UPDATE SET
-  ` + takeSet + `,
-  slot = excluded.slot,
-  slots = excluded.slots,
-  last_scheduled_at = NULL
-WHERE l.expires_at <= now() AND l.fencing_token = (SELECT fencing_token FROM pick)
-  AND NOT EXISTS (SELECT FROM {lease} p WHERE p.job_name = $1::text AND p.` + pausedCondition + `)
-  AND l.last_finished_at IS NOT DISTINCT FROM (SELECT last_finished_at FROM pick)
-RETURNING fencing_token, slot)`
+` + takeSpec{row: "name", from: "pick", read: "pick",
+	columns: []takeColumn{{name: "slot", value: "slot"}, {name: "slots", value: "$4"}, {name: "last_scheduled_at", update: "NULL"}},
+	where:   "NOT EXISTS (SELECT FROM {lease} p WHERE p.job_name = $1::text AND p." + pausedCondition + ")", returning: ", slot"}.taken()
 
 const takeSlotsAnswer = `
 SELECT true, t.fencing_token, t.slot, NULL::text, NULL::bigint, NULL::text, NULL::integer, NULL::text, false, false

@@ -72,14 +72,14 @@ const scheduleOfSQL = `SELECT true, schedule FROM {lease} WHERE job_name = $1::t
 // read, the same schedule, one slot). It answers: taken, token, the
 // oldest request's time (NULL: none), the row's holder, microseconds
 // left and state, and the database clock.
-const takeRequestedSQL = takeRequestedCTEs + takeRequestedAnswer
+var takeRequestedSQL = takeRequestedCTEs + takeRequestedAnswer
 
 // takeRequestedRecordingSQL is takeRequestedSQL that also closes the run
 // of a holder that never released as lost (with its scheduled time, when
 // its claim proves it), as the scheduled take does.
-const takeRequestedRecordingSQL = takeRequestedCTEs + lostScheduledRun + takeRequestedAnswer
+var takeRequestedRecordingSQL = takeRequestedCTEs + lostScheduledRun + takeRequestedAnswer
 
-const takeRequestedCTEs = `WITH old AS (
+var takeRequestedCTEs = `WITH old AS (
   SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at, last_scheduled_at, schedule, slots, paused_until
   FROM {lease} WHERE job_name = $1::text),
 req AS (
@@ -89,20 +89,9 @@ free AS (
   SELECT r.scheduled_at FROM req r, old o
   WHERE o.expires_at <= now() AND coalesce(o.schedule, $4::text) = $4::text AND coalesce(o.slots, 1) = 1
     AND NOT coalesce(o.` + pausedCondition + `, false)),
-taken AS (
-INSERT INTO {lease} AS l
-  (job_name, holder, expires_at, fencing_token, acquired_at, renewed_at, last_started_at, last_holder, schedule, last_scheduled_at)
-SELECT $1::text, $2::text, now() + $3::bigint * interval '1 microsecond', ` + clockToken + `, now(), now(), now(), $2::text,
-  $4::text, scheduled_at
-FROM free
-ON CONFLICT (job_name) DO UPDATE SET
-  ` + takeSet + `,
-  schedule = excluded.schedule,
-  last_scheduled_at = excluded.last_scheduled_at
-WHERE l.expires_at <= now() AND coalesce(l.slots, 1) = 1 AND coalesce(l.schedule, $4::text) = $4::text
-  AND l.fencing_token = (SELECT fencing_token FROM old)
-  AND l.last_finished_at IS NOT DISTINCT FROM (SELECT last_finished_at FROM old)
-RETURNING fencing_token),
+` + takeSpec{row: "$1::text", from: "free", read: "old",
+	columns: []takeColumn{{name: "schedule", value: "$4::text"}, {name: "last_scheduled_at", value: "scheduled_at"}},
+	where:   "coalesce(l.slots, 1) = 1 AND coalesce(l.schedule, $4::text) = $4::text"}.taken() + `,
 claim AS (
   UPDATE {claims} c SET outcome = '` + ClaimManual + `', holder = $2::text, fencing_token = t.fencing_token, claimed_at = now()
   FROM taken t, free f
