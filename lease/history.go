@@ -129,12 +129,12 @@ func (s *Store) withoutHistory(ctx context.Context, err error, plain func() erro
 // releaseWithoutHistory is the release that failed with err while it also
 // recorded the run, run again without recording it when the history was at
 // fault (see withoutHistory): the lease is handed back either way. args
-// are the release's; the plain release takes the first seven.
-func (s *Store) releaseWithoutHistory(ctx context.Context, err error, args []any) (pgconn.CommandTag, error) {
+// are the release's, which the plain release takes too.
+func (s *Store) releaseWithoutHistory(ctx context.Context, err error, args pgx.NamedArgs) (pgconn.CommandTag, error) {
 	var tag pgconn.CommandTag
 	err = s.withoutHistory(ctx, err, func() error {
 		var perr error
-		tag, perr = s.db.Exec(ctx, s.sql.release, args[:7]...)
+		tag, perr = s.db.Exec(ctx, s.sql.release, args)
 		return perr
 	})
 	return tag, err

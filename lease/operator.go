@@ -58,7 +58,9 @@ func (s *Store) ReleaseHeld(ctx context.Context, row, holder string, token int64
 		was      string
 		released int64
 	)
-	err := s.db.QueryRow(ctx, s.sql.releaseAny, row, holderArg, force, s.channel, tokenArg).Scan(&was, &released, nil)
+	args := pgx.NamedArgs{"row": row, "holder": holderArg, "force": force, "token": tokenArg, "table_channel": s.channel,
+		"row_channel": jobChannel(s.channel, row), "slot_channel": jobChannel(s.channel, slotJob(row))}
+	err := s.db.QueryRow(ctx, s.sql.releaseAny, args).Scan(&was, &released, nil)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows), pgerr.SQLState(err) == pgerr.CodeUndefinedTable:
 		return "", 0, fmt.Errorf("no live lease on %q to release: %w", row, ErrNoJob)

@@ -56,19 +56,18 @@ import (
 // scheduledStatements are a Store's statements of scheduled runs.
 type scheduledStatements struct {
 	register, take, takeRecording, missed, missedRecording string
-	releaseScheduled, pruneClaims, freeRow                 string
+	pruneClaims, freeRow                                   string
 }
 
 func newScheduledStatements(o schema.Objects) scheduledStatements {
 	return scheduledStatements{
-		register:         o.Render(registerSQL),
-		take:             o.Render(takeScheduledSQL),
-		takeRecording:    o.Render(takeScheduledRecordingSQL),
-		missed:           o.Render(missedSQL),
-		missedRecording:  o.Render(missedRecordingSQL),
-		releaseScheduled: o.Render(releaseScheduledSQL),
-		pruneClaims:      o.Render(pruneClaimsSQL),
-		freeRow:          o.Render(freeRowSQL),
+		register:        o.Render(registerSQL),
+		take:            o.Render(takeScheduledSQL),
+		takeRecording:   o.Render(takeScheduledRecordingSQL),
+		missed:          o.Render(missedSQL),
+		missedRecording: o.Render(missedRecordingSQL),
+		pruneClaims:     o.Render(pruneClaimsSQL),
+		freeRow:         o.Render(freeRowSQL),
 	}
 }
 
@@ -233,21 +232,6 @@ SELECT (SELECT count(*) FROM m), now(), greatest((SELECT max(at) FROM todo), (SE
 const freeRowSQL = `INSERT INTO {lease} (job_name, holder, expires_at, fencing_token, released_at)
 VALUES ($1::text, $2::text, now(), ` + clockToken + `, now())
 ON CONFLICT (job_name) DO NOTHING`
-
-// releaseScheduledSQL is the release of a scheduled run that records it
-// with its scheduled time: releasePruningSQL's parameters ($12 0: keep
-// every run) and $13 the scheduled time.
-const releaseScheduledSQL = releaseCTE + `,
-run AS (
-  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome,
-    output, scheduled_at)
-  SELECT $7::text, $8::integer, $2::text, $3::bigint, $10::integer, coalesce(last_started_at, last_finished_at), last_finished_at,
-    $5::integer, $9::text, $11::bytea, $13::timestamptz
-  FROM released WHERE $9::text IS NOT NULL),
-pruned AS (
-  DELETE FROM {history} WHERE ctid = ANY (ARRAY(SELECT ctid FROM {history}
-    WHERE $12::bigint > 0 AND job_name = $7::text AND finished_at < now() - $12::bigint * interval '1 microsecond'
-    ORDER BY job_name, finished_at LIMIT 100)))` + releaseAnswer
 
 // pruneClaimsSQL deletes at most 1000 of a job's claims older than $2
 // microseconds: $1 job. It goes through the primary key, oldest first. It

@@ -45,6 +45,19 @@ func (e *SlotsError) Error() string {
 // Unwrap makes errors.Is(err, ErrSlotsMismatch) true.
 func (e *SlotsError) Unwrap() error { return ErrSlotsMismatch }
 
+// slotJob is the job whose slot's row is named row, as SlotRow names it:
+// row less its "#N" (N > 1). Any other name is its own job's row.
+func slotJob(row string) string {
+	i := strings.LastIndexByte(row, '#')
+	if i < 0 {
+		return row
+	}
+	if n, err := strconv.Atoi(row[i+1:]); err != nil || n <= 1 || strconv.Itoa(n) != row[i+1:] {
+		return row
+	}
+	return row[:i]
+}
+
 // SlotRow names the lease row of slot of job: the job itself for slot 1,
 // "job#slot" for the others. It is what leasewrap_check takes as the job.
 func SlotRow(job string, slot int) string {
