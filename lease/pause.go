@@ -90,7 +90,7 @@ func (s *Store) Pause(ctx context.Context, job, reason string, until time.Time) 
 	if !until.IsZero() {
 		untilArg = &until
 	}
-	err = s.db.QueryRow(ctx, s.objects.Render(pauseSQL), job, s.cfg.holder, untilArg, reason).Scan(&p.Since, &end, &holder)
+	err = s.db.QueryRow(ctx, s.sql.pause, job, s.cfg.holder, untilArg, reason).Scan(&p.Since, &end, &holder)
 	if err != nil {
 		return Pause{}, "", fmt.Errorf("cannot pause %q: %w", job, pgerr.Classify(err))
 	}
@@ -114,7 +114,7 @@ func (s *Store) Resume(ctx context.Context, job string) (*Pause, error) {
 		p   Pause
 		end *time.Time
 	)
-	rows, err := s.db.Query(ctx, s.objects.Render(resumeSQL), job, jobChannel(s.channel, job))
+	rows, err := s.db.Query(ctx, s.sql.resume, job, jobChannel(s.channel, job))
 	if err != nil {
 		return nil, fmt.Errorf("cannot resume %q: %w", job, pgerr.Classify(err))
 	}

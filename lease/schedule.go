@@ -118,7 +118,7 @@ func (s *Store) Register(ctx context.Context, job, spec string, rules ZoneRules)
 			zone = &own
 		}
 	}
-	err := s.db.QueryRow(sctx, s.schedSQL().register, job, spec, s.cfg.holder, zone).Scan(&found, &recorded, &reg.Now, &latest)
+	err := s.db.QueryRow(sctx, s.sql.sched.register, job, spec, s.cfg.holder, zone).Scan(&found, &recorded, &reg.Now, &latest)
 	if err != nil {
 		err = fmt.Errorf("cannot register the schedule of %q: %w", job, pgerr.Classify(err))
 		s.cfg.observer.Failed(err)
@@ -189,7 +189,7 @@ func (s *Store) TakeScheduled(ctx context.Context, job, spec string, at time.Tim
 	)
 	args := []any{job, s.cfg.holder, s.cfg.TTL.Microseconds(), at, spec, skipHeld}
 	dest := []any{&taken, &token, &holder, &expiresMicros, &state, &slots, &recorded, &claim, &by, &c.Now, &latest}
-	sql := s.schedSQL()
+	sql := s.sql.sched
 	query := sql.take
 	if s.hist() != nil {
 		query = sql.takeRecording
@@ -346,7 +346,7 @@ func (s *Store) RecordMissed(ctx context.Context, job, outcome string, times []M
 	)
 	args := []any{job, s.cfg.holder, ats, firsts, outcome}
 	dest := []any{&count, &now, &last, &hasRow}
-	sql := s.schedSQL()
+	sql := s.sql.sched
 	query := sql.missed
 	if s.hist() != nil {
 		query = sql.missedRecording
@@ -397,7 +397,7 @@ func (s *Store) PruneClaims(ctx context.Context, job string, keep time.Duration)
 	}
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
-	if _, err := s.db.Exec(ctx, s.schedSQL().pruneClaims, job, keep.Microseconds()); err != nil {
+	if _, err := s.db.Exec(ctx, s.sql.sched.pruneClaims, job, keep.Microseconds()); err != nil {
 		return fmt.Errorf("cannot prune the claims of %q: %w", job, pgerr.Classify(err))
 	}
 	return nil
@@ -450,7 +450,7 @@ func (s *Store) Reschedule(ctx context.Context, job, spec string) (string, error
 		now  time.Time
 		last *time.Time
 	)
-	err := s.db.QueryRow(ctx, s.objects.Render(scheduleMarkSQL), job).Scan(&was, &now, &last)
+	err := s.db.QueryRow(ctx, s.sql.scheduleMark, job).Scan(&was, &now, &last)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return "", fmt.Errorf("job %q has no lease row in %s: %w", job, s.table.Sanitize(), ErrNoJob)
@@ -468,7 +468,7 @@ func (s *Store) Reschedule(ctx context.Context, job, spec string) (string, error
 			}
 		}
 	}
-	err = s.db.QueryRow(ctx, s.objects.Render(rescheduleSQL), job, spec).Scan(&was)
+	err = s.db.QueryRow(ctx, s.sql.reschedule, job, spec).Scan(&was)
 	if err != nil {
 		return "", fmt.Errorf("cannot reschedule %q: %w", job, pgerr.Classify(err))
 	}

@@ -2,10 +2,12 @@ package lease
 
 import "github.com/redbite/leasewrap/lease/schema"
 
-// Every statement of the protocol is one constant below, its text in one
-// place with its parameters named in the comment above it. A statement
-// names its tables {lease} and {history}; newStatements renders them all
-// once per Store with the names schema.For quoted (see schema.Render).
+// Every statement of the protocol is one constant (or, for the takes, one
+// variable built once) below and in schedule_sql.go, trigger.go and
+// pause.go, its text in one place with its parameters named in the comment
+// above it. A statement names its tables {lease}, {history} and {claims};
+// newStatements renders them all, and only it, once per Store with the
+// names schema.For quoted (see schema.Render).
 // Every value is a bind parameter. A lease is live while expires_at >
 // now(); all times come from the database clock, and durations are passed
 // in microseconds.
@@ -20,6 +22,13 @@ type statements struct {
 	holder, renew, startAttempt                        string
 	release, releaseRecording, releasePruning          string
 	releaseAny, recordAttempt, recordLost              string
+	pause, resume                                      string
+	scheduleMark, reschedule                           string
+	scheduleOf, withdraw, requestFate                  string
+	// sched are the statements of scheduled runs, req those of manual
+	// runs.
+	sched scheduledStatements
+	req   requestStatements
 }
 
 func newStatements(o schema.Objects) statements {
@@ -37,6 +46,15 @@ func newStatements(o schema.Objects) statements {
 		releaseAny:         o.Render(releaseAnySQL),
 		recordAttempt:      o.Render(recordAttemptSQL),
 		recordLost:         o.Render(recordLostSQL),
+		pause:              o.Render(pauseSQL),
+		resume:             o.Render(resumeSQL),
+		scheduleMark:       o.Render(scheduleMarkSQL),
+		reschedule:         o.Render(rescheduleSQL),
+		scheduleOf:         o.Render(scheduleOfSQL),
+		withdraw:           o.Render(withdrawSQL),
+		requestFate:        o.Render(requestFateSQL),
+		sched:              newScheduledStatements(o),
+		req:                newRequestStatements(o),
 	}
 }
 

@@ -42,9 +42,6 @@ type Store struct {
 	table pgx.Identifier
 	log   zerolog.Logger
 	sql   statements
-	// schedSQL renders the statements of scheduled runs (schedule.go)
-	// the first time they are needed: a job without a schedule never does.
-	schedSQL func() scheduledStatements
 	// channel is where releases are announced (NOTIFY) to standbys.
 	channel string
 
@@ -117,14 +114,13 @@ func New(db DB, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("invalid history keep %s: must not be negative", cfg.historyKeep)
 	}
 	return &Store{
-		db:       db,
-		cfg:      cfg,
-		table:    table,
-		log:      cfg.log,
-		sql:      newStatements(schema.For(table)),
-		schedSQL: sync.OnceValue(func() scheduledStatements { return newScheduledStatements(schema.For(table)) }),
-		channel:  channelFor(table),
-		objects:  schema.For(table),
+		db:      db,
+		cfg:     cfg,
+		table:   table,
+		log:     cfg.log,
+		sql:     newStatements(schema.For(table)),
+		channel: channelFor(table),
+		objects: schema.For(table),
 	}, nil
 }
 

@@ -107,14 +107,11 @@ FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = $1::text`
 // Store's tables.
 type requestStatements struct{ request, take, takeRecording string }
 
-// reqSQL renders the statements of manual runs for s. They run at most
-// once a retry interval: rendering them each time costs nothing next to
-// the round trip, and keeps the Store free of them.
-func (s *Store) reqSQL() requestStatements {
+func newRequestStatements(o schema.Objects) requestStatements {
 	return requestStatements{
-		request:       s.objects.Render(requestSQL),
-		take:          s.objects.Render(takeRequestedSQL),
-		takeRecording: s.objects.Render(takeRequestedRecordingSQL),
+		request:       o.Render(requestSQL),
+		take:          o.Render(takeRequestedSQL),
+		takeRecording: o.Render(takeRequestedRecordingSQL),
 	}
 }
 
@@ -146,11 +143,11 @@ func (s *Store) RequestRun(ctx context.Context, job string) (time.Time, error) {
 		at       *time.Time
 	)
 	channel, payload := s.requestChannel(job)
-	err := s.db.QueryRow(ctx, s.reqSQL().request, job, s.cfg.holder, channel, payload).Scan(&exists, &schedule, &at, nil)
+	err := s.db.QueryRow(ctx, s.sql.req.request, job, s.cfg.holder, channel, payload).Scan(&exists, &schedule, &at, nil)
 	if pgerr.SQLState(err) == pgerr.CodeUndefinedTable {
 		// No claims table (no job of this table ever ran on a schedule),
 		// or no tables at all: which one decides the answer.
-		err = s.db.QueryRow(ctx, s.objects.Render(scheduleOfSQL), job).
+		err = s.db.QueryRow(ctx, s.sql.scheduleOf, job).
 			Scan(&exists, &schedule)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows) || err == nil && schedule == nil:
@@ -262,7 +259,7 @@ func (s *Store) AwaitRequest(ctx context.Context, job string, at time.Time, with
 	}
 	wctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
-	tag, err := s.db.Exec(wctx, s.objects.Render(withdrawSQL), job, at, s.cfg.holder)
+	tag, err := s.db.Exec(wctx, s.sql.withdraw, job, at, s.cfg.holder)
 	switch {
 	case pgerr.SQLState(err) == pgerr.CodeNoPrivilege:
 		return Awaited{}, fmt.Errorf("%w: the role lacks SELECT or DELETE on %s (GRANT SELECT, INSERT, DELETE ON it): %w",
@@ -290,7 +287,7 @@ func (s *Store) requestFate(ctx context.Context, job string, at time.Time) (Awai
 		holder, state, pausedBy string
 		expiresMicros           int64
 	)
-	err := s.db.QueryRow(ctx, s.objects.Render(requestFateSQL), job, at).Scan(&taken, &holder, &expiresMicros, &state, &paused, &pausedBy)
+	err := s.db.QueryRow(ctx, s.sql.requestFate, job, at).Scan(&taken, &holder, &expiresMicros, &state, &paused, &pausedBy)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return Awaited{}, nil
@@ -346,7 +343,7 @@ func (s *Store) TakeRequested(ctx context.Context, job, spec string) (Requested,
 	)
 	args := []any{job, s.cfg.holder, s.cfg.TTL.Microseconds(), spec}
 	dest := []any{&taken, &token, &at, &holder, &expiresMicros, &state, &r.Now}
-	sql := s.reqSQL()
+	sql := s.sql.req
 	query := sql.take
 	if s.hist() != nil {
 		query = sql.takeRecording
