@@ -33,9 +33,6 @@ const (
 // first.
 var liveStates = []LeaseState{StateHeld, StateReleasing, StateKept}
 
-// Live reports whether s keeps the lease from being taken.
-func (s LeaseState) Live() bool { return s.rank() < len(liveStates) }
-
 func (s LeaseState) rank() int {
 	for i, l := range liveStates {
 		if s == l {
