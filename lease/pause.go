@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/redbite/leasewrap/lease/internal/pgerr"
 )
 
@@ -58,17 +60,17 @@ const pauseSQL = `WITH p AS (
   RETURNING paused_at, paused_until, CASE WHEN expires_at > now() THEN holder END AS running)
 SELECT paused_at, CASE WHEN paused_until < 'infinity' THEN paused_until END, running FROM p`
 
-// resumeSQL ends a job's pause: $1 job, $2 its channel (jobChannel). It
-// answers the pause it ended (no row: none was in force), and wakes the
-// job's standbys.
+// resumeSQL ends a job's pause: @job, and @job_channel its channel
+// (jobChannel). It answers the pause it ended (no row: none was in force),
+// and wakes the job's standbys.
 const resumeSQL = `WITH was AS (
   SELECT paused_at, paused_until, paused_by, pause_reason FROM {lease}
-  WHERE job_name = $1::text AND ` + pausedCondition + ` FOR UPDATE),
+  WHERE job_name = @job::text AND ` + pausedCondition + ` FOR UPDATE),
 resumed AS (
   UPDATE {lease} SET paused_until = NULL, paused_at = NULL, paused_by = NULL, pause_reason = NULL
-  WHERE job_name = $1::text AND paused_until IS NOT NULL)
+  WHERE job_name = @job::text AND paused_until IS NOT NULL)
 SELECT paused_at, CASE WHEN paused_until < 'infinity' THEN paused_until END, coalesce(paused_by, ''), coalesce(pause_reason, ''),
-  pg_notify($2::text, $1::text)::text
+  pg_notify(@job_channel::text, @job::text)::text
 FROM was`
 
 // Pause pauses job until until (zero: until Resume), as who, for reason:
@@ -114,7 +116,7 @@ func (s *Store) Resume(ctx context.Context, job string) (*Pause, error) {
 		p   Pause
 		end *time.Time
 	)
-	rows, err := s.db.Query(ctx, s.sql.resume, job, jobChannel(s.channel, job))
+	rows, err := s.db.Query(ctx, s.sql.resume, pgx.NamedArgs{"job": job, "job_channel": jobChannel(s.channel, job)})
 	if err != nil {
 		return nil, fmt.Errorf("cannot resume %q: %w", job, pgerr.Classify(err))
 	}
