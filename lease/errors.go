@@ -72,7 +72,7 @@ type HeldError struct {
 	// the lease), StateReleasing (an operator asked it to stop) or
 	// StateReleased (released without hold-for just as this take began:
 	// the take's own clock still saw it live).
-	State string
+	State State
 	// Slot is the slot whose holder is named, of Slots (both 0 for a job
 	// with one slot). With several slots every one is held, and this one
 	// expires first.

@@ -49,11 +49,6 @@ var Outcomes = []string{OutcomeExited, OutcomeSignalled, OutcomeLost, OutcomeSto
 // DefaultHistoryKeep is how long runs stay in the history.
 const DefaultHistoryKeep = 30 * 24 * time.Hour
 
-// WithHistoryKeep sets how long finished runs stay in the history table
-// (default DefaultHistoryKeep); 0 keeps them for ever. Each release deletes
-// at most a small batch of older runs.
-func WithHistoryKeep(d time.Duration) Option { return func(c *config) { c.historyKeep = d } }
-
 // historyStatements are the statements that also write the history.
 type historyStatements struct {
 	take, takeSlots, release string
@@ -150,12 +145,12 @@ func (s *Store) remakeHistory(ctx context.Context) bool {
 // releaseWithoutHistory is the release that failed with err while it also
 // recorded the run, run again without recording it when the history was at
 // fault (see withoutHistory): the lease is handed back either way. args
-// are the release's; the plain release takes the first seven.
-func (s *Store) releaseWithoutHistory(ctx context.Context, err error, args []any) (pgconn.CommandTag, error) {
+// are the release's, which the plain release takes too.
+func (s *Store) releaseWithoutHistory(ctx context.Context, err error, args pgx.NamedArgs) (pgconn.CommandTag, error) {
 	var tag pgconn.CommandTag
 	err = s.withoutHistory(ctx, err, func() error {
 		var perr error
-		tag, perr = s.db.Exec(ctx, s.sql.release, args[:7]...)
+		tag, perr = s.db.Exec(ctx, s.sql.release, args)
 		return perr
 	})
 	return tag, err

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
 	"github.com/redbite/leasewrap/lease/internal/pgerr"
@@ -450,7 +451,7 @@ func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, end End) 
 	defer cancel()
 	query, args := s.releaseArgs(l, holdFor, end)
 	for {
-		tag, err := s.db.Exec(ctx, query, args...)
+		tag, err := s.db.Exec(ctx, query, args)
 		if err != nil && query != s.sql.release {
 			tag, err = s.releaseWithoutHistory(ctx, err, args)
 		}
@@ -475,30 +476,21 @@ func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, end End) 
 }
 
 // releaseArgs is the release statement for the schema found, with its
-// arguments (see releaseSQL and releaseRecordingSQL).
-func (s *Store) releaseArgs(l *Lease, holdFor time.Duration, end End) (string, []any) {
-	args := []any{l.row, s.cfg.holder, l.token, holdFor.Microseconds(), end.ExitCode, s.channel, l.job}
-	h := s.hist()
-	if h == nil {
-		return s.sql.release, args
-	}
-	var out *string
+// named arguments (see releaseSQL and releaseRecordingSQL). Every variant
+// takes them all: a statement ignores the names it does not use.
+func (s *Store) releaseArgs(l *Lease, holdFor time.Duration, end End) (string, pgx.NamedArgs) {
+	var outcome *string
 	if end.Outcome != "" {
-		out = &end.Outcome
+		outcome = &end.Outcome
 	}
-	args = append(args, l.slot, out, max(end.Attempt, 1),
-		end.Output)
-	if !l.scheduledAt.IsZero() {
-		keep := time.Duration(0)
-		if h.prune {
-			keep = s.cfg.historyKeep
-		}
-		return s.schedSQL().releaseScheduled, append(args, keep.Microseconds(), l.scheduledAt)
+	args := pgx.NamedArgs{"row": l.row, "holder": s.cfg.holder, "token": l.token, "hold_for": holdFor.Microseconds(),
+		"exit_code": end.ExitCode, "job": l.job, "job_channel": jobChannel(s.channel, l.job), "table_channel": s.channel,
+		"slot": l.slot, "outcome": outcome, "attempt": max(end.Attempt, 1), "output": end.Output,
+		"scheduled_at": l.scheduledArg(), "keep": s.cfg.historyKeep.Microseconds()}
+	if h := s.hist(); h != nil {
+		return h.release, args
 	}
-	if h.prune {
-		args = append(args, s.cfg.historyKeep.Microseconds())
-	}
-	return h.release, args
+	return s.sql.release, args
 }
 
 // Do waits for the lease on job, runs fn while holding it, and releases it

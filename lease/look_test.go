@@ -31,10 +31,10 @@ func TestLookAgreesWithTheSQLState(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := map[string]string{ // job: released_at, last_finished_at (expires_at is now() + 1 h)
-		StateHeld:      `NULL, NULL`,
-		StateReleasing: `now(), NULL`,
-		StateKept:      `now(), now()`,
-		StateReleased:  `now() + interval '2 hours', now()`,
+		string(StateHeld):      `NULL, NULL`,
+		string(StateReleasing): `now(), NULL`,
+		string(StateKept):      `now(), now()`,
+		string(StateReleased):  `now() + interval '2 hours', now()`,
 	}
 	for job, times := range rows {
 		if _, err := pool.Exec(ctx, s.objects.Render(`INSERT INTO {lease}
@@ -54,7 +54,7 @@ func TestLookAgreesWithTheSQLState(t *testing.T) {
 FROM {lease} WHERE job_name = $1`), job).Scan(&state, &micros); err != nil {
 			t.Fatal(err)
 		}
-		if e.State != job || state != job {
+		if string(e.State) != job || state != job {
 			t.Errorf("row %q: look says %q, SQL says %q", job, e.State, state)
 		}
 		if e.Holder != "h-"+job || e.Token != 7 {

@@ -8,25 +8,29 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/redbite/leasewrap/lease/internal/pgerr"
+	"github.com/redbite/leasewrap/lease/schema"
 )
 
-// Lease states, as HeldError and inspect.Reader.Status report them (see
-// schema.HeldState and schema.RowState). The first three are live: no other
+// State is how a lease stands, as HeldError and inspect.Reader.Status
+// report it. Its words are declared, and decided, in package schema (in SQL
+// by schema.HeldState and schema.RowState, in Go by schema.StateOf).
+type State = schema.LeaseState
+
+// Lease states (see schema.LeaseState). The first three are live: no other
 // holder can take the lease.
 const (
-	// StateHeld: a holder has the lease and renews it.
-	StateHeld = "held"
-	// StateReleasing: an operator asked the holder to hand the lease back;
-	// it stops its command at its next renewal.
-	StateReleasing = "releasing"
-	// StateKept: the holder's command finished, and --hold-for keeps the
-	// lease until it expires.
-	StateKept = "kept"
-	// StateReleased: handed back, free to take.
-	StateReleased = "released"
-	// StateExpired: not renewed in time, free to take.
-	StateExpired = "expired"
+	StateHeld      = schema.StateHeld
+	StateReleasing = schema.StateReleasing
+	StateKept      = schema.StateKept
+	StateReleased  = schema.StateReleased
+	StateExpired   = schema.StateExpired
+	StatePaused    = schema.StatePaused
 )
+
+// StrongerState is the state a job whose rows (slots) are in states a and
+// b shows: a job is held while any of its slots is (see
+// schema.StrongerState).
+func StrongerState(a, b State) State { return schema.StrongerState(a, b) }
 
 // ReleaseHeld ends the live lease in row (a job, or a slot's row: see
 // SlotRow) for an operator: holder's only when holder is set, whoever's when
@@ -54,7 +58,9 @@ func (s *Store) ReleaseHeld(ctx context.Context, row, holder string, token int64
 		was      string
 		released int64
 	)
-	err := s.db.QueryRow(ctx, s.sql.releaseAny, row, holderArg, force, s.channel, tokenArg).Scan(&was, &released, nil)
+	args := pgx.NamedArgs{"row": row, "holder": holderArg, "force": force, "token": tokenArg, "table_channel": s.channel,
+		"row_channel": jobChannel(s.channel, row), "slot_channel": jobChannel(s.channel, slotJob(row))}
+	err := s.db.QueryRow(ctx, s.sql.releaseAny, args).Scan(&was, &released, nil)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows), pgerr.SQLState(err) == pgerr.CodeUndefinedTable:
 		return "", 0, fmt.Errorf("no live lease on %q to release: %w", row, ErrNoJob)

@@ -9,7 +9,7 @@ import (
 // DefaultTable is the lease table's name.
 const DefaultTable = "leader_lease"
 
-// Option configures a Store.
+// Option configures a Store. Every option of the package is in this file.
 type Option func(*config)
 
 type config struct {
@@ -82,10 +82,6 @@ func WithGrace(d time.Duration) Option { return setTiming(SettingGrace, d) }
 
 func setTiming(s Setting, d time.Duration) Option { return func(c *config) { c.timings[s] = d } }
 
-// WithClock replaces the local clock that deadlines are kept on, for tests
-// that drive a lease's renewals and expiry without waiting.
-func WithClock(c Clock) Option { return func(cfg *config) { cfg.clock = c } }
-
 // WithHoldFor keeps a released lease until at least acquisition + d, on the
 // database clock, so that peers whose schedule fires a little late sit out.
 func WithHoldFor(d time.Duration) Option { return func(c *config) { c.holdFor = d } }
@@ -98,35 +94,28 @@ func WithListen(on bool) Option { return func(c *config) { c.listen = on } }
 // checks and metrics.
 func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
 
-// Observer is told what a Store's leases go through. Its methods are called
-// from the renewing goroutine, the caller's and a scheduler's listener,
-// possibly at once, and must not block.
-type Observer interface {
-	// Contacted is called whenever the database answered a statement.
-	Contacted()
-	// Reached is called when the database answered a keepalive on a
-	// listening connection: it can be reached. Whether its statements
-	// succeed is for Contacted and Failed to say.
-	Reached()
-	// Failed is called when a statement failed for a reason other than a
-	// lease held by another instance: the database is down, read-only, or
-	// refuses the table.
-	Failed(err error)
-	// Renewed is called after each renewal attempt with how long it took and
-	// its error: nil, one wrapping ErrLost, or another failure.
-	Renewed(took time.Duration, err error)
-	// Lost is called when a lease ends because leadership can no longer be
-	// guaranteed (Done closes with an error wrapping ErrLost).
-	Lost(err error)
-}
-
-type nopObserver struct{}
-
-func (nopObserver) Contacted()                   {}
-func (nopObserver) Reached()                     {}
-func (nopObserver) Failed(error)                 {}
-func (nopObserver) Renewed(time.Duration, error) {}
-func (nopObserver) Lost(error)                   {}
-
 // WithLogger sets the logger for acquisitions, standby and renewals.
 func WithLogger(l zerolog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithSlots lets up to n holders have the job at once (1, the default, is
+// a plain lease). Each slot is its own lease row with its own fencing
+// token, renewal and release: slot 1 is the row named after the job, slot
+// k > 1 the row named "job#k". Every instance of a job must use the same n.
+func WithSlots(n int) Option { return func(c *config) { c.slots = n } }
+
+// WithHistoryKeep sets how long finished runs stay in the history table
+// (default DefaultHistoryKeep); 0 keeps them for ever. Each release deletes
+// at most a small batch of older runs.
+func WithHistoryKeep(d time.Duration) Option { return func(c *config) { c.historyKeep = d } }
+
+// WithRequireReplicated makes a take or renewal count, for the lease's
+// local deadline and for Acquire and TryAcquire to return it, only once
+// every standby streaming from the primary has replayed it, so that a
+// failover to any of them cannot lose it, even with asynchronous
+// replication. The deadline still runs from before the statement was sent,
+// and the wait is bounded by it: a renewal the standbys do not replay in
+// time is a failed renewal. With no standby streaming, a take fails at
+// once (and writes nothing). The role needs pg_monitor, or to be a
+// superuser. Off by default, when takes and renewals cost no extra round
+// trip.
+func WithRequireReplicated(on bool) Option { return func(c *config) { c.requireReplicated = on } }

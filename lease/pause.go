@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/redbite/leasewrap/lease/internal/pgerr"
 )
-
-// StatePaused: an operator paused the job (Store.Pause): no instance
-// takes its lease until it is resumed or the pause runs out. A command
-// already running goes on.
-const StatePaused = "paused"
 
 // OutcomePaused: a scheduled time that came due while the job was paused.
 const OutcomePaused = "paused"
@@ -63,17 +60,17 @@ const pauseSQL = `WITH p AS (
   RETURNING paused_at, paused_until, CASE WHEN expires_at > now() THEN holder END AS running)
 SELECT paused_at, CASE WHEN paused_until < 'infinity' THEN paused_until END, running FROM p`
 
-// resumeSQL ends a job's pause: $1 job, $2 the table's channel. It
-// answers the pause it ended (no row: none was in force), and wakes the
-// job's standbys.
+// resumeSQL ends a job's pause: @job, and @job_channel its channel
+// (jobChannel). It answers the pause it ended (no row: none was in force),
+// and wakes the job's standbys.
 const resumeSQL = `WITH was AS (
   SELECT paused_at, paused_until, paused_by, pause_reason FROM {lease}
-  WHERE job_name = $1::text AND ` + pausedCondition + ` FOR UPDATE),
+  WHERE job_name = @job::text AND ` + pausedCondition + ` FOR UPDATE),
 resumed AS (
   UPDATE {lease} SET paused_until = NULL, paused_at = NULL, paused_by = NULL, pause_reason = NULL
-  WHERE job_name = $1::text AND paused_until IS NOT NULL)
+  WHERE job_name = @job::text AND paused_until IS NOT NULL)
 SELECT paused_at, CASE WHEN paused_until < 'infinity' THEN paused_until END, coalesce(paused_by, ''), coalesce(pause_reason, ''),
-  pg_notify(` + jobChannelSQL + `$2::text || E'\n' || $1::text` + jobChannelEnd + `, $1::text)::text
+  pg_notify(@job_channel::text, @job::text)::text
 FROM was`
 
 // Pause pauses job until until (zero: until Resume), as who, for reason:
@@ -95,7 +92,7 @@ func (s *Store) Pause(ctx context.Context, job, reason string, until time.Time) 
 	if !until.IsZero() {
 		untilArg = &until
 	}
-	err = s.db.QueryRow(ctx, s.objects.Render(pauseSQL), job, s.cfg.holder, untilArg, reason).Scan(&p.Since, &end, &holder)
+	err = s.db.QueryRow(ctx, s.sql.pause, job, s.cfg.holder, untilArg, reason).Scan(&p.Since, &end, &holder)
 	if err != nil {
 		return Pause{}, "", fmt.Errorf("cannot pause %q: %w", job, pgerr.Classify(err))
 	}
@@ -119,7 +116,7 @@ func (s *Store) Resume(ctx context.Context, job string) (*Pause, error) {
 		p   Pause
 		end *time.Time
 	)
-	rows, err := s.db.Query(ctx, s.objects.Render(resumeSQL), job, s.channel)
+	rows, err := s.db.Query(ctx, s.sql.resume, pgx.NamedArgs{"job": job, "job_channel": jobChannel(s.channel, job)})
 	if err != nil {
 		return nil, fmt.Errorf("cannot resume %q: %w", job, pgerr.Classify(err))
 	}

@@ -40,8 +40,9 @@ SELECT 'quiet', 'h', g, now() - g * interval '40 days', now() - g * interval '40
 			t.Fatal(err)
 		}
 	}
-	rows, err := pool.Query(ctx, `EXPLAIN (COSTS OFF) `+s.sql.releasePruning,
-		"quiet", "h", int64(1), int64(0), 0, "chan", "quiet", 1, OutcomeExited, 1, []byte(nil), (30 * 24 * time.Hour).Microseconds())
+	rows, err := pool.Query(ctx, `EXPLAIN (COSTS OFF) `+s.sql.releasePruning, pgx.NamedArgs{
+		"row": "quiet", "holder": "h", "token": int64(1), "hold_for": int64(0), "exit_code": 0, "job_channel": "chan", "table_channel": "chan",
+		"job": "quiet", "slot": 1, "outcome": OutcomeExited, "attempt": 1, "output": []byte(nil), "keep": (30 * 24 * time.Hour).Microseconds()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,18 +86,6 @@ func (e *replicationError) as(what string) error {
 	return &out
 }
 
-// WithRequireReplicated makes a take or renewal count, for the lease's
-// local deadline and for Acquire and TryAcquire to return it, only once
-// every standby streaming from the primary has replayed it, so that a
-// failover to any of them cannot lose it, even with asynchronous
-// replication. The deadline still runs from before the statement was sent,
-// and the wait is bounded by it: a renewal the standbys do not replay in
-// time is a failed renewal. With no standby streaming, a take fails at
-// once (and writes nothing). The role needs pg_monitor, or to be a
-// superuser. Off by default, when takes and renewals cost no extra round
-// trip.
-func WithRequireReplicated(on bool) Option { return func(c *config) { c.requireReplicated = on } }
-
 // remoteApply is sent in front of a take or renewal, in the same implicit
 // transaction, so that the commit uses it and it ends with the commit.
 const remoteApply = `SELECT pg_catalog.set_config('synchronous_commit', 'remote_apply', true)`

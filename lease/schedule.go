@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/redbite/leasewrap/lease/internal/pgerr"
 	"github.com/redbite/leasewrap/lease/schema"
@@ -119,7 +118,7 @@ func (s *Store) Register(ctx context.Context, job, spec string, rules ZoneRules)
 			zone = &own
 		}
 	}
-	err := s.db.QueryRow(sctx, s.schedSQL().register, job, spec, s.cfg.holder, zone).Scan(&found, &recorded, &reg.Now, &latest)
+	err := s.db.QueryRow(sctx, s.sql.sched.register, job, spec, s.cfg.holder, zone).Scan(&found, &recorded, &reg.Now, &latest)
 	if err != nil {
 		err = fmt.Errorf("cannot register the schedule of %q: %w", job, pgerr.Classify(err))
 		s.cfg.observer.Failed(err)
@@ -160,9 +159,6 @@ type Claim struct {
 	Now, Latest time.Time
 }
 
-// Decided reports whether the time is accounted for: run here, or claimed.
-func (c Claim) Decided() bool { return c.Lease != nil || c.Outcome != "" }
-
 // TakeScheduled takes the lease on job for the scheduled time at and
 // claims the time, in one statement (see takeScheduledSQL): spec is the
 // job's canonical schedule. When the lease is held and skipHeld is set,
@@ -193,7 +189,7 @@ func (s *Store) TakeScheduled(ctx context.Context, job, spec string, at time.Tim
 	)
 	args := []any{job, s.cfg.holder, s.cfg.TTL.Microseconds(), at, spec, skipHeld}
 	dest := []any{&taken, &token, &holder, &expiresMicros, &state, &slots, &recorded, &claim, &by, &c.Now, &latest}
-	sql := s.schedSQL()
+	sql := s.sql.sched
 	query := sql.take
 	if s.hist() != nil {
 		query = sql.takeRecording
@@ -232,7 +228,7 @@ func (s *Store) TakeScheduled(ctx context.Context, job, spec string, at time.Tim
 	case slots != 1:
 		return c, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: 1, Found: slots}
 	case holder != nil && expiresMicros != nil && *expiresMicros > 0:
-		c.Held = &HeldError{Job: job, Holder: *holder, Token: token, State: *state,
+		c.Held = &HeldError{Job: job, Holder: *holder, Token: token, State: State(*state),
 			ExpiresIn: time.Duration(*expiresMicros) * time.Microsecond}
 	}
 	// Not due yet, held at a late time, or a take another instance made
@@ -313,9 +309,8 @@ func (s *Store) queryTakeOnce(ctx context.Context, db DB, query, plain string, a
 // claimConflict reports whether err is the unique violation of a claim
 // that another transaction committed first.
 func (s *Store) claimConflict(err error) bool {
-	var pgErr *pgconn.PgError
 	claims := schema.ClaimsTable(s.table)
-	return errors.As(err, &pgErr) && pgErr.Code == pgerr.CodeUniqueViolation && pgErr.TableName == claims[len(claims)-1]
+	return pgerr.UniqueViolationOn(err, claims[len(claims)-1])
 }
 
 // Missed is a time RecordMissed records; First, when set,
@@ -351,7 +346,7 @@ func (s *Store) RecordMissed(ctx context.Context, job, outcome string, times []M
 	)
 	args := []any{job, s.cfg.holder, ats, firsts, outcome}
 	dest := []any{&count, &now, &last, &hasRow}
-	sql := s.schedSQL()
+	sql := s.sql.sched
 	query := sql.missed
 	if s.hist() != nil {
 		query = sql.missedRecording
@@ -388,21 +383,6 @@ func (s *Store) RecordMissed(ctx context.Context, job, outcome string, times []M
 	return int(count), now, latest, nil
 }
 
-// LatestClaim reads the database clock and the job's mark (see
-// Registration.Latest; zero: none).
-func (s *Store) LatestClaim(ctx context.Context, job string) (now, latest time.Time, err error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
-	defer cancel()
-	var last *time.Time
-	if err := s.db.QueryRow(ctx, s.schedSQL().latest, job).Scan(&now, &last); err != nil {
-		return now, latest, fmt.Errorf("cannot read the claims of %q: %w", job, pgerr.Classify(err))
-	}
-	if last != nil {
-		latest = *last
-	}
-	return now, latest, nil
-}
-
 // BootClock returns the local clock leases keep their deadlines on: it
 // counts time the machine spent suspended, and wall-clock steps do not
 // move it.
@@ -417,7 +397,7 @@ func (s *Store) PruneClaims(ctx context.Context, job string, keep time.Duration)
 	}
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
-	if _, err := s.db.Exec(ctx, s.schedSQL().pruneClaims, job, keep.Microseconds()); err != nil {
+	if _, err := s.db.Exec(ctx, s.sql.sched.pruneClaims, job, keep.Microseconds()); err != nil {
 		return fmt.Errorf("cannot prune the claims of %q: %w", job, pgerr.Classify(err))
 	}
 	return nil
@@ -466,22 +446,20 @@ func (s *Store) Reschedule(ctx context.Context, job, spec string) (string, error
 		return "", err
 	}
 	var (
-		was         *string
-		now, latest time.Time
+		was  *string
+		now  time.Time
+		last *time.Time
 	)
-	err := s.db.QueryRow(ctx, s.objects.Render(`SELECT schedule FROM {lease} WHERE job_name = $1::text`), job).Scan(&was)
-	if err == nil && was != nil && *was != spec {
-		now, latest, err = s.LatestClaim(ctx, job)
-	}
+	err := s.db.QueryRow(ctx, s.sql.scheduleMark, job).Scan(&was, &now, &last)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return "", fmt.Errorf("job %q has no lease row in %s: %w", job, s.table.Sanitize(), ErrNoJob)
 	case err != nil:
 		return "", fmt.Errorf("cannot reschedule %q: %w", job, pgerr.Classify(err))
 	}
-	if old, perr := schedule.Parse(deref(was), ""); perr == nil && !latest.IsZero() {
+	if old, perr := schedule.Parse(deref(was), ""); perr == nil && deref(was) != spec && last != nil {
 		var owed []Missed
-		for _, at := range old.Between(latest, now, schedule.DefaultMaxMissed) {
+		for _, at := range old.Between(*last, now, schedule.DefaultMaxMissed) {
 			owed = append(owed, Missed{At: at})
 		}
 		if len(owed) > 0 {
@@ -490,7 +468,7 @@ func (s *Store) Reschedule(ctx context.Context, job, spec string) (string, error
 			}
 		}
 	}
-	err = s.db.QueryRow(ctx, s.objects.Render(rescheduleSQL), job, spec).Scan(&was)
+	err = s.db.QueryRow(ctx, s.sql.reschedule, job, spec).Scan(&was)
 	if err != nil {
 		return "", fmt.Errorf("cannot reschedule %q: %w", job, pgerr.Classify(err))
 	}

@@ -56,20 +56,18 @@ import (
 // scheduledStatements are a Store's statements of scheduled runs.
 type scheduledStatements struct {
 	register, take, takeRecording, missed, missedRecording string
-	latest, releaseScheduled, pruneClaims, freeRow         string
+	pruneClaims, freeRow                                   string
 }
 
 func newScheduledStatements(o schema.Objects) scheduledStatements {
 	return scheduledStatements{
-		register:         o.Render(registerSQL),
-		take:             o.Render(takeScheduledSQL),
-		takeRecording:    o.Render(takeScheduledRecordingSQL),
-		missed:           o.Render(missedSQL),
-		missedRecording:  o.Render(missedRecordingSQL),
-		latest:           o.Render(latestClaimSQL),
-		releaseScheduled: o.Render(releaseScheduledSQL),
-		pruneClaims:      o.Render(pruneClaimsSQL),
-		freeRow:          o.Render(freeRowSQL),
+		register:        o.Render(registerSQL),
+		take:            o.Render(takeScheduledSQL),
+		takeRecording:   o.Render(takeScheduledRecordingSQL),
+		missed:          o.Render(missedSQL),
+		missedRecording: o.Render(missedRecordingSQL),
+		pruneClaims:     o.Render(pruneClaimsSQL),
+		freeRow:         o.Render(freeRowSQL),
 	}
 }
 
@@ -100,8 +98,10 @@ SELECT coalesce((SELECT schedule FROM reg), (SELECT schedule FROM cur)),
   CASE WHEN EXISTS (SELECT FROM reg) THEN (SELECT schedule_zone FROM reg) ELSE (SELECT schedule_zone FROM cur) END,
   now(), greatest((SELECT accounted_through FROM cur), ` + latestClaim + `)`
 
-// latestClaimSQL reads the database clock and the mark: $1 job.
-const latestClaimSQL = `SELECT now(), greatest((SELECT accounted_through FROM {lease} WHERE job_name = $1::text), ` + latestClaim + `)`
+// scheduleMarkSQL reads a job's schedule, the database clock and the
+// mark: $1 job. No row: the job has no lease row.
+const scheduleMarkSQL = `SELECT schedule, now(), greatest(accounted_through, ` + latestClaim + `)
+FROM {lease} WHERE job_name = $1::text`
 
 // takeScheduledSQL takes the lease of a single-slot job for one scheduled
 // time and claims the time (see above): $1 job, $2 holder, $3 TTL, $4
@@ -111,12 +111,12 @@ const latestClaimSQL = `SELECT now(), greatest((SELECT accounted_through FROM {l
 // the time's claim (outcome and holder: the one found, the skipped one
 // written, or "claimed" for a time at or before the mark), the database
 // clock and the mark.
-const takeScheduledSQL = takeScheduledCTEs + takeScheduledAnswer
+var takeScheduledSQL = takeScheduledCTEs + takeScheduledAnswer
 
 // takeScheduledRecordingSQL is takeScheduledSQL that also closes the run
 // of a holder that never released as lost (with its scheduled time, when
 // its claim proves it), and records a skipped time in the history.
-const takeScheduledRecordingSQL = takeScheduledCTEs + lostScheduledRun + `,
+var takeScheduledRecordingSQL = takeScheduledCTEs + lostScheduledRun + `,
 skippedRun AS (
   INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome, scheduled_at)
   SELECT $1::text, 1, holder, 0, 1, $4::timestamptz, $4::timestamptz, outcome, $4::timestamptz
@@ -128,17 +128,10 @@ skippedRun AS (
 // carries another token (a plain take of an earlier version, which kept
 // it). An operator who emptied the claims took the claim's proof away,
 // not the time's account.
-const lostScheduledRun = `,
-lost AS (
-  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome, scheduled_at)
-  SELECT $1::text, 1, o.holder, o.fencing_token,
-    1 + (SELECT count(*) FROM {history} h WHERE h.job_name = $1::text AND h.fencing_token = o.fencing_token),
-    o.last_started_at, greatest(o.expires_at, o.last_started_at), '` + OutcomeLost + `',
-    CASE WHEN NOT EXISTS (SELECT FROM {claims} c WHERE c.job_name = $1::text AND c.scheduled_at = o.last_scheduled_at
-      AND c.fencing_token <> o.fencing_token) THEN o.last_scheduled_at END
-  FROM old o WHERE EXISTS (SELECT FROM taken) AND o.last_started_at IS NOT NULL AND o.last_finished_at IS NULL)`
+var lostScheduledRun = lostRun("old", "1", "", `CASE WHEN NOT EXISTS (SELECT FROM {claims} c WHERE c.job_name = $1::text
+      AND c.scheduled_at = o.last_scheduled_at AND c.fencing_token <> o.fencing_token) THEN o.last_scheduled_at END`)
 
-const takeScheduledCTEs = `WITH old AS (
+var takeScheduledCTEs = `WITH old AS (
   SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at, last_scheduled_at, schedule, slots,
     accounted_through
   FROM {lease} WHERE job_name = $1::text),
@@ -152,23 +145,11 @@ claimed AS (
 due AS (
   SELECT WHERE $4::timestamptz <= now() AND NOT EXISTS (SELECT FROM claimed)
     AND coalesce((SELECT schedule FROM old), $5::text) = $5::text AND coalesce((SELECT slots FROM old), 1) = 1),
-taken AS (
-INSERT INTO {lease} AS l
-  (job_name, holder, expires_at, fencing_token, acquired_at, renewed_at, last_started_at, last_holder, schedule, last_scheduled_at,
-    accounted_through)
-SELECT $1::text, $2::text, now() + $3::bigint * interval '1 microsecond', ` + clockToken + `, now(), now(), now(), $2::text,
-  $5::text, $4::timestamptz, $4::timestamptz
-FROM due
-ON CONFLICT (job_name) DO UPDATE SET
-  ` + takeSet + `,
-  schedule = excluded.schedule,
-  last_scheduled_at = excluded.last_scheduled_at,
-  accounted_through = excluded.accounted_through
-WHERE l.expires_at <= now() AND coalesce(l.slots, 1) = 1 AND coalesce(l.schedule, $5::text) = $5::text
-  AND l.fencing_token = (SELECT fencing_token FROM old)
-  AND l.last_finished_at IS NOT DISTINCT FROM (SELECT last_finished_at FROM old)
-  AND $4::timestamptz > coalesce(l.accounted_through, '-infinity') AND NOT coalesce(l.` + pausedCondition + `, false)
-RETURNING fencing_token),
+` + takeSpec{row: "$1::text", from: "due", read: "old",
+	columns: []takeColumn{{name: "schedule", value: "$5::text"}, {name: "last_scheduled_at", value: "$4::timestamptz"},
+		{name: "accounted_through", value: "$4::timestamptz"}},
+	where: "coalesce(l.slots, 1) = 1 AND coalesce(l.schedule, $5::text) = $5::text\n" +
+		"  AND $4::timestamptz > coalesce(l.accounted_through, '-infinity') AND NOT coalesce(l." + pausedCondition + ", false)"}.taken() + `,
 claim AS (
   INSERT INTO {claims} (job_name, scheduled_at, outcome, holder, fencing_token, claimed_at)
   SELECT $1::text, $4::timestamptz, '` + ClaimRun + `', $2::text, fencing_token, now() FROM taken
@@ -251,21 +232,6 @@ SELECT (SELECT count(*) FROM m), now(), greatest((SELECT max(at) FROM todo), (SE
 const freeRowSQL = `INSERT INTO {lease} (job_name, holder, expires_at, fencing_token, released_at)
 VALUES ($1::text, $2::text, now(), ` + clockToken + `, now())
 ON CONFLICT (job_name) DO NOTHING`
-
-// releaseScheduledSQL is the release of a scheduled run that records it
-// with its scheduled time: releasePruningSQL's parameters ($12 0: keep
-// every run) and $13 the scheduled time.
-const releaseScheduledSQL = releaseCTE + `,
-run AS (
-  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome,
-    output, scheduled_at)
-  SELECT $7::text, $8::integer, $2::text, $3::bigint, $10::integer, coalesce(last_started_at, last_finished_at), last_finished_at,
-    $5::integer, $9::text, $11::bytea, $13::timestamptz
-  FROM released WHERE $9::text IS NOT NULL),
-pruned AS (
-  DELETE FROM {history} WHERE ctid = ANY (ARRAY(SELECT ctid FROM {history}
-    WHERE $12::bigint > 0 AND job_name = $7::text AND finished_at < now() - $12::bigint * interval '1 microsecond'
-    ORDER BY job_name, finished_at LIMIT 100)))` + releaseAnswer
 
 // pruneClaimsSQL deletes at most 1000 of a job's claims older than $2
 // microseconds: $1 job. It goes through the primary key, oldest first. It

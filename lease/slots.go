@@ -45,11 +45,18 @@ func (e *SlotsError) Error() string {
 // Unwrap makes errors.Is(err, ErrSlotsMismatch) true.
 func (e *SlotsError) Unwrap() error { return ErrSlotsMismatch }
 
-// WithSlots lets up to n holders have the job at once (1, the default, is
-// a plain lease). Each slot is its own lease row with its own fencing
-// token, renewal and release: slot 1 is the row named after the job, slot
-// k > 1 the row named "job#k". Every instance of a job must use the same n.
-func WithSlots(n int) Option { return func(c *config) { c.slots = n } }
+// slotJob is the job whose slot's row is named row, as SlotRow names it:
+// row less its "#N" (N > 1). Any other name is its own job's row.
+func slotJob(row string) string {
+	i := strings.LastIndexByte(row, '#')
+	if i < 0 {
+		return row
+	}
+	if n, err := strconv.Atoi(row[i+1:]); err != nil || n <= 1 || strconv.Itoa(n) != row[i+1:] {
+		return row
+	}
+	return row[:i]
+}
 
 // SlotRow names the lease row of slot of job: the job itself for slot 1,
 // "job#slot" for the others. It is what leasewrap_check takes as the job.
@@ -102,7 +109,7 @@ func (s *Store) tryAcquireSlots(ctx context.Context, db DB, job string, t0 time.
 		case !racing && recorded != nil && *recorded != n:
 			return nil, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: n, Found: *recorded}
 		case !racing && expiresMicros != nil && *expiresMicros > 0:
-			return nil, &HeldError{Job: job, Holder: *holder, Token: token, State: *state, Slot: slot, Slots: n,
+			return nil, &HeldError{Job: job, Holder: *holder, Token: token, State: State(*state), Slot: slot, Slots: n,
 				ExpiresIn: time.Duration(*expiresMicros) * time.Microsecond}
 		}
 		// Another instance took the slot this one picked: look again.

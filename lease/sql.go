@@ -2,10 +2,12 @@ package lease
 
 import "github.com/redbite/leasewrap/lease/schema"
 
-// Every statement of the protocol is one constant below, its text in one
-// place with its parameters named in the comment above it. A statement
-// names its tables {lease} and {history}; newStatements renders them all
-// once per Store with the names schema.For quoted (see schema.Render).
+// Every statement of the protocol is one constant (or, for the takes, one
+// variable built once) below and in schedule_sql.go, trigger.go and
+// pause.go, its text in one place with its parameters named in the comment
+// above it. A statement names its tables {lease}, {history} and {claims};
+// newStatements renders them all, and only it, once per Store with the
+// names schema.For quoted (see schema.Render).
 // Every value is a bind parameter. A lease is live while expires_at >
 // now(); all times come from the database clock, and durations are passed
 // in microseconds.
@@ -20,6 +22,13 @@ type statements struct {
 	holder, renew, startAttempt                        string
 	release, releaseRecording, releasePruning          string
 	releaseAny, recordAttempt, recordLost              string
+	pause, resume                                      string
+	scheduleMark, reschedule                           string
+	scheduleOf, withdraw, requestFate                  string
+	// sched are the statements of scheduled runs, req those of manual
+	// runs.
+	sched scheduledStatements
+	req   requestStatements
 }
 
 func newStatements(o schema.Objects) statements {
@@ -37,6 +46,15 @@ func newStatements(o schema.Objects) statements {
 		releaseAny:         o.Render(releaseAnySQL),
 		recordAttempt:      o.Render(recordAttemptSQL),
 		recordLost:         o.Render(recordLostSQL),
+		pause:              o.Render(pauseSQL),
+		resume:             o.Render(resumeSQL),
+		scheduleMark:       o.Render(scheduleMarkSQL),
+		reschedule:         o.Render(rescheduleSQL),
+		scheduleOf:         o.Render(scheduleOfSQL),
+		withdraw:           o.Render(withdrawSQL),
+		requestFate:        o.Render(requestFateSQL),
+		sched:              newScheduledStatements(o),
+		req:                newRequestStatements(o),
 	}
 }
 
@@ -83,33 +101,19 @@ const clockToken = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 // One round trip either way: when the take does not happen, the same
 // statement reads the holder it found, from the statement's snapshot (a
 // CTE's SELECT does not see the INSERT's row).
-const takeSQL = takeCTEs + takeAnswer
+var takeSQL = takeCTEs + takeAnswer
 
 // takeRecordingSQL is takeSQL that also closes the run of a holder that
 // never released (it crashed, or was cut off) as lost, from the row as the
 // statement found it. The run's attempt is one more than the attempts of
 // its lease (job, token) already recorded (--retries).
-const takeRecordingSQL = takeCTEs + `,
-lost AS (
-  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome)
-  SELECT $1::text, 1, o.holder, o.fencing_token,
-    1 + (SELECT count(*) FROM {history} h WHERE h.job_name = $1::text AND h.fencing_token = o.fencing_token),
-    o.last_started_at, greatest(o.expires_at, o.last_started_at), '` + OutcomeLost + `'
-  FROM old o WHERE EXISTS (SELECT FROM taken) AND o.last_started_at IS NOT NULL AND o.last_finished_at IS NULL)` + takeAnswer
+var takeRecordingSQL = takeCTEs + lostRun("old", "1", "", "") + takeAnswer
 
-const takeCTEs = `WITH old AS (
+var takeCTEs = `WITH old AS (
   SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at FROM {lease} WHERE job_name = $1::text),
-taken AS (
-INSERT INTO {lease} AS l
-  (job_name, holder, expires_at, fencing_token, acquired_at, renewed_at, last_started_at, last_holder)
-VALUES ($1::text, $2::text, now() + $3::bigint * interval '1 microsecond', ` + clockToken + `, now(), now(), now(), $2)
-ON CONFLICT (job_name) DO UPDATE SET
-  ` + takeSet + `,
-  last_scheduled_at = NULL
-WHERE l.expires_at <= now() AND coalesce(l.slots, 1) = 1 AND NOT coalesce(l.` + pausedCondition + `, false)
-  AND l.fencing_token = (SELECT fencing_token FROM old)
-  AND l.last_finished_at IS NOT DISTINCT FROM (SELECT last_finished_at FROM old)
-RETURNING fencing_token)`
+` + takeSpec{row: "$1::text", read: "old",
+	columns: []takeColumn{{name: "last_scheduled_at", update: "NULL"}},
+	where:   "coalesce(l.slots, 1) = 1 AND NOT coalesce(l." + pausedCondition + ", false)"}.taken()
 
 const takeAnswer = `
 SELECT true, fencing_token, NULL::text, NULL::bigint, NULL::text, 1 FROM taken
@@ -128,19 +132,13 @@ FROM {lease} WHERE job_name = $1::text AND NOT EXISTS (SELECT FROM taken)`
 // the live slot that expires first. It answers: taken, token, slot,
 // holder, microseconds left, state, the slots recorded, the foreign row,
 // whether a slot looked free, and whether the job is paused.
-const takeSlotsSQL = takeSlotsCTEs + takeSlotsAnswer
+var takeSlotsSQL = takeSlotsCTEs + takeSlotsAnswer
 
 // takeSlotsRecordingSQL is takeSlotsSQL that also closes the run of a
 // holder that never released as lost (see takeRecordingSQL).
-const takeSlotsRecordingSQL = takeSlotsCTEs + `,
-lost AS (
-  INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome)
-  SELECT $1::text, p.slot, p.holder, p.fencing_token,
-    1 + (SELECT count(*) FROM {history} h WHERE h.job_name = $1::text AND h.fencing_token = p.fencing_token),
-    p.last_started_at, greatest(p.expires_at, p.last_started_at), '` + OutcomeLost + `'
-  FROM pick p WHERE EXISTS (SELECT FROM taken) AND p.present AND p.last_started_at IS NOT NULL AND p.last_finished_at IS NULL)` + takeSlotsAnswer
+var takeSlotsRecordingSQL = takeSlotsCTEs + lostRun("pick", "o.slot", " AND o.present", "") + takeSlotsAnswer
 
-const takeSlotsCTEs = `WITH want AS (
+var takeSlotsCTEs = `WITH want AS (
   SELECT g AS slot, CASE WHEN g = 1 THEN $1::text ELSE $1::text || '#' || g END AS name
   FROM generate_series(1, $4::integer) AS g),
 cur AS (
@@ -160,20 +158,9 @@ pick AS (
     AND (coalesce(v.recorded, $4) = $4 OR v.recorded = 1 AND v.first_free)
     AND NOT v.paused
   ORDER BY c.slot LIMIT 1),
-taken AS (
-INSERT INTO {lease} AS l
-  (job_name, holder, expires_at, fencing_token, acquired_at, renewed_at, last_started_at, last_holder, slot, slots)
-SELECT name, $2::text, now() + $3::bigint * interval '1 microsecond', ` + clockToken + `, now(), now(), now(), $2, slot, $4
-FROM pick
-ON CONFLICT (job_name) DO UPDATE SET
-  ` + takeSet + `,
-  slot = excluded.slot,
-  slots = excluded.slots,
-  last_scheduled_at = NULL
-WHERE l.expires_at <= now() AND l.fencing_token = (SELECT fencing_token FROM pick)
-  AND NOT EXISTS (SELECT FROM {lease} p WHERE p.job_name = $1::text AND p.` + pausedCondition + `)
-  AND l.last_finished_at IS NOT DISTINCT FROM (SELECT last_finished_at FROM pick)
-RETURNING fencing_token, slot)`
+` + takeSpec{row: "name", from: "pick", read: "pick",
+	columns: []takeColumn{{name: "slot", value: "slot"}, {name: "slots", value: "$4"}, {name: "last_scheduled_at", update: "NULL"}},
+	where:   "NOT EXISTS (SELECT FROM {lease} p WHERE p.job_name = $1::text AND p." + pausedCondition + ")", returning: ", slot"}.taken()
 
 const takeSlotsAnswer = `
 SELECT true, t.fencing_token, t.slot, NULL::text, NULL::bigint, NULL::text, NULL::integer, NULL::text, false, false
@@ -227,29 +214,33 @@ const startAttemptSQL = `WITH started AS (
 SELECT EXISTS (SELECT FROM started), l.fencing_token, l.holder, coalesce(l.released_at IS NOT NULL, false)
 FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = $1::text`
 
-// releaseSQL hands a lease back: $1 row, $2 holder, $3 token, $4 hold-for,
-// $5 exit code, $6 the table's channel, $7 job (the notification's
-// payload). A lease that already expired keeps its expiry: hold-for must
-// not bring it back after an operator released it. The notification goes
-// out with the commit (see jobChannelSQL).
+// releaseSQL hands a lease back. Its parameters are named (releaseParams
+// gives them): @row, @holder, @token, @hold_for, @exit_code, and, for the
+// notification, @job (its payload), @job_channel and @table_channel. A
+// lease that already expired keeps its expiry: hold-for must not bring it
+// back after an operator released it. The notification goes out with the
+// commit.
 const releaseSQL = releaseCTE + releaseAnswer
 
 // releaseRecordingSQL is releaseSQL that also records the run, only if the
-// release happened: $8 slot, $9 outcome (NULL: no run to record), $10 the
-// attempt, $11 the output it kept (NULL: none).
+// release happened: @slot, @outcome (NULL: no run to record), @attempt,
+// @output (NULL: none kept) and @scheduled_at (NULL: a run without a
+// schedule).
 const releaseRecordingSQL = releaseCTE + releaseRun + releaseAnswer
 
 // releasePruningSQL is releaseRecordingSQL that also deletes at most 100 of
-// this job's own runs older than $12, the history to keep: each job keeps
-// its runs as long as its own --history-keep says (0, for ever, holds
-// whatever other jobs ask). The runs are this job's by $7, the name the
-// history records (a slot's runs carry the job's, not the row's), and are
-// found through the (job_name, finished_at) index, oldest first, so a
-// release never scans the history.
+// this job's own runs older than @keep microseconds, the history to keep:
+// each job keeps its runs as long as its own --history-keep says (0, for
+// ever, holds whatever other jobs ask). The runs are this job's by @job,
+// the name the history records (a slot's runs carry the job's, not the
+// row's), and are found through the (job_name, finished_at) index, oldest
+// first, so a release never scans the history. It is a statement of its
+// own, not releaseRecordingSQL with @keep 0, because a role without DELETE
+// on the history cannot run a statement that names the DELETE at all.
 const releasePruningSQL = releaseCTE + releaseRun + `,
 pruned AS (
   DELETE FROM {history} WHERE ctid = ANY (ARRAY(SELECT ctid FROM {history}
-    WHERE job_name = $7::text AND finished_at < now() - $12::bigint * interval '1 microsecond'
+    WHERE job_name = @job::text AND finished_at < now() - @keep::bigint * interval '1 microsecond'
     ORDER BY job_name, finished_at LIMIT 100)))` + releaseAnswer
 
 // releaseCTE hands the lease back. It commits durably, as the server's
@@ -260,53 +251,48 @@ pruned AS (
 const releaseCTE = `WITH released AS (
   UPDATE {lease} SET
     expires_at = CASE WHEN expires_at <= now() THEN expires_at
-      ELSE greatest(now(), acquired_at + $4::bigint * interval '1 microsecond') END,
+      ELSE greatest(now(), acquired_at + @hold_for::bigint * interval '1 microsecond') END,
     released_at = now(),
     last_finished_at = now(),
-    last_exit_code = $5::integer
-  WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint
+    last_exit_code = @exit_code::integer
+  WHERE job_name = @row::text AND holder = @holder::text AND fencing_token = @token::bigint
   RETURNING expires_at <= now() AS free, last_started_at, last_finished_at)`
 
 const releaseRun = `,
 run AS (
   INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome,
-    output)
-  SELECT $7::text, $8::integer, $2::text, $3::bigint, $10::integer, coalesce(last_started_at, last_finished_at), last_finished_at,
-    $5::integer, $9::text,
-    $11::bytea
-  FROM released WHERE $9::text IS NOT NULL)`
+    output, scheduled_at)
+  SELECT @job::text, @slot::integer, @holder::text, @token::bigint, @attempt::integer, coalesce(last_started_at, last_finished_at),
+    last_finished_at, @exit_code::integer, @outcome::text, @output::bytea, @scheduled_at::timestamptz
+  FROM released WHERE @outcome::text IS NOT NULL)`
 
+// releaseAnswer announces a release that freed the lease on the job's own
+// channel (jobChannel), where its standbys listen, so that it reaches only
+// them; and on the table's channel, where standbys of earlier versions
+// listen for every job of the table.
 const releaseAnswer = `
-SELECT CASE WHEN free THEN pg_notify(` + jobChannelSQL + `$6::text || E'\n' || $7::text` + jobChannelEnd + `, $7::text)::text
-  || pg_notify($6::text, $7::text)::text END
+SELECT CASE WHEN free THEN pg_notify(@job_channel::text, @job::text)::text
+  || pg_notify(@table_channel::text, @job::text)::text END
 FROM released`
 
-// A release is announced on the job's own channel, named by jobChannel
-// (jobChannelSQL + the table's channel, a newline and the job +
-// jobChannelEnd is the same name in SQL), where its standbys listen, so
-// that it reaches only them; and on the table's channel, where standbys
-// of earlier versions listen for every job of the table.
-const (
-	jobChannelSQL = `'leasewrap:' || left(encode(sha256(convert_to(`
-	jobChannelEnd = `, 'UTF8')), 'hex'), 32)`
-)
-
-// releaseAnySQL is an operator's release of a live lease: $1 row, $2
-// holder (NULL: whoever's), $3 force, $4 the table's channel, $5 token
-// (NULL: any).
+// releaseAnySQL is an operator's release of a live lease: @row, @holder
+// (NULL: whoever's), @force, @token (NULL: any), and the channels of a
+// forced release's notification: @row_channel, the job channel of the row's
+// name, and @slot_channel, that of the job a slot's row belongs to
+// (releaseAnyParams gives them).
 // With force the lease is free at once, for a holder known to be dead;
 // without, it is only marked: the holder's next renewal fails, it stops
 // its command and its own release frees the lease, so two commands never
 // overlap. It answers the holder and token released.
 const releaseAnySQL = `WITH released AS (
   UPDATE {lease} SET released_at = now(),
-    expires_at = CASE WHEN $3::boolean THEN now() ELSE expires_at END
-  WHERE job_name = $1::text AND ($2::text IS NULL OR holder = $2::text) AND expires_at > now()
-    AND (released_at IS NULL OR $3::boolean) AND ($5::bigint IS NULL OR fencing_token = $5::bigint)
+    expires_at = CASE WHEN @force::boolean THEN now() ELSE expires_at END
+  WHERE job_name = @row::text AND (@holder::text IS NULL OR holder = @holder::text) AND expires_at > now()
+    AND (released_at IS NULL OR @force::boolean) AND (@token::bigint IS NULL OR fencing_token = @token::bigint)
   RETURNING job_name, slot, holder, fencing_token)
-SELECT holder, fencing_token, CASE WHEN $3::boolean
-  THEN pg_notify(` + jobChannelSQL + `$4::text || E'\n' || ` + schema.BaseJob + jobChannelEnd + `, ` + schema.BaseJob + `)::text
-    || pg_notify($4::text, ` + schema.BaseJob + `)::text END
+SELECT holder, fencing_token, CASE WHEN @force::boolean
+  THEN pg_notify(CASE WHEN slot > 1 THEN @slot_channel::text ELSE @row_channel::text END, ` + schema.BaseJob + `)::text
+    || pg_notify(@table_channel::text, ` + schema.BaseJob + `)::text END
 FROM released`
 
 // recordAttemptSQL records an attempt that ended while a retry follows:

@@ -30,8 +30,9 @@ func channelFor(table pgx.Identifier) string {
 // jobChannel names the NOTIFY channel of job's releases in the lease table
 // whose channel is tableChannel: "leasewrap:" and the first 32 hex digits
 // of the SHA-256 of the two, a newline between them, which fits
-// PostgreSQL's 63-byte limit for any job name (jobChannelSQL computes the
-// same name in SQL). PostgreSQL delivers a notification only to the connections
+// PostgreSQL's 63-byte limit for any job name. It is computed here only:
+// the statements that notify a job's channel take it as a parameter.
+// PostgreSQL delivers a notification only to the connections
 // that listen on its channel: a release wakes the job's standbys, not
 // every standby of the table.
 func jobChannel(tableChannel, job string) string {

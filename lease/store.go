@@ -42,9 +42,6 @@ type Store struct {
 	table pgx.Identifier
 	log   zerolog.Logger
 	sql   statements
-	// schedSQL renders the statements of scheduled runs (schedule.go)
-	// the first time they are needed: a job without a schedule never does.
-	schedSQL func() scheduledStatements
 	// channel is where releases are announced (NOTIFY) to standbys.
 	channel string
 
@@ -117,14 +114,13 @@ func New(db DB, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("invalid history keep %s: must not be negative", cfg.historyKeep)
 	}
 	return &Store{
-		db:       db,
-		cfg:      cfg,
-		table:    table,
-		log:      cfg.log,
-		sql:      newStatements(schema.For(table)),
-		schedSQL: sync.OnceValue(func() scheduledStatements { return newScheduledStatements(schema.For(table)) }),
-		channel:  channelFor(table),
-		objects:  schema.For(table),
+		db:      db,
+		cfg:     cfg,
+		table:   table,
+		log:     cfg.log,
+		sql:     newStatements(schema.For(table)),
+		channel: channelFor(table),
+		objects: schema.For(table),
 	}, nil
 }
 
@@ -316,7 +312,7 @@ func (s *Store) tryAcquireOnce(ctx context.Context, db DB, job string, budget ti
 	case err == nil && slots != 1:
 		return nil, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: 1, Found: slots}
 	case err == nil && *expiresMicros > 0:
-		return nil, &HeldError{Job: job, Holder: *holder, Token: token, State: *state,
+		return nil, &HeldError{Job: job, Holder: *holder, Token: token, State: State(*state),
 			ExpiresIn: time.Duration(*expiresMicros) * time.Microsecond}
 	default:
 		// The snapshot showed a free lease that another instance took first
@@ -356,7 +352,7 @@ func (s *Store) readHolder(ctx context.Context, db DB, job string) (*HeldError, 
 		return nil, fmt.Errorf("cannot read holder of lease %q: %w", job, pgerr.Classify(err))
 	}
 	e.ExpiresIn = expires.Sub(now)
-	e.State = heldState(expires, released, finished)
+	e.State = schema.StateOf(expires, released, finished)
 	if paused {
 		e.Paused = &Pause{By: deref(pausedBy), Reason: deref(reason)}
 		if pausedAt != nil {
@@ -382,20 +378,6 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
-}
-
-// heldState is schema.HeldState worked out from a row's times.
-func heldState(expires time.Time, released, finished *time.Time) string {
-	switch {
-	case released == nil:
-		return StateHeld
-	case !expires.After(*released):
-		return StateReleased
-	case finished != nil:
-		return StateKept
-	default:
-		return StateReleasing
-	}
 }
 
 // logFailure logs a standby's failed attempt: at warn the first time and

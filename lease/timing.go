@@ -10,14 +10,9 @@ import (
 const (
 	// DefaultTTL is how long a lease lasts after each acquisition or renewal.
 	DefaultTTL = 45 * time.Second
-	// DefaultRenewInterval is how often a holder renews its lease: TTL / 3.
-	DefaultRenewInterval = 15 * time.Second
 	// DefaultRetryInterval is how often a standby polls a held lease and a
 	// holder retries a failed renewal: TTL * 2/45.
 	DefaultRetryInterval = 2 * time.Second
-	// DefaultGrace is the time work gets to stop before its lease could
-	// expire: TTL * 2/9.
-	DefaultGrace = 10 * time.Second
 )
 
 // Floors below which a timing cannot work, even on a healthy loopback

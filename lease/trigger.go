@@ -72,14 +72,14 @@ const scheduleOfSQL = `SELECT true, schedule FROM {lease} WHERE job_name = $1::t
 // read, the same schedule, one slot). It answers: taken, token, the
 // oldest request's time (NULL: none), the row's holder, microseconds
 // left and state, and the database clock.
-const takeRequestedSQL = takeRequestedCTEs + takeRequestedAnswer
+var takeRequestedSQL = takeRequestedCTEs + takeRequestedAnswer
 
 // takeRequestedRecordingSQL is takeRequestedSQL that also closes the run
 // of a holder that never released as lost (with its scheduled time, when
 // its claim proves it), as the scheduled take does.
-const takeRequestedRecordingSQL = takeRequestedCTEs + lostScheduledRun + takeRequestedAnswer
+var takeRequestedRecordingSQL = takeRequestedCTEs + lostScheduledRun + takeRequestedAnswer
 
-const takeRequestedCTEs = `WITH old AS (
+var takeRequestedCTEs = `WITH old AS (
   SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at, last_scheduled_at, schedule, slots, paused_until
   FROM {lease} WHERE job_name = $1::text),
 req AS (
@@ -89,20 +89,9 @@ free AS (
   SELECT r.scheduled_at FROM req r, old o
   WHERE o.expires_at <= now() AND coalesce(o.schedule, $4::text) = $4::text AND coalesce(o.slots, 1) = 1
     AND NOT coalesce(o.` + pausedCondition + `, false)),
-taken AS (
-INSERT INTO {lease} AS l
-  (job_name, holder, expires_at, fencing_token, acquired_at, renewed_at, last_started_at, last_holder, schedule, last_scheduled_at)
-SELECT $1::text, $2::text, now() + $3::bigint * interval '1 microsecond', ` + clockToken + `, now(), now(), now(), $2::text,
-  $4::text, scheduled_at
-FROM free
-ON CONFLICT (job_name) DO UPDATE SET
-  ` + takeSet + `,
-  schedule = excluded.schedule,
-  last_scheduled_at = excluded.last_scheduled_at
-WHERE l.expires_at <= now() AND coalesce(l.slots, 1) = 1 AND coalesce(l.schedule, $4::text) = $4::text
-  AND l.fencing_token = (SELECT fencing_token FROM old)
-  AND l.last_finished_at IS NOT DISTINCT FROM (SELECT last_finished_at FROM old)
-RETURNING fencing_token),
+` + takeSpec{row: "$1::text", from: "free", read: "old",
+	columns: []takeColumn{{name: "schedule", value: "$4::text"}, {name: "last_scheduled_at", value: "scheduled_at"}},
+	where:   "coalesce(l.slots, 1) = 1 AND coalesce(l.schedule, $4::text) = $4::text"}.taken() + `,
 claim AS (
   UPDATE {claims} c SET outcome = '` + ClaimManual + `', holder = $2::text, fencing_token = t.fencing_token, claimed_at = now()
   FROM taken t, free f
@@ -118,14 +107,11 @@ FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = $1::text`
 // Store's tables.
 type requestStatements struct{ request, take, takeRecording string }
 
-// reqSQL renders the statements of manual runs for s. They run at most
-// once a retry interval: rendering them each time costs nothing next to
-// the round trip, and keeps the Store free of them.
-func (s *Store) reqSQL() requestStatements {
+func newRequestStatements(o schema.Objects) requestStatements {
 	return requestStatements{
-		request:       s.objects.Render(requestSQL),
-		take:          s.objects.Render(takeRequestedSQL),
-		takeRecording: s.objects.Render(takeRequestedRecordingSQL),
+		request:       o.Render(requestSQL),
+		take:          o.Render(takeRequestedSQL),
+		takeRecording: o.Render(takeRequestedRecordingSQL),
 	}
 }
 
@@ -157,11 +143,11 @@ func (s *Store) RequestRun(ctx context.Context, job string) (time.Time, error) {
 		at       *time.Time
 	)
 	channel, payload := s.requestChannel(job)
-	err := s.db.QueryRow(ctx, s.reqSQL().request, job, s.cfg.holder, channel, payload).Scan(&exists, &schedule, &at, nil)
+	err := s.db.QueryRow(ctx, s.sql.req.request, job, s.cfg.holder, channel, payload).Scan(&exists, &schedule, &at, nil)
 	if pgerr.SQLState(err) == pgerr.CodeUndefinedTable {
 		// No claims table (no job of this table ever ran on a schedule),
 		// or no tables at all: which one decides the answer.
-		err = s.db.QueryRow(ctx, s.objects.Render(scheduleOfSQL), job).
+		err = s.db.QueryRow(ctx, s.sql.scheduleOf, job).
 			Scan(&exists, &schedule)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows) || err == nil && schedule == nil:
@@ -273,7 +259,7 @@ func (s *Store) AwaitRequest(ctx context.Context, job string, at time.Time, with
 	}
 	wctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
-	tag, err := s.db.Exec(wctx, s.objects.Render(withdrawSQL), job, at, s.cfg.holder)
+	tag, err := s.db.Exec(wctx, s.sql.withdraw, job, at, s.cfg.holder)
 	switch {
 	case pgerr.SQLState(err) == pgerr.CodeNoPrivilege:
 		return Awaited{}, fmt.Errorf("%w: the role lacks SELECT or DELETE on %s (GRANT SELECT, INSERT, DELETE ON it): %w",
@@ -301,7 +287,7 @@ func (s *Store) requestFate(ctx context.Context, job string, at time.Time) (Awai
 		holder, state, pausedBy string
 		expiresMicros           int64
 	)
-	err := s.db.QueryRow(ctx, s.objects.Render(requestFateSQL), job, at).Scan(&taken, &holder, &expiresMicros, &state, &paused, &pausedBy)
+	err := s.db.QueryRow(ctx, s.sql.requestFate, job, at).Scan(&taken, &holder, &expiresMicros, &state, &paused, &pausedBy)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return Awaited{}, nil
@@ -312,7 +298,7 @@ func (s *Store) requestFate(ctx context.Context, job string, at time.Time) (Awai
 	case paused:
 		return Awaited{Paused: true, PausedBy: pausedBy}, nil
 	case expiresMicros > 0:
-		return Awaited{Held: &HeldError{Job: job, Holder: holder, State: state,
+		return Awaited{Held: &HeldError{Job: job, Holder: holder, State: State(state),
 			ExpiresIn: time.Duration(expiresMicros) * time.Microsecond}}, nil
 	}
 	return Awaited{}, nil
@@ -357,7 +343,7 @@ func (s *Store) TakeRequested(ctx context.Context, job, spec string) (Requested,
 	)
 	args := []any{job, s.cfg.holder, s.cfg.TTL.Microseconds(), spec}
 	dest := []any{&taken, &token, &at, &holder, &expiresMicros, &state, &r.Now}
-	sql := s.reqSQL()
+	sql := s.sql.req
 	query := sql.take
 	if s.hist() != nil {
 		query = sql.takeRecording
@@ -380,7 +366,7 @@ func (s *Store) TakeRequested(ctx context.Context, job, spec string) (Requested,
 		}
 		return r, err
 	case at != nil && holder != nil && expiresMicros != nil && *expiresMicros > 0:
-		r.Held = &HeldError{Job: job, Holder: *holder, Token: token, State: *state,
+		r.Held = &HeldError{Job: job, Holder: *holder, Token: token, State: State(*state),
 			ExpiresIn: time.Duration(*expiresMicros) * time.Microsecond}
 	}
 	return r, nil

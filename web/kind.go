@@ -47,11 +47,11 @@ var kinds = []word{
 // docs/operations.md), strongest first: a job with several slots shows
 // the strongest of its rows'. The first three are live.
 var states = []word{
-	{lease.StateHeld, "a holder runs the command and renews the lease"},
-	{lease.StateReleasing, "an operator asked the holder to hand the lease back; it stops at its next renewal"},
-	{lease.StateKept, "the command finished and --hold-for keeps the lease until it expires: no other instance runs the job before then"},
-	{lease.StateExpired, "its holder stopped renewing without releasing (crashed, or cut off): free to take"},
-	{lease.StateReleased, "handed back: free to take"},
+	{string(lease.StateHeld), "a holder runs the command and renews the lease"},
+	{string(lease.StateReleasing), "an operator asked the holder to hand the lease back; it stops at its next renewal"},
+	{string(lease.StateKept), "the command finished and --hold-for keeps the lease until it expires: no other instance runs the job before then"},
+	{string(lease.StateExpired), "its holder stopped renewing without releasing (crashed, or cut off): free to take"},
+	{string(lease.StateReleased), "handed back: free to take"},
 }
 
 // kindOf says how a run is shown.

@@ -33,7 +33,7 @@ func (v *leaseView) add(s inspect.JobStatus, now time.Time) {
 	if s.Live() && !slices.Contains(v.Holders, s.Holder) {
 		v.Holders = append(v.Holders, s.Holder)
 	}
-	v.State = strongerState(v.State, s.State)
+	v.State = strongerState(v.State, string(s.State))
 	if s.Paused != nil && v.Paused == nil {
 		v.Paused = s.Paused
 	}

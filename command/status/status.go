@@ -106,7 +106,7 @@ type JobJSON struct {
 func printStatusJSON(w io.Writer, jobs []inspect.JobStatus, v cmdutil.Verdicts) error {
 	out := make([]JobJSON, 0, len(jobs))
 	for _, j := range jobs {
-		s := JobJSON{Job: j.Job, Holder: j.Holder, State: j.State, FencingToken: j.FencingToken,
+		s := JobJSON{Job: j.Job, Holder: j.Holder, State: string(j.State), FencingToken: j.FencingToken,
 			LastStartedAt: timefmt.UTC(j.LastStarted), LastFinishedAt: timefmt.UTC(j.LastFinished), LastExitCode: j.LastExitCode, LastHolder: j.LastHolder}
 		if j.Live() {
 			s.ExpiresInSeconds = cmdutil.Ptr(j.ExpiresIn.Round(time.Millisecond).Seconds())

@@ -295,7 +295,7 @@ func (w *wrapper) acquire(ctx context.Context) (*lease.Lease, error) {
 		w.log.Warn().Stringer("wait_timeout", w.o.waitTimeout).Msg("gave up standing by: --wait-timeout passed")
 		return nil, cmdutil.ExitWith(cmdutil.ExitWaitTimeout)
 	case errors.As(err, &held):
-		ev := w.log.Info().Str("current_holder", held.Holder).Str("state", held.State).
+		ev := w.log.Info().Str("current_holder", held.Holder).Str("state", string(held.State)).
 			Stringer("expires_in", held.ExpiresIn.Round(time.Millisecond)).Int64("current_token", held.Token)
 		if held.Slots > 1 {
 			ev = ev.Int("slot", held.Slot).Int("slots", held.Slots)
@@ -374,7 +374,7 @@ func causeOf(ctx context.Context, err error) error {
 }
 
 // skipMessages say why this instance sat out, by the state of the lease.
-var skipMessages = map[string]string{
+var skipMessages = map[lease.State]string{
 	lease.StateHeld:      "skipped: lease held by another instance",
 	lease.StateKept:      "skipped: another instance ran the job and --hold-for keeps its lease",
 	lease.StateReleasing: "skipped: lease held by another instance, which an operator asked to stop",
@@ -387,7 +387,7 @@ var skipMessages = map[string]string{
 // held under its own --id: by an earlier run with that id (a cron line
 // still running, or one whose --hold-for keeps the lease), not by another
 // instance.
-var sameIDSkipMessages = map[string]string{
+var sameIDSkipMessages = map[lease.State]string{
 	lease.StateHeld:      "skipped: lease held by an earlier run with this --id, still going",
 	lease.StateKept:      "skipped: an earlier run with this --id ran the job and --hold-for keeps its lease",
 	lease.StateReleasing: "skipped: lease held by an earlier run with this --id, which an operator asked to stop",

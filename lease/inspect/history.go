@@ -38,11 +38,13 @@ type Run struct {
 }
 
 // Succeeded reports whether the run exited on its own with status 0, the
-// one outcome that counts as a success (in SQL: outcome = 'exited' AND
-// exit_code = 0).
+// one outcome that counts as a success (in SQL: succeededSQL).
 func (r Run) Succeeded() bool {
 	return r.Outcome == lease.OutcomeExited && r.ExitCode != nil && *r.ExitCode == 0
 }
+
+// succeededSQL is Succeeded over a history row aliased h.
+const succeededSQL = `h.outcome = '` + lease.OutcomeExited + `' AND h.exit_code = 0`
 
 // HistoryQuery selects runs: Job's only when set, those that finished at
 // or after Since when set, at most Limit (all when 0), newest first.
@@ -122,7 +124,7 @@ const freshnessSQL = `SELECT now(),
   s.slot, s.holder, s.fencing_token, s.attempt, s.started_at, s.finished_at, s.exit_code, s.outcome,
   r.slot, r.holder, r.fencing_token, r.attempt, r.started_at, r.finished_at, r.exit_code, r.outcome
 FROM (VALUES (1)) AS one
-LEFT JOIN LATERAL (SELECT * FROM {history} WHERE job_name = $1::text AND outcome = '` + lease.OutcomeExited + `' AND exit_code = 0
+LEFT JOIN LATERAL (SELECT * FROM {history} h WHERE job_name = $1::text AND ` + succeededSQL + `
   ORDER BY finished_at DESC LIMIT 1) s ON true
 LEFT JOIN LATERAL (SELECT * FROM {history} WHERE job_name = $1::text
   AND outcome NOT IN ` + lease.NotRunSQL + `

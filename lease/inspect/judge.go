@@ -37,7 +37,7 @@ const (
 	StateUnknown = "unknown"
 	// StatePaused: an operator paused the job (leasewrap pause): nothing
 	// runs it until it is resumed, on purpose.
-	StatePaused = lease.StatePaused
+	StatePaused = string(lease.StatePaused)
 )
 
 // States lists every state, healthy first, for a view that shows one

@@ -12,7 +12,8 @@ import (
 	"github.com/redbite/leasewrap/schedule"
 )
 
-// How a run came to be: its Origin.
+// How a run came to be: its Origin. A run whose scheduled time's claim is
+// gone (pruned, or its table dropped) has none: "".
 const (
 	// OriginSchedule: a scheduler ran a scheduled time on time (within its
 	// grace); a missed or skipped time has it too.
@@ -26,10 +27,6 @@ const (
 	// leasewrap by hand).
 	OriginPlain = "plain"
 )
-
-// Origins lists the origins a run may have. A run whose scheduled time's
-// claim is gone (pruned, or its table dropped) has none: "".
-var Origins = []string{OriginSchedule, OriginCatchUp, OriginManual, OriginPlain}
 
 // originOf decides how a run came to be from its scheduled time (nil: a
 // run without a schedule), the outcome of that time's claim and when it

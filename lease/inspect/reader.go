@@ -39,7 +39,6 @@ var ErrNoHistory = errors.New("no run history")
 // Reader reads the leases of one lease table and the runs of its history.
 type Reader struct {
 	db      DB
-	table   string
 	objects schema.Objects
 	sql     statements
 }
@@ -97,11 +96,8 @@ func Open(db DB, table string) (*Reader, error) {
 	o := schema.For(id)
 	sql, legacy := render(o, false), render(o, true)
 	sql.legacy = &legacy
-	return &Reader{db: db, table: table, objects: o, sql: sql}, nil
+	return &Reader{db: db, objects: o, sql: sql}, nil
 }
-
-// Table returns the lease table's name as given.
-func (r *Reader) Table() string { return r.table }
 
 // noTable is the error of a read that found no lease table.
 func (r *Reader) noTable() error {

@@ -28,7 +28,7 @@ func TestReaderHasNoWayToWrite(t *testing.T) {
 	if got := methods(reflect.TypeFor[inspect.DB]()); !slices.Equal(got, []string{"Query", "QueryRow"}) {
 		t.Errorf("inspect.DB has %v, want only Query and QueryRow", got)
 	}
-	want := []string{"Freshness", "History", "Output", "Scheduled", "Status", "Summaries", "Summary", "Table"}
+	want := []string{"Freshness", "History", "Output", "Scheduled", "Status", "Summaries", "Summary"}
 	if got := methods(reflect.TypeFor[*inspect.Reader]()); !slices.Equal(got, want) {
 		t.Errorf("*inspect.Reader has %v, want only the questions %v", got, want)
 	}

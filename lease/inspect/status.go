@@ -17,7 +17,7 @@ import (
 type JobStatus struct {
 	Job          string
 	Holder       string
-	State        string // lease.StateHeld, StateReleasing, StateKept, StateReleased or StateExpired
+	State        lease.State // lease.StateHeld, StateReleasing, StateKept, StateReleased or StateExpired
 	ExpiresIn    time.Duration
 	FencingToken int64
 	LastStarted  *time.Time

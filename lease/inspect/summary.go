@@ -100,7 +100,7 @@ LEFT JOIN LATERAL (
   ORDER BY h.job_name DESC, h.finished_at DESC, h.started_at DESC, h.fencing_token DESC LIMIT 1) lr ON true
 LEFT JOIN LATERAL (
   SELECT finished_at, holder FROM {history} h
-  WHERE h.job_name >= j.job AND h.job_name <= j.job AND h.outcome = '` + lease.OutcomeExited + `' AND h.exit_code = 0
+  WHERE h.job_name >= j.job AND h.job_name <= j.job AND ` + succeededSQL + `
   ORDER BY h.job_name DESC, h.finished_at DESC LIMIT 1) ls ON true
 LEFT JOIN recent r ON r.job_name = j.job
 LEFT JOIN spans sp ON sp.job_name = j.job

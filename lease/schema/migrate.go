@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/redbite/leasewrap/lease/internal/pgerr"
 )
@@ -267,15 +266,15 @@ func (t Table) create(ctx context.Context, tx pgx.Tx, name string) error {
 // minimal three-column table allows them): the transaction rolls back, so
 // nothing is altered, and the operator decides what those rows mean.
 func (o Objects) nullsError(err error) error {
-	var pgErr *pgconn.PgError
-	if pgerr.SQLState(err) != pgerr.CodeNotNull || !errors.As(err, &pgErr) {
+	column, ok := pgerr.NotNullColumn(err)
+	if !ok {
 		return err
 	}
 	typ := "a column"
-	if c := Leases.column(pgErr.ColumnName); c != nil {
+	if c := Leases.column(column); c != nil {
 		typ = c.Type
 	}
-	return &Error{Table: o.Lease, Column: pgErr.ColumnName,
+	return &Error{Table: o.Lease, Column: column,
 		Found: typ + " with NULL in some rows",
 		Want:  typ + " NOT NULL (give those rows a value or delete them, then run leasewrap migrate)"}
 }

@@ -30,13 +30,15 @@ const (
 	// transaction, and a release that commits in between looks live to it
 	// for those milliseconds), or when the row is read after its expiry.
 	// A standby's look works it out in Go from the bare row (the lease
-	// package's heldState; TestLookAgreesWithTheSQLState keeps them alike).
-	HeldState = `CASE WHEN released_at IS NULL THEN 'held' WHEN expires_at <= released_at THEN 'released'
-  WHEN last_finished_at IS NOT NULL THEN 'kept' ELSE 'releasing' END`
+	// StateOf; TestLookAgreesWithTheSQLState keeps them alike).
+	HeldState = `CASE WHEN released_at IS NULL THEN '` + string(StateHeld) + `'
+  WHEN expires_at <= released_at THEN '` + string(StateReleased) + `'
+  WHEN last_finished_at IS NOT NULL THEN '` + string(StateKept) + `' ELSE '` + string(StateReleasing) + `' END`
 
 	// RowState is the state of any lease row: HeldState while it is live,
 	// else 'released' (handed back) or 'expired' (never released).
-	RowState = `CASE WHEN expires_at > now() THEN ` + HeldState + ` WHEN released_at IS NOT NULL THEN 'released' ELSE 'expired' END`
+	RowState = `CASE WHEN expires_at > now() THEN ` + HeldState + ` WHEN released_at IS NOT NULL THEN '` + string(StateReleased) + `'
+  ELSE '` + string(StateExpired) + `' END`
 
 	// BaseJob is a lease row's job: its name, less the "#N" of a slot row.
 	BaseJob = `CASE WHEN slot > 1 THEN left(job_name, length(job_name) - length('#' || slot)) ELSE job_name END`

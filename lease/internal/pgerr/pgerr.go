@@ -44,9 +44,8 @@ var (
 
 // SQLState returns the SQLSTATE of the server error in err's chain, or "".
 func SQLState(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code
+	if e := server(err); e != nil {
+		return e.Code
 	}
 	return ""
 }
@@ -65,4 +64,29 @@ func Classify(err error) error {
 		return fmt.Errorf("%w: %w", ErrPermission, err)
 	}
 	return err
+}
+
+// server returns the server error in err's chain, or nil.
+func server(err error) *pgconn.PgError {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr
+	}
+	return nil
+}
+
+// UniqueViolationOn reports whether err is a unique violation on the table
+// named table (unqualified, as the server reports it).
+func UniqueViolationOn(err error, table string) bool {
+	e := server(err)
+	return e != nil && e.Code == CodeUniqueViolation && e.TableName == table
+}
+
+// NotNullColumn returns the column of a not-null violation in err's chain:
+// ok is false for any other error.
+func NotNullColumn(err error) (column string, ok bool) {
+	if e := server(err); e != nil && e.Code == CodeNotNull {
+		return e.ColumnName, true
+	}
+	return "", false
 }
