@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -27,7 +30,7 @@ func (c *PatroniCluster) WaitWritable(t testing.TB, not *PatroniNode, within tim
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no writable primary (other than %s) within %s\n%s", nameOf(not), within, c.Status())
+			t.Fatalf("no writable primary (other than %s) within %s\n%s\n%s", nameOf(not), within, c.Status(), c.logTails())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -74,8 +77,8 @@ func (c *PatroniCluster) WaitStreaming(t testing.TB, standbys int, sync bool) *P
 			return primary
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d standbys streaming (%d synchronous), want %d (%d) within %s\n%s",
-				primary.Name, streaming, synchronous, standbys, want, patroniStartWait, c.Status())
+			t.Fatalf("%s: %d standbys streaming (%d synchronous), want %d (%d) within %s\n%s\n%s",
+				primary.Name, streaming, synchronous, standbys, want, patroniStartWait, c.Status(), c.logTails())
 		}
 		time.Sleep(50 * time.Millisecond)
 		if err != nil {
@@ -158,6 +161,17 @@ func (c *PatroniCluster) Status() string {
 		return string(b)
 	}
 	return "(no Patroni answers)"
+}
+
+// logTails is the end of every node's Patroni log, for failure messages:
+// a Patroni that cannot start says why only there.
+func (c *PatroniCluster) logTails() string {
+	var b strings.Builder
+	for _, node := range c.Nodes {
+		log, _ := os.ReadFile(filepath.Join(node.dir, "patroni.log"))
+		fmt.Fprintf(&b, "--- %s patroni.log (end):\n%s\n", node.Name, log[max(0, len(log)-3000):])
+	}
+	return b.String()
 }
 
 // rest calls node's REST API and returns the status and body.
