@@ -54,7 +54,10 @@ type PatroniNode struct {
 	// Proxy forwards clients and standbys to this node's PostgreSQL.
 	Proxy *tcpproxy.Proxy
 	// DCS forwards this node's Patroni to etcd.
-	DCS    *tcpproxy.Proxy
+	DCS *tcpproxy.Proxy
+	// API forwards the other nodes' Patroni to this one's REST API (they
+	// ask it how far its WAL is before one of them is promoted).
+	API    *tcpproxy.Proxy
 	dir    string
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -141,6 +144,7 @@ func (c *PatroniCluster) newNode(t testing.TB, i int, scope, etcdAddr string, sy
 		dir: filepath.Join(c.dir, fmt.Sprintf("n%d", i)), c: c}
 	node.Proxy = tcpproxy.Start(t, fmt.Sprintf("127.0.0.1:%d", node.Port))
 	node.DCS = tcpproxy.Start(t, etcdAddr)
+	node.API = tcpproxy.Start(t, node.REST)
 	if err := os.Mkdir(node.dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +172,7 @@ func (node *PatroniNode) config(scope string, sync bool) map[string]any {
 	hba := []string{"local all all trust", "host all all 127.0.0.1/32 trust", "host replication all 127.0.0.1/32 trust"}
 	return map[string]any{
 		"scope": scope, "namespace": "/leasewrap/", "name": node.Name,
-		"restapi": map[string]any{"listen": node.REST, "connect_address": node.REST},
+		"restapi": map[string]any{"listen": node.REST, "connect_address": node.API.Addr()},
 		"etcd3":   map[string]any{"hosts": []string{node.DCS.Addr()}, "use_proxies": true},
 		"bootstrap": map[string]any{
 			"dcs": map[string]any{
@@ -289,16 +293,19 @@ func children(pid int) []int {
 	return out
 }
 
-// CutOff cuts the node off from clients, standbys and etcd until Reconnect.
+// CutOff cuts the node off from clients, standbys, the other nodes'
+// Patroni and etcd until Reconnect, as a network partition would.
 func (node *PatroniNode) CutOff() {
-	node.Proxy.Cut()
-	node.DCS.Cut()
+	for _, p := range []*tcpproxy.Proxy{node.Proxy, node.DCS, node.API} {
+		p.Cut()
+	}
 }
 
 // Reconnect undoes CutOff.
 func (node *PatroniNode) Reconnect() {
-	node.Proxy.Restore()
-	node.DCS.Restore()
+	for _, p := range []*tcpproxy.Proxy{node.Proxy, node.DCS, node.API} {
+		p.Restore()
+	}
 }
 
 // URL is the connection string to the node's PostgreSQL itself, past its

@@ -73,7 +73,7 @@ func (c *PatroniCluster) WaitStreaming(t testing.TB, standbys int, sync bool) *P
 		err := primary.query(`SELECT count(*) FILTER (WHERE state = 'streaming'),
   count(*) FILTER (WHERE sync_state IN ('sync', 'quorum')) FROM pg_stat_replication
   WHERE application_name <> 'pg_basebackup'`, &streaming, &synchronous)
-		if err == nil && streaming == standbys && synchronous == want && c.allRunning() {
+		if err == nil && streaming == standbys && synchronous == want && c.allRunning(sync) {
 			return primary
 		}
 		if time.Now().After(deadline) {
@@ -128,20 +128,27 @@ func (node *PatroniNode) Revive(t testing.TB) {
 	}
 }
 
-// allRunning reports whether Patroni lists every node as running.
-func (c *PatroniCluster) allRunning() bool {
+// allRunning reports whether Patroni lists every node as running and,
+// when sync is set, one as its synchronous standby: Patroni records that
+// in etcd only after PostgreSQL made the standby synchronous, and until
+// then it would promote no one if the primary failed.
+func (c *PatroniCluster) allRunning(sync bool) bool {
 	var view struct {
-		Members []struct{ State string }
+		Members []struct{ State, Role string }
 	}
 	if err := json.Unmarshal([]byte(c.Status()), &view); err != nil || len(view.Members) != len(c.Nodes) {
 		return false
 	}
+	synchronous := 0
 	for _, m := range view.Members {
 		if m.State != "running" && m.State != "streaming" {
 			return false
 		}
+		if m.Role == "sync_standby" {
+			synchronous++
+		}
 	}
-	return true
+	return synchronous == 1 || !sync && synchronous == 0
 }
 
 // Status is Patroni's view of the cluster (GET /cluster on the first node
