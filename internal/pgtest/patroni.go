@@ -346,8 +346,9 @@ func (c *PatroniCluster) stop() {
 	}
 }
 
-// query runs sql on node's PostgreSQL, past its proxy, within a second.
-func (node *PatroniNode) query(sql string, dest ...any) error {
+// query runs sql with args on node's PostgreSQL, past its proxy, within
+// a second, scanning the row into dest.
+func (node *PatroniNode) query(sql string, args []any, dest ...any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, node.URL())
@@ -355,5 +356,5 @@ func (node *PatroniNode) query(sql string, dest ...any) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	return conn.QueryRow(ctx, sql).Scan(dest...)
+	return conn.QueryRow(ctx, sql, args...).Scan(dest...)
 }

@@ -40,11 +40,11 @@ func (c *PatroniCluster) WaitWritable(t testing.TB, not *PatroniNode, within tim
 // just committed a transaction id.
 func (node *PatroniNode) writable() bool {
 	var recovery bool
-	if err := node.query(`SELECT pg_is_in_recovery()`, &recovery); err != nil || recovery {
+	if err := node.query(`SELECT pg_is_in_recovery()`, nil, &recovery); err != nil || recovery {
 		return false
 	}
 	var xid int64
-	return node.query(`SELECT txid_current()`, &xid) == nil
+	return node.query(`SELECT txid_current()`, nil, &xid) == nil
 }
 
 func nameOf(node *PatroniNode) string {
@@ -66,15 +66,22 @@ func (c *PatroniCluster) WaitStreaming(t testing.TB, standbys int, sync bool) *P
 		want = 1
 	}
 	deadline := time.Now().Add(patroniStartWait)
+	reinitialized := false
 	for {
 		var streaming, synchronous int
 		// Patroni names each standby's connection after its member; a base
 		// backup under way streams too, as pg_basebackup.
 		err := primary.query(`SELECT count(*) FILTER (WHERE state = 'streaming'),
   count(*) FILTER (WHERE sync_state IN ('sync', 'quorum')) FROM pg_stat_replication
-  WHERE application_name <> 'pg_basebackup'`, &streaming, &synchronous)
+  WHERE application_name <> 'pg_basebackup'`, nil, &streaming, &synchronous)
 		if err == nil && streaming == standbys && synchronous == want && c.allRunning(sync) {
 			return primary
+		}
+		if !reinitialized && time.Until(deadline) < patroniStartWait/2 {
+			// A node left on a timeline the primary never had (a promotion
+			// Patroni undid) never streams again on its own.
+			reinitialized = true
+			c.reinitStrays(t, primary)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: %d standbys streaming (%d synchronous), want %d (%d) within %s\n%s\n%s",
@@ -125,6 +132,21 @@ func (node *PatroniNode) Revive(t testing.TB) {
 		node.Start(t)
 	default:
 		_ = node.cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
+// reinitStrays asks Patroni to rebuild (POST /reinitialize, as patronictl
+// reinit does) every node that does not stream from primary.
+func (c *PatroniCluster) reinitStrays(t testing.TB, primary *PatroniNode) {
+	t.Helper()
+	for _, node := range c.Nodes {
+		var n int
+		err := primary.query(`SELECT count(*) FROM pg_stat_replication WHERE application_name = $1`, []any{node.Name}, &n)
+		if node == primary || err != nil || n > 0 {
+			continue
+		}
+		code, out := node.rest(t, http.MethodPost, "/reinitialize", []byte(`{"force": true}`))
+		t.Logf("%s does not stream from %s: reinitialized (%d %s)", node.Name, primary.Name, code, out)
 	}
 }
 
