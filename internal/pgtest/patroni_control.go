@@ -78,10 +78,8 @@ func (c *PatroniCluster) WaitStreaming(t testing.TB, standbys int, sync bool) *P
 			return primary
 		}
 		if !reinitialized && time.Until(deadline) < patroniStartWait/2 {
-			// A node left on a timeline the primary never had (a promotion
-			// Patroni undid) never streams again on its own.
 			reinitialized = true
-			c.reinitStrays(t, primary)
+			c.unstick(t, primary, err == nil && streaming == standbys && synchronous == want)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: %d standbys streaming (%d synchronous), want %d (%d) within %s\n%s\n%s",
@@ -133,6 +131,25 @@ func (node *PatroniNode) Revive(t testing.TB) {
 	default:
 		_ = node.cmd.Process.Signal(syscall.SIGCONT)
 	}
+}
+
+// unstick gets a cluster going that does not become whole by itself
+// (seen with Patroni 3.0.2 after its primary's Patroni was frozen or cut
+// off from etcd). A node left on a timeline the primary never had (a
+// promotion Patroni undid) never streams again: it is rebuilt. When
+// PostgreSQL has its synchronous standby but Patroni never records it
+// ("Synchronous replication key updated by someone else", every loop),
+// Patroni would promote no one if the primary failed: the primary's
+// Patroni is restarted, its PostgreSQL running on.
+func (c *PatroniCluster) unstick(t testing.TB, primary *PatroniNode, streaming bool) {
+	t.Helper()
+	if !streaming {
+		c.reinitStrays(t, primary)
+		return
+	}
+	t.Logf("Patroni has not recorded %s's synchronous standby: restarting its Patroni", primary.Name)
+	primary.KillPatroni(t, syscall.SIGKILL)
+	primary.Start(t)
 }
 
 // reinitStrays asks Patroni to rebuild (POST /reinitialize, as patronictl
