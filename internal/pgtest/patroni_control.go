@@ -66,7 +66,7 @@ func (c *PatroniCluster) WaitStreaming(t testing.TB, standbys int, sync bool) *P
 		want = 1
 	}
 	deadline := time.Now().Add(patroniStartWait)
-	reinitialized := false
+	unstickAt := time.Now().Add(patroniStartWait / 4)
 	for {
 		var streaming, synchronous int
 		// Patroni names each standby's connection after its member; a base
@@ -77,9 +77,10 @@ func (c *PatroniCluster) WaitStreaming(t testing.TB, standbys int, sync bool) *P
 		if err == nil && streaming == standbys && synchronous == want && c.allRunning(sync) {
 			return primary
 		}
-		if !reinitialized && time.Until(deadline) < patroniStartWait/2 {
-			reinitialized = true
+		if time.Now().After(unstickAt) {
+			unstickAt = time.Now().Add(patroniStartWait / 4)
 			c.unstick(t, primary, err == nil && streaming == standbys && synchronous == want)
+			primary = c.WaitWritable(t, nil, patroniStartWait)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: %d standbys streaming (%d synchronous), want %d (%d) within %s\n%s\n%s",
