@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/redbite/leasewrap/command/cmdutil"
+	"github.com/redbite/leasewrap/internal/redact"
 	"github.com/redbite/leasewrap/lease"
 )
 
@@ -69,7 +70,7 @@ func TestInternalErrorExits70(t *testing.T) {
 // A redacted error hides the password in its message and keeps the chain
 // for errors.Is and errors.As.
 func TestRedactedErrorKeepsTheChain(t *testing.T) {
-	r := cmdutil.NewRedactor("postgres://u:pw-123@db/x")
+	r := redact.New("postgres://u:pw-123@db/x")
 	err := r.Wrap(fmt.Errorf("cannot read postgres://u:pw-123@db/x: %w", lease.ErrHistoryUnavailable))
 	if strings.Contains(err.Error(), "pw-123") {
 		t.Errorf("password in %q", err)

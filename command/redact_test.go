@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redbite/leasewrap/command/cmdutil"
+	"github.com/redbite/leasewrap/internal/redact"
 )
 
 // hostilePasswords are passwords that a substring replacement on the whole
@@ -138,7 +138,7 @@ func TestRedactorMask(t *testing.T) {
 		{"x*#_.", "a x*#_. b", "a  b"},
 		{"ab", "aabb", ""},
 	} {
-		r := cmdutil.NewRedactor("")
+		r := redact.New("")
 		r.Add(tc.secret)
 		got := r.String(tc.in)
 		if strings.Contains(got, tc.secret) || tc.want != "" && got != tc.want {

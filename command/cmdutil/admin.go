@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/redbite/leasewrap/internal/redact"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/inspect"
 )
@@ -33,9 +34,9 @@ func OpenAdmin(c *cli.Context) (*Admin, error) {
 	if err != nil {
 		return nil, err
 	}
-	redact := NewRedactor(opts.DatabaseURL)
-	a := &Admin{Opts: opts, Log: NewLogger(opts, redact)}
-	if a.DB, err = OpenDatabase(c.Context, opts.DatabaseURL, redact, a.Log); err != nil {
+	secrets := redact.New(opts.DatabaseURL)
+	a := &Admin{Opts: opts, Log: NewLogger(opts, secrets)}
+	if a.DB, err = OpenDatabase(c.Context, opts.DatabaseURL, secrets, a.Log); err != nil {
 		return nil, err
 	}
 	if a.Read, err = inspect.Open(a.DB.Pool, opts.Table); err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/redbite/leasewrap/internal/redact"
 	"github.com/redbite/leasewrap/runner"
 )
 
@@ -95,10 +96,10 @@ func WithStatus(action cli.ActionFunc) cli.ActionFunc {
 		if err == nil || errors.As(err, &exit) || errors.As(err, &start) {
 			return err
 		}
-		redact := NewRedactor(c.String("database-url"))
-		err = &internalError{err: redact.Wrap(err)}
+		secrets := redact.New(c.String("database-url"))
+		err = &internalError{err: secrets.Wrap(err)}
 		if o, bad := ParseStoreOptions(NewSettings(c)); bad == nil {
-			log := NewLogger(o, redact)
+			log := NewLogger(o, secrets)
 			log.Error().Err(err).Msg("internal error")
 			return ExitWith(ExitSoftware)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/redbite/leasewrap/internal/redact"
 	"github.com/redbite/leasewrap/lease"
 )
 
@@ -321,13 +322,13 @@ func init() { zerolog.TimeFieldFormat = LogTimeFormat }
 // through redact, which every log line passes: no password gets out.
 // The console format has colours only on a terminal, and not when NO_COLOR
 // is set (no-color.org).
-func NewLogger(o StoreOptions, redact *Redactor) zerolog.Logger {
+func NewLogger(o StoreOptions, secrets *redact.Redactor) zerolog.Logger {
 	var w io.Writer = os.Stderr
 	tty := isatty.IsTerminal(os.Stderr.Fd())
 	if o.LogFormat == "console" || o.LogFormat == "auto" && tty {
 		w = zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000", NoColor: !tty || os.Getenv("NO_COLOR") != ""}
 	}
-	out := zerolog.New(redact.Writer(w)) // JSON, redacted before any formatting
+	out := zerolog.New(secrets.Writer(w)) // JSON, redacted before any formatting
 	return out.Level(o.LogLevel).With().Timestamp().Logger()
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/redbite/leasewrap/command/cmdutil"
+	"github.com/redbite/leasewrap/internal/redact"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/monitor"
 	"github.com/redbite/leasewrap/runner"
@@ -27,8 +28,8 @@ func Action(c *cli.Context, child []string, hasChild bool) error {
 	if err != nil {
 		return err
 	}
-	redact := cmdutil.NewRedactor(o.store.DatabaseURL)
-	log := cmdutil.NewLogger(o.store, redact)
+	secrets := redact.New(o.store.DatabaseURL)
+	log := cmdutil.NewLogger(o.store, secrets)
 	path, err := runner.LookPath(o.command[0])
 	if err != nil {
 		return err
@@ -38,7 +39,7 @@ func Action(c *cli.Context, child []string, hasChild bool) error {
 	sigs, stopSignals := signals.Notify()
 	defer stopSignals()
 
-	db, err := cmdutil.OpenDatabase(c.Context, o.store.DatabaseURL, redact, log)
+	db, err := cmdutil.OpenDatabase(c.Context, o.store.DatabaseURL, secrets, log)
 	if err != nil {
 		return err
 	}

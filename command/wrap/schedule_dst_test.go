@@ -14,6 +14,7 @@ import (
 
 	"github.com/redbite/leasewrap/command/cmdutil"
 	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/internal/redact"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/lease/schema"
 	"github.com/redbite/leasewrap/monitor"
@@ -44,7 +45,7 @@ func testScheduler(t *testing.T, spec, zone string, catchUp schedule.CatchUp, on
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	database, err := cmdutil.OpenDatabase(ctx, pgtest.URL(), cmdutil.NewRedactor(pgtest.URL()), zerolog.Nop())
+	database, err := cmdutil.OpenDatabase(ctx, pgtest.URL(), redact.New(pgtest.URL()), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
