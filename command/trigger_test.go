@@ -21,7 +21,7 @@ import (
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/internal/tcpproxy"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/schema"
+	"github.com/redbite/leasewrap/schema"
 )
 
 // farSchedule comes due once a year: no scheduled run happens during a test.

@@ -14,7 +14,7 @@ import (
 	"github.com/redbite/leasewrap/command/history"
 	"github.com/redbite/leasewrap/command/status"
 	"github.com/redbite/leasewrap/internal/pgtest"
-	"github.com/redbite/leasewrap/lease/schema"
+	"github.com/redbite/leasewrap/schema"
 )
 
 // output runs leasewrap and returns its exit status and stdout.

@@ -28,7 +28,7 @@
 //
 // This package is the protocol: take, keep, release, standby, slots,
 // timings. The tables' contract (their columns, the checks and the
-// migrations) is package lease/schema; the questions an operator asks
+// migrations) is package schema; the questions an operator asks
 // (status, history, freshness, metrics) are answered by package
-// lease/inspect, which only reads and needs no Store.
+// inspect, which only reads and needs no Store.
 package lease

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/redbite/leasewrap/lease/internal/pgerr"
-	"github.com/redbite/leasewrap/lease/schema"
+	"github.com/redbite/leasewrap/internal/pgerr"
+	"github.com/redbite/leasewrap/schema"
 )
 
 // Outcomes of a run, as the history records them. The list may grow;

@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/redbite/leasewrap/inspect"
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 // olderHistory makes a lease table in a schema of its own whose history

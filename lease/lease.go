@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
-	"github.com/redbite/leasewrap/lease/internal/pgerr"
+	"github.com/redbite/leasewrap/internal/pgerr"
 )
 
 // maxSleep bounds every wait of the keeper, so that a timer that stood still

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/redbite/leasewrap/internal/pgtest"
-	"github.com/redbite/leasewrap/lease/schema"
+	"github.com/redbite/leasewrap/schema"
 )
 
 // A look reads a row's times bare and works out its state and time left in

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/redbite/leasewrap/lease/schema"
+	"github.com/redbite/leasewrap/schema"
 )
 
 // The table contract lives in package schema; what a Store's methods return

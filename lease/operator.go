@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/redbite/leasewrap/lease/internal/pgerr"
-	"github.com/redbite/leasewrap/lease/schema"
+	"github.com/redbite/leasewrap/internal/pgerr"
+	"github.com/redbite/leasewrap/schema"
 )
 
 // State is how a lease stands, as HeldError and inspect.Reader.Status

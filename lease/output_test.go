@@ -4,9 +4,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/redbite/leasewrap/inspect"
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 // The output a run kept is written with its row by each statement that

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/redbite/leasewrap/lease/internal/pgerr"
+	"github.com/redbite/leasewrap/internal/pgerr"
 )
 
 // OutcomePaused: a scheduled time that came due while the job was paused.

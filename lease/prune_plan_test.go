@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/redbite/leasewrap/internal/pgtest"
-	"github.com/redbite/leasewrap/lease/schema"
+	"github.com/redbite/leasewrap/schema"
 )
 
 // A release prunes its own job's old runs through the (job_name,

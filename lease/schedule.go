@@ -9,9 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/redbite/leasewrap/lease/internal/pgerr"
-	"github.com/redbite/leasewrap/lease/schema"
+	"github.com/redbite/leasewrap/internal/pgerr"
 	"github.com/redbite/leasewrap/schedule"
+	"github.com/redbite/leasewrap/schema"
 )
 
 // Outcomes of a claim that are not history outcomes.

@@ -1,7 +1,7 @@
 package lease
 
 import (
-	"github.com/redbite/leasewrap/lease/schema"
+	"github.com/redbite/leasewrap/schema"
 )
 
 // The statements of scheduled runs. A scheduled time is accounted for by

@@ -17,7 +17,7 @@ import (
 
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/lease"
-	schemapkg "github.com/redbite/leasewrap/lease/schema"
+	schemapkg "github.com/redbite/leasewrap/schema"
 )
 
 // Each schema test works in a schema of its own, so that "nothing altered"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redbite/leasewrap/lease/internal/pgerr"
+	"github.com/redbite/leasewrap/internal/pgerr"
 )
 
 // MaxSlots is the largest --slots a job may have.

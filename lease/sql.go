@@ -1,6 +1,6 @@
 package lease
 
-import "github.com/redbite/leasewrap/lease/schema"
+import "github.com/redbite/leasewrap/schema"
 
 // Every statement of the protocol is one constant (or, for the takes, one
 // variable built once) below and in schedule_sql.go, trigger.go and

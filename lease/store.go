@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/rs/zerolog"
 
-	"github.com/redbite/leasewrap/lease/internal/pgerr"
-	"github.com/redbite/leasewrap/lease/schema"
+	"github.com/redbite/leasewrap/internal/pgerr"
+	"github.com/redbite/leasewrap/schema"
 )
 
 // DB is the part of *pgxpool.Pool and *pgx.Conn a Store uses. A pool is the

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/redbite/leasewrap/lease/internal/pgerr"
-	"github.com/redbite/leasewrap/lease/schema"
+	"github.com/redbite/leasewrap/internal/pgerr"
+	"github.com/redbite/leasewrap/schema"
 )
 
 // ClaimRequested is the outcome of a claim that asks the job's schedulers

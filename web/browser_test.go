@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/schema"
+	"github.com/redbite/leasewrap/schema"
 	"github.com/redbite/leasewrap/web"
 )
 

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/redbite/leasewrap/lease/inspect"
+	"github.com/redbite/leasewrap/inspect"
 )
 
 // barRuns is how many of a job's newest runs /'s bar shows.

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redbite/leasewrap/internal/timeline"
+	"github.com/redbite/leasewrap/inspect"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/inspect"
+	"github.com/redbite/leasewrap/timeline"
 )
 
 // jobPage is what /jobs/NAME shows.

@@ -1,8 +1,8 @@
 package web
 
 import (
+	"github.com/redbite/leasewrap/inspect"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 // Kinds of run, as the pages colour them. Each is a CSS class (k-NAME) and

@@ -4,8 +4,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/redbite/leasewrap/inspect"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/inspect"
 	"github.com/redbite/leasewrap/schedule"
 )
 

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/redbite/leasewrap/internal/timeline"
-	"github.com/redbite/leasewrap/lease/inspect"
+	"github.com/redbite/leasewrap/inspect"
+	"github.com/redbite/leasewrap/timeline"
 )
 
 // The timeline's geometry, in the SVG's own units: the browser scales the

@@ -19,8 +19,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/redbite/leasewrap/inspect"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 // Source is what the pages are read from (*inspect.Reader has it): the

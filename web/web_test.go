@@ -15,11 +15,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/redbite/leasewrap/inspect"
 	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/inspect"
-	"github.com/redbite/leasewrap/lease/schema"
 	"github.com/redbite/leasewrap/schedule"
+	"github.com/redbite/leasewrap/schema"
 	"github.com/redbite/leasewrap/web"
 )
 

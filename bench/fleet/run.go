@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/schema"
+	"github.com/redbite/leasewrap/schema"
 )
 
 // settle is how long the fleet runs after every job has a leader and

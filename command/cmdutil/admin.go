@@ -8,9 +8,9 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/redbite/leasewrap/inspect"
 	"github.com/redbite/leasewrap/internal/redact"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 // Admin is what the subcommands that read or change the tables work with.

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/redbite/leasewrap/inspect"
 	"github.com/redbite/leasewrap/internal/timefmt"
-	"github.com/redbite/leasewrap/lease/inspect"
 	"github.com/redbite/leasewrap/monitor"
 	"github.com/redbite/leasewrap/schedule"
 )

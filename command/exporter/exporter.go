@@ -14,7 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/redbite/leasewrap/command/cmdutil"
-	"github.com/redbite/leasewrap/lease/inspect"
+	"github.com/redbite/leasewrap/inspect"
 	"github.com/redbite/leasewrap/monitor"
 	"github.com/redbite/leasewrap/web"
 )

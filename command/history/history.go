@@ -15,11 +15,11 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/redbite/leasewrap/command/cmdutil"
+	"github.com/redbite/leasewrap/inspect"
 	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/internal/timefmt"
-	"github.com/redbite/leasewrap/internal/timeline"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/inspect"
+	"github.com/redbite/leasewrap/timeline"
 )
 
 // defaultHistoryLimit is how many runs history shows unless told.

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redbite/leasewrap/inspect"
 	"github.com/redbite/leasewrap/internal/golden"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 // The timeline of a fixed set of runs: two holders of a one-slot job with

@@ -10,9 +10,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/redbite/leasewrap/command/cmdutil"
+	"github.com/redbite/leasewrap/inspect"
 	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 // Command is the release subcommand.

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/redbite/leasewrap/command/cmdutil"
+	"github.com/redbite/leasewrap/inspect"
 	"github.com/redbite/leasewrap/internal/golden"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 func TestStatusTableEscapesTerminalControls(t *testing.T) {

@@ -16,9 +16,9 @@ import (
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/internal/redact"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/schema"
 	"github.com/redbite/leasewrap/monitor"
 	"github.com/redbite/leasewrap/schedule"
+	"github.com/redbite/leasewrap/schema"
 )
 
 // testTable is a lease table of the test's own.

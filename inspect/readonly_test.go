@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/redbite/leasewrap/inspect"
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 // A Reader cannot write: what it asks of the database is queries only, and

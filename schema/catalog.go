@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/redbite/leasewrap/lease/internal/pgerr"
+	"github.com/redbite/leasewrap/internal/pgerr"
 )
 
 // Queryer is what reading the catalog needs: *pgxpool.Pool, *pgx.Conn and

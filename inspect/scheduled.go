@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redbite/leasewrap/internal/pgerr"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/internal/pgerr"
 )
 
 // Account is how one scheduled time of a job is accounted for.

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redbite/leasewrap/inspect"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 var at = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)

@@ -7,10 +7,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/redbite/leasewrap/internal/pgerr"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/internal/pgerr"
-	"github.com/redbite/leasewrap/lease/schema"
 	"github.com/redbite/leasewrap/schedule"
+	"github.com/redbite/leasewrap/schema"
 )
 
 // JobSummary is one job as a monitoring system sees it: its lease rows now

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/redbite/leasewrap/lease/internal/pgerr"
+	"github.com/redbite/leasewrap/internal/pgerr"
 )
 
 // RequestedOutcome is the outcome of a claim that asks the job's

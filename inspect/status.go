@@ -7,9 +7,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/redbite/leasewrap/internal/pgerr"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/internal/pgerr"
-	"github.com/redbite/leasewrap/lease/schema"
+	"github.com/redbite/leasewrap/schema"
 )
 
 // JobStatus is one job's lease row as an operator reads it. Times come from

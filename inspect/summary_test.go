@@ -10,7 +10,7 @@ import (
 
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/schema"
+	"github.com/redbite/leasewrap/schema"
 )
 
 // The summary reads each job's newest run and newest success from the

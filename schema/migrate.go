@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/redbite/leasewrap/lease/internal/pgerr"
+	"github.com/redbite/leasewrap/internal/pgerr"
 )
 
 // DB is what Migrate needs: *pgxpool.Pool and *pgx.Conn have it.

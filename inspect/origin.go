@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/redbite/leasewrap/internal/pgerr"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/internal/pgerr"
 	"github.com/redbite/leasewrap/schedule"
 )
 

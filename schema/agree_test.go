@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/redbite/leasewrap/internal/pgtest"
-	"github.com/redbite/leasewrap/lease/schema"
+	"github.com/redbite/leasewrap/schema"
 )
 
 // The catalog check (Read) and the shape check a first take sends in front

@@ -10,8 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/redbite/leasewrap/inspect"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/lease/inspect"
 )
 
 // Window is the period a timeline draws, From to To.
