@@ -2,6 +2,7 @@ package command
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,7 +34,8 @@ func runBare(t *testing.T, env []string, args ...string) (int, string) {
 	if ctx.Err() != nil {
 		t.Fatalf("leasewrap %q still running after 20s", args)
 	}
-	if exit, ok := err.(*exec.ExitError); ok {
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
 		return exit.ExitCode(), string(out)
 	}
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 
 // hostilePasswords are passwords that a substring replacement on the whole
 // log line turns into broken JSON, or leaves in the output.
-var hostilePasswords = []string{"1", "level", `"`, `\`, "xxxxx", "x", "pässwörd‮", "a\nb"}
+var hostilePasswords = []string{"1", "level", `"`, `\`, "xxxxx", "x", "pässwörd\u202e", "a\nb"}
 
 // passwordURL is the test database's URL with password and database name
 // (the server echoes a database name it does not know).
@@ -100,7 +100,7 @@ func TestRedactedJSONLogsStayJSON(t *testing.T) {
 func TestRedactedConsoleLogs(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	for _, pw := range []string{"level", "pässwörd‮", "INF"} {
+	for _, pw := range []string{"level", "pässwörd\u202e", "INF"} {
 		t.Run(pw, func(t *testing.T) {
 			cfg := d.pool.Config().ConnConfig
 			ok := lw(t, nil, "--database-url", passwordURL(d, pw, cfg.Database), "--table", d.table,

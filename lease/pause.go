@@ -10,7 +10,8 @@ import (
 	"github.com/redbite/leasewrap/internal/pgerr"
 )
 
-// OutcomePaused: a scheduled time that came due while the job was paused.
+// OutcomePaused is the outcome of a scheduled time that came due while the
+// job was paused.
 const OutcomePaused = "paused"
 
 // NotRun reports whether a history outcome is that of a scheduled time

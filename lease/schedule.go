@@ -178,23 +178,16 @@ func (s *Store) TakeScheduled(ctx context.Context, job, spec string, at time.Tim
 	}
 	t0 := s.cfg.clock.Now()
 	var (
-		c                              Claim
-		taken                          bool
-		token                          int64
-		holder, state, recorded, claim *string
-		by                             *string
-		expiresMicros                  *int64
-		latest                         *time.Time
-		slots                          int
+		c   Claim
+		row scheduledRow
 	)
 	args := []any{job, s.cfg.holder, s.cfg.TTL.Microseconds(), at, spec, skipHeld}
-	dest := []any{&taken, &token, &holder, &expiresMicros, &state, &slots, &recorded, &claim, &by, &c.Now, &latest}
 	sql := s.sql.sched
 	query := sql.take
 	if s.hist() != nil {
 		query = sql.takeRecording
 	}
-	err = s.queryTake(ctx, db, query, sql.take, args, dest, s.claimConflict)
+	err = s.queryTake(ctx, db, query, sql.take, args, row.dest(&c), s.claimConflict)
 	if s.claimConflict(err) {
 		// A claim committed after the statement's snapshot: the time was
 		// accounted for elsewhere, and the take was rolled back with it.
@@ -207,29 +200,52 @@ func (s *Store) TakeScheduled(ctx context.Context, job, spec string, at time.Tim
 		return Claim{}, err
 	}
 	s.cfg.observer.Contacted()
-	if latest != nil {
-		c.Latest = *latest
+	if row.latest != nil {
+		c.Latest = *row.latest
 	}
+	if !row.taken {
+		return row.undecided(c, job, spec, s.table.Sanitize())
+	}
+	c.Lease, err = s.scheduledLease(ctx, db, job, row.token, at, t0, budget)
+	if c.Lease == nil {
+		return Claim{}, err
+	}
+	return c, err
+}
+
+// scheduledRow is the answer of a scheduler's take, in its columns' order.
+type scheduledRow struct {
+	taken                          bool
+	token                          int64
+	holder, state, recorded, claim *string
+	by                             *string
+	expiresMicros                  *int64
+	latest                         *time.Time
+	slots                          int
+}
+
+// dest is where the take's columns are read to; its now goes to c.
+func (r *scheduledRow) dest(c *Claim) []any {
+	return []any{&r.taken, &r.token, &r.holder, &r.expiresMicros, &r.state, &r.slots, &r.recorded, &r.claim, &r.by, &c.Now, &r.latest}
+}
+
+// undecided is the claim of a take that took no lease: the time claimed
+// already, a schedule or slots that differ from the job's (an error), the
+// lease held, or nothing decided yet.
+func (r *scheduledRow) undecided(c Claim, job, spec, table string) (Claim, error) {
 	switch {
-	case taken:
-		c.Lease, err = s.scheduledLease(ctx, db, job, token, at, t0, budget)
-		if c.Lease == nil {
-			return Claim{}, err
+	case r.claim != nil:
+		c.Outcome = *r.claim
+		if r.by != nil {
+			c.By = *r.by
 		}
-		return c, err
-	case claim != nil:
-		c.Outcome = *claim
-		if by != nil {
-			c.By = *by
-		}
-		return c, nil
-	case recorded != nil && *recorded != spec:
-		return c, &ScheduleError{Job: job, Want: spec, Found: *recorded}
-	case slots != 1:
-		return c, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: 1, Found: slots}
-	case holder != nil && expiresMicros != nil && *expiresMicros > 0:
-		c.Held = &HeldError{Job: job, Holder: *holder, Token: token, State: State(*state),
-			ExpiresIn: time.Duration(*expiresMicros) * time.Microsecond}
+	case r.recorded != nil && *r.recorded != spec:
+		return c, &ScheduleError{Job: job, Want: spec, Found: *r.recorded}
+	case r.slots != 1:
+		return c, &SlotsError{Job: job, Table: table, Want: 1, Found: r.slots}
+	case r.holder != nil && r.expiresMicros != nil && *r.expiresMicros > 0:
+		c.Held = &HeldError{Job: job, Holder: *r.holder, Token: r.token, State: State(*r.state),
+			ExpiresIn: time.Duration(*r.expiresMicros) * time.Microsecond}
 	}
 	// Not due yet, held at a late time, or a take another instance made
 	// after the snapshot: undecided.

@@ -30,10 +30,10 @@ type SlotsError struct {
 }
 
 func (e *SlotsError) Error() string {
-	switch {
-	case e.Found == 0:
+	switch e.Found {
+	case 0:
 		return fmt.Sprintf("job %q with %d slots would use lease row %q, which belongs to another job: rename one of the two jobs", e.Job, e.Want, e.Row)
-	case e.Found == 1:
+	case 1:
 		return fmt.Sprintf("job %q is held by an instance with one slot, this one has %d: start every instance of it with the same --slots "+
 			"(a job with one slot may move to more while no instance holds it)", e.Job, e.Want)
 	}

@@ -98,7 +98,7 @@ func New(db DB, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	cfg.Timings = TimingsFor(cfg.ttl, cfg.timings)
-	if err := cfg.Timings.Check(); err != nil {
+	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
 	if cfg.holdFor < 0 {
@@ -454,16 +454,7 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 			wait, recheck = 0, false
 		}
 		if held != nil {
-			switch {
-			case held.Paused != nil && lastHolder != pausedBy+held.Paused.By:
-				s.log.Info().Str("job", job).Str("paused_by", held.Paused.By).Str("reason", held.Paused.Reason).
-					Msg("standing by: the job is paused")
-				lastHolder = pausedBy + held.Paused.By
-			case held.Paused == nil && held.Holder != lastHolder:
-				s.log.Info().Str("job", job).Str("current_holder", held.Holder).
-					Stringer("expires_in", held.ExpiresIn.Round(time.Millisecond)).Msg("standing by: lease held by another instance")
-				lastHolder = held.Holder
-			}
+			lastHolder = s.sayStandingBy(job, held, lastHolder)
 			// Try again just after the expiry it observed, if that comes first.
 			wait = min(wait, held.ExpiresIn+time.Millisecond)
 		}
@@ -492,4 +483,20 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 			s.logFailure(err, job, &lastFailure)
 		}
 	}
+}
+
+// sayStandingBy logs why a standby waits when that changed since last
+// (the holder, or who paused the job), and returns what it said it for.
+func (s *Store) sayStandingBy(job string, held *HeldError, last string) string {
+	switch {
+	case held.Paused != nil && last != pausedBy+held.Paused.By:
+		s.log.Info().Str("job", job).Str("paused_by", held.Paused.By).Str("reason", held.Paused.Reason).
+			Msg("standing by: the job is paused")
+		return pausedBy + held.Paused.By
+	case held.Paused == nil && held.Holder != last:
+		s.log.Info().Str("job", job).Str("current_holder", held.Holder).
+			Stringer("expires_in", held.ExpiresIn.Round(time.Millisecond)).Msg("standing by: lease held by another instance")
+		return held.Holder
+	}
+	return last
 }

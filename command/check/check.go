@@ -36,7 +36,7 @@ func Command() *cli.Command {
 		// A monitoring system reads UNKNOWN (3) and one line on stdout, for
 		// a bad flag too.
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
-			return unknown(c, "", fmt.Errorf("%v (see leasewrap check --help)", err))
+			return unknown(c, "", fmt.Errorf("%w (see leasewrap check --help)", err))
 		},
 		Action: checkAction,
 	}

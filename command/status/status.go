@@ -143,24 +143,7 @@ func printStatusTable(w io.Writer, jobs []inspect.JobStatus, v cmdutil.Verdicts)
 	}
 	fmt.Fprintln(tw)
 	for _, j := range jobs {
-		expires, start, duration, exit, by := "-", "-", "-", "-", "-"
-		if j.Live() {
-			expires = j.ExpiresIn.Round(100 * time.Millisecond).String()
-		}
-		if j.LastStarted != nil {
-			start = timefmt.Stamp(*j.LastStarted)
-		}
-		if d, ok := lastDuration(j); ok {
-			duration = d.String()
-		} else if j.LastStarted != nil && j.Live() {
-			duration = "running"
-		}
-		if j.LastExitCode != nil {
-			exit = strconv.Itoa(*j.LastExitCode)
-		}
-		if j.LastHolder != nil {
-			by = *j.LastHolder
-		}
+		expires, start, duration, exit, by := lastRunCells(j)
 		fmt.Fprintf(tw, "%s\t", escape.Printable(j.Job))
 		if slotted {
 			fmt.Fprintf(tw, "%d/%d\t", max(j.Slot, 1), max(j.Slots, 1))
@@ -191,6 +174,30 @@ func printStatusTable(w io.Writer, jobs []inspect.JobStatus, v cmdutil.Verdicts)
 		}
 	}
 	return nil
+}
+
+// lastRunCells are a job's EXPIRES IN, LAST START, DURATION, EXIT and BY
+// cells of the status table, "-" for what it does not have.
+func lastRunCells(j inspect.JobStatus) (expires, start, duration, exit, by string) {
+	expires, start, duration, exit, by = "-", "-", "-", "-", "-"
+	if j.Live() {
+		expires = j.ExpiresIn.Round(100 * time.Millisecond).String()
+	}
+	if j.LastStarted != nil {
+		start = timefmt.Stamp(*j.LastStarted)
+	}
+	if d, ok := lastDuration(j); ok {
+		duration = d.String()
+	} else if j.LastStarted != nil && j.Live() {
+		duration = "running"
+	}
+	if j.LastExitCode != nil {
+		exit = strconv.Itoa(*j.LastExitCode)
+	}
+	if j.LastHolder != nil {
+		by = *j.LastHolder
+	}
+	return expires, start, duration, exit, by
 }
 
 // lastDuration is how long the last finished run took.

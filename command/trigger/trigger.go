@@ -53,23 +53,31 @@ func Command() *cli.Command {
 	}
 }
 
-func triggerAction(c *cli.Context) error {
+// triggerSettings reads trigger's job, its --id (the host's default holder
+// when unset) and how long it waits for a scheduler to take the request.
+func triggerSettings(c *cli.Context) (job, id string, within time.Duration, err error) {
 	s := cmdutil.NewSettings(c)
-	job, err := cmdutil.RequireJob(s)
-	if err != nil {
-		return err
+	if job, err = cmdutil.RequireJob(s); err != nil {
+		return "", "", 0, err
 	}
-	id := c.String("id")
+	id = c.String("id")
 	if id == "" {
 		id = lease.DefaultHolder()
 	} else if err := lease.CheckHolder(id); err != nil {
-		return cmdutil.Usagef("invalid %s: %v", s.Source("id"), err)
+		return "", "", 0, cmdutil.Usagef("invalid %s: %v", s.Source("id"), err)
 	}
 	timings, _, err := cmdutil.ParseTimings(s)
 	if err != nil {
+		return "", "", 0, err
+	}
+	return job, id, max(3*timings.RetryInterval, minTriggerWait), nil
+}
+
+func triggerAction(c *cli.Context) error {
+	job, id, within, err := triggerSettings(c)
+	if err != nil {
 		return err
 	}
-	within := max(3*timings.RetryInterval, minTriggerWait)
 	a, err := cmdutil.OpenAdmin(c)
 	if err != nil {
 		return err

@@ -59,7 +59,7 @@ func (sc *scheduler) manual(ctx context.Context, wait time.Duration) (time.Durat
 		// its release (announced) or its expiry.
 		sc.log.Debug().Time("requested_at", r.At).Str("current_holder", r.Held.Holder).Msg("a requested run waits: the lease is held")
 		sc.requests.Again()
-		return min(wait, max(r.Held.ExpiresIn, retry)), nil
+		return min(wait, max(r.Held.ExpiresIn, retry)), nil //nolint:nilerr // a held lease is no failure: the request waits
 	}
 	// Taken elsewhere meanwhile: look again.
 	sc.requests.Again()

@@ -428,7 +428,7 @@ func (sc *scheduler) take(ctx context.Context, at time.Time, latest bool) (wait 
 		// Look again when the lease would expire (at least the retry
 		// interval on), or at the next time if that comes first.
 		next := max(o.sched.Next(sc.clock.now()).Sub(sc.clock.now()), time.Millisecond)
-		return min(next, max(c.Held.ExpiresIn, o.timings.RetryInterval)), false, nil
+		return min(next, max(c.Held.ExpiresIn, o.timings.RetryInterval)), false, nil //nolint:nilerr // a held lease is no failure: the time waits
 	}
 	// Another instance took the lease after the statement's snapshot: ask
 	// again, now that its take has committed.

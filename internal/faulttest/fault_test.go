@@ -2,6 +2,7 @@ package faulttest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"syscall"
@@ -241,7 +242,7 @@ WHERE job_name = 'work' AND expires_at > now() AND renewed_at > $1`, back).Scan(
 		if err == nil {
 			return holder
 		}
-		if err != pgx.ErrNoRows {
+		if !errors.Is(err, pgx.ErrNoRows) {
 			t.Fatal(err)
 		}
 		if !stall.Within(start, ttl+retry+slack) {

@@ -129,7 +129,7 @@ func (c *PatroniCluster) startEtcd(t testing.TB) string {
 	poll(t, "etcd answering on "+client, func() (bool, error) {
 		resp, err := http.Get("http://" + client + "/health")
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // not answering yet: poll again
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, nil

@@ -237,5 +237,5 @@ func (node *PatroniNode) rest(t testing.TB, method, path string, body []byte) (i
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, fmt.Sprintf("%s", bytes.TrimSpace(b))
+	return resp.StatusCode, string(bytes.TrimSpace(b))
 }
