@@ -19,7 +19,6 @@ import (
 
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
-	"github.com/redbite/leasewrap/internal/stall"
 	"github.com/redbite/leasewrap/internal/testchild"
 	"github.com/redbite/leasewrap/lease"
 )
@@ -284,7 +283,7 @@ func (r *replicated) waitUnconfirmedTake(old lwtest.Interval) int64 {
 	t.Helper()
 	conn := r.pair.Conn(t)
 	defer conn.Close(context.Background())
-	start := time.Now()
+	window := r.window()
 	for {
 		var token int64
 		err := conn.QueryRow(context.Background(), `SELECT fencing_token FROM `+failoverTable+`
@@ -295,8 +294,8 @@ WHERE job_name = 'work' AND released_at IS NULL AND expires_at > now()`).Scan(&t
 		if err == nil && token > old.Token {
 			return token
 		}
-		if !stall.Within(start, retry+slack) {
-			t.Fatalf("no standby took the lease on the primary within %s of the release (+%s stalled)", retry+slack, stall.Since(start))
+		if !window.Within(retry + slack) {
+			t.Fatalf("no standby took the lease on the primary within %s of the release (+%s stalled)", retry+slack, window.Stalled())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -310,7 +309,7 @@ func (r *replicated) waitLeader(promoted time.Time, within time.Duration) (lwtes
 	t.Helper()
 	conn := r.pair.Conn(t)
 	defer conn.Close(context.Background())
-	start := time.Now()
+	window := r.window()
 	for {
 		var holder string
 		var token int64
@@ -325,9 +324,9 @@ WHERE job_name = 'work' AND renewed_at >= $1 AND expires_at > now()`, promoted).
 		case !errors.Is(err, pgx.ErrNoRows):
 			t.Fatal(err)
 		}
-		if !stall.Within(start, within) {
+		if !window.Within(within) {
 			t.Fatalf("no holder renewed or took the lease on the new primary within %s of the promotion (+%s stalled)",
-				within, stall.Since(start))
+				within, window.Stalled())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

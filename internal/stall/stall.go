@@ -3,6 +3,10 @@
 package stall
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -75,3 +79,68 @@ func Since(t time.Time) time.Duration {
 func Within(start time.Time, d time.Duration) bool {
 	return time.Since(start) <= d+Since(start)
 }
+
+// Another process's timers fire late by more than this process's do when
+// it needs more of a core per wake-up (a race-enabled wrapper querying the
+// database, where the meter above only sleeps): the kernel's accounting
+// of its run-queue waits measures that directly, where this process's
+// stalls would understate it.
+
+// Waited is how long the threads of process pid have waited, in all, on a
+// run queue for a core (the second field of /proc/<pid>/task/*/schedstat).
+// Subtract an earlier reading for a window; a process that is gone, or a
+// kernel without schedstat, reads as zero.
+func Waited(pid int) time.Duration {
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/schedstat")
+	var sum time.Duration
+	for _, path := range tasks {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue // the thread ended
+		}
+		if f := strings.Fields(string(b)); len(f) >= 2 {
+			ns, _ := strconv.ParseInt(f[1], 10, 64)
+			sum += time.Duration(ns)
+		}
+	}
+	return sum
+}
+
+// A Window is the stalls of this process (Since) and of some others
+// (Waited) from when it was opened: the slack a bound on events that
+// involve those processes may add.
+type Window struct {
+	start  time.Time
+	waited map[int]time.Duration
+}
+
+// Open starts a window at now over this process and the processes pids.
+func Open(pids ...int) *Window {
+	w := &Window{start: time.Now(), waited: map[int]time.Duration{}}
+	for _, pid := range pids {
+		w.waited[pid] = Waited(pid)
+	}
+	return w
+}
+
+// Start is when the window opened.
+func (w *Window) Start() time.Time { return w.start }
+
+// Stalled is this process's stalls since the window opened plus the most
+// any of its other processes waited for a core meanwhile. A thread that
+// ended takes its waits with it, so a process's share is never below zero.
+func (w *Window) Stalled() time.Duration {
+	var most time.Duration
+	for pid, before := range w.waited {
+		most = max(most, Waited(pid)-before)
+	}
+	return Since(w.start) + most
+}
+
+// Allows reports whether took, a span inside the window, keeps bound once
+// the window's stalls are added to it.
+func (w *Window) Allows(took, bound time.Duration) bool { return took <= bound+w.Stalled() }
+
+// Within reports whether less than d has passed since the window opened,
+// once its stalls are taken out: the deadline of a wait.
+func (w *Window) Within(d time.Duration) bool { return w.Allows(time.Since(w.start), d) }
