@@ -11,6 +11,7 @@ import (
 
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/internal/stall"
 )
 
 // get fetches path from a wrapper's HTTP address and returns status and body.
@@ -115,7 +116,7 @@ func TestHealthLeaderAndMetrics(t *testing.T) {
 // waitMetrics polls /metrics until it shows every one of want.
 func waitMetrics(t *testing.T, addr string, want ...string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	window := stall.Open()
 	for {
 		_, m := get(t, addr, "/metrics")
 		missing := ""
@@ -128,8 +129,8 @@ func waitMetrics(t *testing.T, addr string, want ...string) {
 		if missing == "" {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics never showed %s:\n%s", missing, m)
+		if !window.Within(10 * time.Second) {
+			t.Fatalf("metrics never showed %s (10s, +%s stalled):\n%s", missing, window.Stalled(), m)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

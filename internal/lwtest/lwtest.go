@@ -120,13 +120,14 @@ func Start(t testing.TB, binary string, env []string, args ...string) *Proc {
 // pollEvery is how often a wait looks again.
 const pollEvery = 10 * time.Millisecond
 
-// window opens a stall window over this process and leasewrap.
-func (p *Proc) window() *stall.Window { return stall.Open(p.Cmd.Process.Pid) }
+// Window opens a stall window over this process and leasewrap: a bound on
+// leasewrap's timers adds what the window measured (Window.Allows).
+func (p *Proc) Window() *stall.Window { return stall.Open(p.Cmd.Process.Pid) }
 
 // Wait returns leasewrap's exit status, failing the test after timeout.
 func (p *Proc) Wait(t testing.TB, timeout time.Duration) int {
 	t.Helper()
-	window := p.window()
+	window := p.Window()
 	for {
 		select {
 		case <-p.Exited:
@@ -142,7 +143,7 @@ func (p *Proc) Wait(t testing.TB, timeout time.Duration) int {
 // Expect waits for the child to print want.
 func (p *Proc) Expect(t testing.TB, want string) {
 	t.Helper()
-	expectLine(t, p.Lines, want, p.window(), 15*time.Second)
+	expectLine(t, p.Lines, want, p.Window(), 15*time.Second)
 }
 
 // ExpectLine reads lines until one is want, failing the test if they end or
@@ -193,7 +194,7 @@ func (p *Proc) LogEntries(t testing.TB) []map[string]any {
 func (p *Proc) WaitLog(t testing.TB, message string) map[string]any {
 	t.Helper()
 	const timeout = 15 * time.Second
-	window := p.window()
+	window := p.Window()
 	for {
 		select {
 		case <-p.Exited:

@@ -127,14 +127,17 @@ func Open(pids ...int) *Window {
 func (w *Window) Start() time.Time { return w.start }
 
 // Stalled is this process's stalls since the window opened plus the most
-// any of its other processes waited for a core meanwhile. A thread that
-// ended takes its waits with it, so a process's share is never below zero.
+// any of its other processes waited for a core meanwhile. A process's
+// threads may wait at once, and their waits add up: its share is capped at
+// how long the window has lasted, which it cannot have been kept waiting
+// beyond. A thread that ended takes its waits with it, so a share is never
+// below zero.
 func (w *Window) Stalled() time.Duration {
 	var most time.Duration
 	for pid, before := range w.waited {
 		most = max(most, Waited(pid)-before)
 	}
-	return Since(w.start) + most
+	return Since(w.start) + min(most, time.Since(w.start))
 }
 
 // Allows reports whether took, a span inside the window, keeps bound once
