@@ -56,8 +56,11 @@ func TestHealthLeaderAndMetrics(t *testing.T) {
 
 	leader := lw(t, []string{child("ignore-term ready block")}, d.args("--job", "j", "--id", "leader", "--http-addr", "127.0.0.1:0", "--", self())...)
 	leader.Expect(t, "ready")
-	// The standby's TTL is short, for its health to go stale quickly below.
-	standby := lw(t, []string{child("ready")}, d.expiringArgs("--database-url", viaProxy, "--job", "j", "--wait", "--http-addr", "127.0.0.1:0", "--", self())...)
+	// The standby's TTL is short, for its health to go stale quickly below,
+	// but not 2s: that leaves its first take 1.4s to answer, twice, which a
+	// loaded machine can miss, and a --wait whose first take fails exits
+	// 69. 4s leaves it 3.3s.
+	standby := lw(t, []string{child("ready")}, d.argsTTL("4s", "--database-url", viaProxy, "--job", "j", "--wait", "--http-addr", "127.0.0.1:0", "--", self())...)
 	standby.WaitLog(t, "standing by: lease held by another instance")
 	leaderAddr, standbyAddr := httpAddr(t, leader), httpAddr(t, standby)
 
@@ -90,7 +93,7 @@ func TestHealthLeaderAndMetrics(t *testing.T) {
 	waitMetrics(t, standbyAddr, `leasewrap_is_leader{lease="j"} 0`)
 
 	// A standby cut off from the database is unhealthy once its last
-	// contact is older than the TTL (2s).
+	// contact is older than the TTL (4s).
 	proxy.Blackhole()
 	waitStatus(t, standbyAddr, "/healthz", 503)
 	proxy.Restore()

@@ -160,7 +160,7 @@ func newReplicated(t *testing.T, pair *pgtest.Pair, extra ...string) *replicated
 		r.start(m)
 	}
 	for _, m := range r.members {
-		r.waitReady(m)
+		r.waitReady(m, r.start)
 	}
 	r.waitRun(0, 15*time.Second)
 	return r
@@ -371,7 +371,7 @@ func (r *replicated) replaceStopped(terminated *member, leader, acked lwtest.Int
 			t.Errorf("wrapper %s exited %d", m.id, code)
 		}
 		r.start(m)
-		r.waitReady(m)
+		r.waitReady(m, r.start)
 	}
 }
 

@@ -89,7 +89,7 @@ func newSlotsCluster(t *testing.T, addr, user, dbName, table string, n, slots in
 		c.start(m)
 	}
 	for _, m := range c.members {
-		c.waitReady(m)
+		c.waitReady(m, c.start)
 	}
 	return c
 }
@@ -227,26 +227,46 @@ func (c *cluster) expectExit(m *member, want int) {
 		c.t.Errorf("wrapper %s exited %d, want %d", m.id, got, want)
 	}
 	c.start(m)
-	c.waitReady(m)
+	c.waitReady(m, c.start)
 }
 
-// waitReady waits until m's wrapper has been in touch with the database: a
-// wrapper whose very first attempt fails exits 69 by design, and faults
-// are meant for wrappers that are up.
-func (c *cluster) waitReady(m *member) {
+// waitReady waits until m's wrapper has been in touch with the database.
+// A --wait whose very first attempt fails exits 69 by design (a wrong
+// address must not look like a long wait); on a busy machine that attempt
+// can time out (connect_timeout=1), and faults are meant for wrappers
+// that are up: such a wrapper is started again with start (each kind of
+// cluster starts its wrappers its own way).
+func (c *cluster) waitReady(m *member, start func(*member)) {
 	c.t.Helper()
 	window := c.window()
-	for {
-		for _, e := range m.proc.LogEntries(c.t) {
-			if e["message"] == "standing by: lease held by another instance" || e["message"] == "acquired" {
+	for !c.ready(m) {
+		select {
+		case <-m.proc.Exited:
+			if c.ready(m) {
 				return
 			}
+			if m.proc.Code() != 69 {
+				c.t.Fatalf("wrapper %s exited %d before it stood by or acquired", m.id, m.proc.Code())
+			}
+			c.t.Logf("wrapper %s could not reach the database at its start (exit 69); starting it again", m.id)
+			start(m)
+		default:
 		}
 		if !window.Within(15 * time.Second) {
-			c.t.Fatalf("restarted wrapper %s neither stood by nor acquired within 15s (+%s stalled)", m.id, window.Stalled())
+			c.t.Fatalf("wrapper %s neither stood by nor acquired within 15s (+%s stalled)", m.id, window.Stalled())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// ready reports whether m's wrapper logged that it stood by or acquired.
+func (c *cluster) ready(m *member) bool {
+	for _, e := range m.proc.LogEntries(c.t) {
+		if e["message"] == "standing by: lease held by another instance" || e["message"] == "acquired" {
+			return true
+		}
+	}
+	return false
 }
 
 // stop ends every wrapper and waits until every child is gone.
