@@ -62,11 +62,12 @@ func (sc scenario) run(t *testing.T) {
 		// allowance.
 		next := c.waitRun(len(runs), sc.bound+slack+20*time.Second)
 		took := c.acquiredAt(next).Sub(f.window.Start())
-		if !f.window.Allows(took, sc.bound+slack) {
+		late, stalled := f.window.Late(took, sc.bound+slack)
+		if late {
 			t.Errorf("%s took the lease %s after the fault, want within %s (+%s slack, +%s the test and the wrappers waited for a core)",
-				next.Holder, took, sc.bound, slack, f.window.Stalled())
+				next.Holder, took, sc.bound, slack, stalled)
 		}
-		t.Logf("%s took the lease %s after the fault (%s stalled)", next.Holder, took.Round(time.Millisecond), f.window.Stalled().Round(time.Millisecond))
+		t.Logf("%s took the lease %s after the fault (%s stalled)", next.Holder, took.Round(time.Millisecond), stalled.Round(time.Millisecond))
 		rep.failovers = append(rep.failovers, time.Duration(next.Start-f.at))
 		sc.after(c, leader, old, next, f)
 		rep.trials++
@@ -103,8 +104,9 @@ func TestSlotHolderKilled(t *testing.T) {
 // the parent-death signal: within a second but for what this process and
 // the child waited for a core (the test sees the death by polling).
 func afterKill(c *cluster, m *member, old, next lwtest.Interval, f fault) {
-	if died := time.Duration(c.waitEnd(old, time.Second) - f.at); !f.window.Allows(died, time.Second) {
-		c.t.Errorf("child outlived its SIGKILLed wrapper by %s (+%s stalled)", died, f.window.Stalled())
+	died := time.Duration(c.waitEnd(old, time.Second) - f.at)
+	if late, stalled := f.window.Late(died, time.Second); late {
+		c.t.Errorf("child outlived its SIGKILLed wrapper by %s (+%s stalled)", died, stalled)
 	}
 	c.expectExit(m, 128+int(syscall.SIGKILL))
 }
@@ -124,8 +126,9 @@ func TestLeaderFrozen(t *testing.T) {
 			}
 			thawed, window := testchild.Monotonic(), c.window(old.Pid)
 			_ = m.proc.Cmd.Process.Signal(syscall.SIGCONT)
-			if took := time.Duration(c.waitEnd(old, 2*time.Second) - thawed); !window.Allows(took, 500*time.Millisecond) {
-				t.Errorf("thawed wrapper took %s to kill its child (+%s stalled)", took, window.Stalled())
+			took := time.Duration(c.waitEnd(old, 2*time.Second) - thawed)
+			if late, stalled := window.Late(took, 500*time.Millisecond); late {
+				t.Errorf("thawed wrapper took %s to kill its child (+%s stalled)", took, stalled)
 			}
 			if old.Token >= next.Token {
 				t.Errorf("frozen child's token %d is not older than the new leader's %d", old.Token, next.Token)

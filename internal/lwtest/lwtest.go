@@ -121,7 +121,7 @@ func Start(t testing.TB, binary string, env []string, args ...string) *Proc {
 const pollEvery = 10 * time.Millisecond
 
 // Window opens a stall window over this process and leasewrap: a bound on
-// leasewrap's timers adds what the window measured (Window.Allows).
+// leasewrap's timers adds what the window measured (Window.Late).
 func (p *Proc) Window() *stall.Window { return stall.Open(p.Cmd.Process.Pid) }
 
 // Wait returns leasewrap's exit status, failing the test after timeout.

@@ -63,13 +63,18 @@ func (m *stallMeter) run() {
 
 // Since is how much later than asked this process's timers fired,
 // in sum, since t: the time the machine kept it waiting for a core.
-func Since(t time.Time) time.Duration {
+func Since(t time.Time) time.Duration { return between(t, time.Now()) }
+
+// between is Since for the stalls that ended after from and by to.
+func between(from, to time.Time) time.Duration {
 	m := meter()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var sum time.Duration
-	for i := len(m.stalls) - 1; i >= 0 && m.stalls[i].at.After(t); i-- {
-		sum += m.stalls[i].late
+	for i := len(m.stalls) - 1; i >= 0 && m.stalls[i].at.After(from); i-- {
+		if !m.stalls[i].at.After(to) {
+			sum += m.stalls[i].late
+		}
 	}
 	return sum
 }
@@ -126,24 +131,33 @@ func Open(pids ...int) *Window {
 // Start is when the window opened.
 func (w *Window) Start() time.Time { return w.start }
 
-// Stalled is this process's stalls since the window opened plus the most
-// any of its other processes waited for a core meanwhile. A process's
-// threads may wait at once, and their waits add up: its share is capped at
-// how long the window has lasted, which it cannot have been kept waiting
-// beyond. A thread that ended takes its waits with it, so a share is never
-// below zero.
-func (w *Window) Stalled() time.Duration {
+// Stalled is StalledIn for the window so far.
+func (w *Window) Stalled() time.Duration { return w.StalledIn(time.Since(w.start)) }
+
+// StalledIn is the stalls in the first span of the window: this process's
+// (Since) plus the most any of its other processes waited for a core. The
+// kernel counts those waits only up to now, and a process's threads may
+// wait at once, their waits adding up: a process's share is capped at the
+// span, which it cannot have been kept waiting beyond. A thread that ended
+// takes its waits with it, so a share is never below zero.
+func (w *Window) StalledIn(span time.Duration) time.Duration {
 	var most time.Duration
 	for pid, before := range w.waited {
 		most = max(most, Waited(pid)-before)
 	}
-	return Since(w.start) + min(most, time.Since(w.start))
+	return between(w.start, w.start.Add(span)) + min(most, span)
 }
 
-// Allows reports whether took, a span inside the window, keeps bound once
-// the window's stalls are added to it.
-func (w *Window) Allows(took, bound time.Duration) bool { return took <= bound+w.Stalled() }
+// Late reports whether took, a span from the window's start, broke bound
+// once the stalls in that span are added to it, and what they were.
+func (w *Window) Late(took, bound time.Duration) (late bool, stalled time.Duration) {
+	stalled = w.StalledIn(took)
+	return took > bound+stalled, stalled
+}
 
 // Within reports whether less than d has passed since the window opened,
 // once its stalls are taken out: the deadline of a wait.
-func (w *Window) Within(d time.Duration) bool { return w.Allows(time.Since(w.start), d) }
+func (w *Window) Within(d time.Duration) bool {
+	late, _ := w.Late(time.Since(w.start), d)
+	return !late
+}
