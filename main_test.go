@@ -247,7 +247,10 @@ func TestStandbyTakesOverWithoutOverlap(t *testing.T) {
 			t.Parallel()
 			d := newDB(t)
 			history := filepath.Join(t.TempDir(), "history")
-			script := "record:" + history + " ready sleep:1500ms"
+			// The leader's child exits once the standby stands by, which
+			// on a busy machine can take longer than any fixed sleep.
+			done := filepath.Join(t.TempDir(), "done")
+			script := "record:" + history + " ready await:" + done
 			if how == "leader SIGKILLed" {
 				script = "record:" + history + " ready block"
 			}
@@ -257,6 +260,9 @@ func TestStandbyTakesOverWithoutOverlap(t *testing.T) {
 				d.args("--job", "j", "--id", "standby", "--wait", "--", self())...)
 			standby.WaitLog(t, "standing by: lease held by another instance")
 			window := standby.Window()
+			if err := os.WriteFile(done, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
 			if how == "leader SIGKILLed" {
 				leader.Cmd.Process.Kill()
 				runs := readHistory(t, history)

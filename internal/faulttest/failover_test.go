@@ -195,6 +195,7 @@ func (r *replicated) start(m *member) {
 		"--ttl", failoverTTL.String(), "--renew-interval", renew.String(), "--grace", grace.String(), "--retry-interval", retry.String()}
 	args = append(append(args, r.extra...), "--", lwtest.Self())
 	m.proc = lwtest.Start(r.t, binary, []string{lwtest.Child("trap record:" + r.history + " block")}, args...)
+	r.register(m)
 }
 
 // failover runs one trial of kind:

@@ -71,6 +71,9 @@ type cluster struct {
 
 	mu   sync.Mutex
 	dead map[int]int64 // child pid -> CLOCK_MONOTONIC ns when first seen gone
+
+	// procs is every wrapper started, by holder id, for their logs.
+	procs map[string]*lwtest.Proc
 }
 
 // newCluster starts n wrappers with --wait on a fresh table of the database
@@ -106,6 +109,15 @@ func (c *cluster) start(m *member) {
 	}
 	m.proc = lwtest.Start(c.t, binary, []string{lwtest.Child("trap record:" + c.history + " block")},
 		append(args, "--", lwtest.Self())...)
+	c.register(m)
+}
+
+// register keeps m's wrapper under its holder id, for checkDeadlines.
+func (c *cluster) register(m *member) {
+	if c.procs == nil {
+		c.procs = map[string]*lwtest.Proc{}
+	}
+	c.procs[m.id] = m.proc
 }
 
 // runs reads the history, watching each new child so that a killed one's
@@ -321,6 +333,9 @@ func (c *cluster) check(name string, rep *report, allowOverlap bool) {
 			}
 		}
 	}
+	if !allowOverlap {
+		c.checkDeadlines(runs)
+	}
 	var total time.Duration
 	for _, o := range rep.overlaps {
 		total += o
@@ -343,6 +358,39 @@ func (c *cluster) printTimeline() {
 		fmt.Println(line)
 	}
 	p.Wait(c.t, 10*time.Second)
+}
+
+// checkDeadlines verifies that every child whose wrapper lost its lease
+// ended before the lease's deadline by that wrapper's own clock: the
+// "lease lost" line's time plus the "remaining" it logged. Children killed
+// before they could record their end are not judged: only when the test
+// saw them gone is known, and that is late by as much as the test was. The
+// children's CLOCK_MONOTONIC is put on the wall clock the log lines use by
+// reading both now; the two do not drift apart within a scenario.
+func (c *cluster) checkDeadlines(runs []lwtest.Interval) {
+	c.t.Helper()
+	wallOfMonotonic := time.Now().Add(-time.Duration(testchild.Monotonic()))
+	for _, r := range runs {
+		p := c.procs[r.Holder]
+		if p == nil || r.End == 0 {
+			continue
+		}
+		for _, e := range p.LogEntries(c.t) {
+			if e["message"] != "lease lost" {
+				continue
+			}
+			at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(e["time"]))
+			remaining, err2 := time.ParseDuration(fmt.Sprint(e["remaining"]))
+			if err != nil || err2 != nil {
+				c.t.Errorf("%s's \"lease lost\" line has no time or remaining: %v", r.Holder, e)
+				continue
+			}
+			deadline := at.Add(remaining)
+			if ended := wallOfMonotonic.Add(time.Duration(r.End)); !ended.Before(deadline) {
+				c.t.Errorf("child of %s ended %s after its wrapper's lease deadline", r.Holder, ended.Sub(deadline))
+			}
+		}
+	}
 }
 
 // checkSlots verifies a history of a job with several slots: fencing

@@ -15,6 +15,7 @@
 //	                 run's LEASEWRAP_SCHEDULED_AT, when it has one) to FILE now and
 //	                 "end <monotonic-ns> <pid>" when the script ends by exit or trapped signal
 //	sleep:DURATION   sleep
+//	await:FILE       wait until FILE exists: the test says when to go on
 //	block            sleep until a signal ends the process
 //	exit:N           exit with status N
 //	kill:SIG         die by signal SIG (TERM, INT, HUP, QUIT, USR1, KILL, ...)
@@ -109,6 +110,10 @@ func run(steps []string) int {
 				return 3
 			}
 			time.Sleep(d)
+		case "await":
+			for _, err := os.Stat(arg); err != nil; _, err = os.Stat(arg) {
+				time.Sleep(5 * time.Millisecond)
+			}
 		case "block":
 			select {}
 		case "exit":
