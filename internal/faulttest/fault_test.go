@@ -53,6 +53,7 @@ func (sc scenario) run(t *testing.T) {
 		old := runs[len(runs)-1]
 		leader := c.holderOf(old)
 		f := fault{at: testchild.Monotonic(), window: c.window(old.Pid)}
+		c.faulted = leader
 		sc.inject(c, leader)
 		// The bound is checked on the new holder's take, from its own
 		// "acquired" log line: how fast its child then starts on a busy
@@ -70,6 +71,7 @@ func (sc scenario) run(t *testing.T) {
 		t.Logf("%s took the lease %s after the fault (%s stalled)", next.Holder, took.Round(time.Millisecond), stalled.Round(time.Millisecond))
 		rep.failovers = append(rep.failovers, time.Duration(next.Start-f.at))
 		sc.after(c, leader, old, next, f)
+		c.faulted = nil
 		rep.trials++
 	}
 	c.stop()
