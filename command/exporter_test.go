@@ -18,6 +18,7 @@ import (
 	"github.com/redbite/leasewrap/command/cmdutil"
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/internal/stall"
 )
 
 // exporter starts `leasewrap exporter` on a free port for d's table, as
@@ -54,7 +55,7 @@ func waitSeries(t *testing.T, addr string, want map[string]string) map[string]st
 	t.Helper()
 	var got map[string]string
 	var wrong string
-	deadline := time.Now().Add(10 * time.Second)
+	window := stall.Open()
 	for {
 		got, wrong = scrape(t, addr), ""
 		for s, v := range want {
@@ -66,8 +67,8 @@ func waitSeries(t *testing.T, addr string, want map[string]string) map[string]st
 		if wrong == "" {
 			return got
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics never showed %s; last scrape:\n%s", wrong, jobSeries(got))
+		if !window.Within(10 * time.Second) {
+			t.Fatalf("metrics never showed %s (10s, +%s stalled); last scrape:\n%s", wrong, window.Stalled(), jobSeries(got))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

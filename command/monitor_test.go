@@ -11,6 +11,7 @@ import (
 
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/internal/stall"
 )
 
 // get fetches path from a wrapper's HTTP address and returns status and body.
@@ -55,8 +56,11 @@ func TestHealthLeaderAndMetrics(t *testing.T) {
 
 	leader := lw(t, []string{child("ignore-term ready block")}, d.args("--job", "j", "--id", "leader", "--http-addr", "127.0.0.1:0", "--", self())...)
 	leader.Expect(t, "ready")
-	// The standby's TTL is short, for its health to go stale quickly below.
-	standby := lw(t, []string{child("ready")}, d.expiringArgs("--database-url", viaProxy, "--job", "j", "--wait", "--http-addr", "127.0.0.1:0", "--", self())...)
+	// The standby's TTL is short, for its health to go stale quickly below,
+	// but not 2s: that leaves its first take 1.4s to answer, twice, which a
+	// loaded machine can miss, and a --wait whose first take fails exits
+	// 69. 4s leaves it 3.3s.
+	standby := lw(t, []string{child("ready")}, d.argsTTL("4s", "--database-url", viaProxy, "--job", "j", "--wait", "--http-addr", "127.0.0.1:0", "--", self())...)
 	standby.WaitLog(t, "standing by: lease held by another instance")
 	leaderAddr, standbyAddr := httpAddr(t, leader), httpAddr(t, standby)
 
@@ -89,7 +93,7 @@ func TestHealthLeaderAndMetrics(t *testing.T) {
 	waitMetrics(t, standbyAddr, `leasewrap_is_leader{lease="j"} 0`)
 
 	// A standby cut off from the database is unhealthy once its last
-	// contact is older than the TTL (2s).
+	// contact is older than the TTL (4s).
 	proxy.Blackhole()
 	waitStatus(t, standbyAddr, "/healthz", 503)
 	proxy.Restore()
@@ -115,7 +119,7 @@ func TestHealthLeaderAndMetrics(t *testing.T) {
 // waitMetrics polls /metrics until it shows every one of want.
 func waitMetrics(t *testing.T, addr string, want ...string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	window := stall.Open()
 	for {
 		_, m := get(t, addr, "/metrics")
 		missing := ""
@@ -128,8 +132,8 @@ func waitMetrics(t *testing.T, addr string, want ...string) {
 		if missing == "" {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics never showed %s:\n%s", missing, m)
+		if !window.Within(10 * time.Second) {
+			t.Fatalf("metrics never showed %s (10s, +%s stalled):\n%s", missing, window.Stalled(), m)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -2,6 +2,8 @@ package command
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -24,12 +26,18 @@ func TestThroughPgBouncerInTransactionMode(t *testing.T) {
 	if got := migrate.Wait(t, 10*time.Second); got != 0 {
 		t.Fatalf("migrate exited %d", got)
 	}
-	// The leader renews a few times (every 300ms) through the pooler.
-	leader := lw(t, []string{child("ready sleep:1500ms exit:0")}, d.args("--database-url", url, "--job", "j", "--id", "leader", "--", self())...)
+	// The leader renews a few times (every 300ms) through the pooler, and
+	// its command ends once the standby stands by, which on a busy machine
+	// can take longer than that.
+	done := filepath.Join(t.TempDir(), "done")
+	leader := lw(t, []string{child("ready sleep:1500ms await:" + done + " exit:0")}, d.args("--database-url", url, "--job", "j", "--id", "leader", "--", self())...)
 	leader.Expect(t, "ready")
 	// A standby there polls, as the docs say (LISTEN needs a session).
 	standby := lw(t, []string{child("ready exit:0")}, d.args("--database-url", url, "--job", "j", "--wait", "--listen=false", "--", self())...)
 	standby.WaitLog(t, "standing by: lease held by another instance")
+	if err := os.WriteFile(done, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if got := leader.Wait(t, 10*time.Second); got != 0 {
 		t.Errorf("leader exited %d", got)
 	}

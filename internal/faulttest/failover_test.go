@@ -19,7 +19,6 @@ import (
 
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
-	"github.com/redbite/leasewrap/internal/stall"
 	"github.com/redbite/leasewrap/internal/testchild"
 	"github.com/redbite/leasewrap/lease"
 )
@@ -161,7 +160,7 @@ func newReplicated(t *testing.T, pair *pgtest.Pair, extra ...string) *replicated
 		r.start(m)
 	}
 	for _, m := range r.members {
-		r.waitReady(m)
+		r.waitReady(m, r.start)
 	}
 	r.waitRun(0, 15*time.Second)
 	return r
@@ -196,6 +195,7 @@ func (r *replicated) start(m *member) {
 		"--ttl", failoverTTL.String(), "--renew-interval", renew.String(), "--grace", grace.String(), "--retry-interval", retry.String()}
 	args = append(append(args, r.extra...), "--", lwtest.Self())
 	m.proc = lwtest.Start(r.t, binary, []string{lwtest.Child("trap record:" + r.history + " block")}, args...)
+	r.register(m)
 }
 
 // failover runs one trial of kind:
@@ -284,7 +284,7 @@ func (r *replicated) waitUnconfirmedTake(old lwtest.Interval) int64 {
 	t.Helper()
 	conn := r.pair.Conn(t)
 	defer conn.Close(context.Background())
-	start := time.Now()
+	window := r.window()
 	for {
 		var token int64
 		err := conn.QueryRow(context.Background(), `SELECT fencing_token FROM `+failoverTable+`
@@ -295,8 +295,8 @@ WHERE job_name = 'work' AND released_at IS NULL AND expires_at > now()`).Scan(&t
 		if err == nil && token > old.Token {
 			return token
 		}
-		if !stall.Within(start, retry+slack) {
-			t.Fatalf("no standby took the lease on the primary within %s of the release (+%s stalled)", retry+slack, stall.Since(start))
+		if !window.Within(retry + slack) {
+			t.Fatalf("no standby took the lease on the primary within %s of the release (+%s stalled)", retry+slack, window.Stalled())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -310,7 +310,7 @@ func (r *replicated) waitLeader(promoted time.Time, within time.Duration) (lwtes
 	t.Helper()
 	conn := r.pair.Conn(t)
 	defer conn.Close(context.Background())
-	start := time.Now()
+	window := r.window()
 	for {
 		var holder string
 		var token int64
@@ -325,9 +325,9 @@ WHERE job_name = 'work' AND renewed_at >= $1 AND expires_at > now()`, promoted).
 		case !errors.Is(err, pgx.ErrNoRows):
 			t.Fatal(err)
 		}
-		if !stall.Within(start, within) {
+		if !window.Within(within) {
 			t.Fatalf("no holder renewed or took the lease on the new primary within %s of the promotion (+%s stalled)",
-				within, stall.Since(start))
+				within, window.Stalled())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -372,7 +372,7 @@ func (r *replicated) replaceStopped(terminated *member, leader, acked lwtest.Int
 			t.Errorf("wrapper %s exited %d", m.id, code)
 		}
 		r.start(m)
-		r.waitReady(m)
+		r.waitReady(m, r.start)
 	}
 }
 

@@ -138,7 +138,7 @@ func startHA(t *testing.T, pc *pgtest.PatroniCluster, mode haMode, i int) *haWor
 	}
 	for _, g := range []*cluster{w.wait, w.slots} {
 		for _, m := range g.members {
-			g.waitReady(m)
+			g.waitReady(m, func(m *member) { w.start(g, m) })
 		}
 	}
 	w.wait.waitRun(0, 15*time.Second)

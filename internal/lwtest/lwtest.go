@@ -113,29 +113,48 @@ func Start(t testing.TB, binary string, env []string, args ...string) *Proc {
 	return p
 }
 
+// Every wait below is bounded against a hang, not timed: its timeout
+// stretches by what this process and leasewrap waited for a core
+// meanwhile (stall.Window), so that a starved machine is not a failure.
+
+// pollEvery is how often a wait looks again.
+const pollEvery = 10 * time.Millisecond
+
+// Window opens a stall window over this process and leasewrap: a bound on
+// leasewrap's timers adds what the window measured (Window.Late).
+func (p *Proc) Window() *stall.Window { return stall.Open(p.Cmd.Process.Pid) }
+
 // Wait returns leasewrap's exit status, failing the test after timeout.
 func (p *Proc) Wait(t testing.TB, timeout time.Duration) int {
 	t.Helper()
-	select {
-	case <-p.Exited:
-		return p.code
-	case <-time.After(timeout):
-		t.Fatalf("leasewrap still running after %s", timeout)
-		return -1
+	window := p.Window()
+	for {
+		select {
+		case <-p.Exited:
+			return p.code
+		case <-time.After(pollEvery):
+			if !window.Within(timeout) {
+				t.Fatalf("leasewrap still running after %s (+%s stalled)", timeout, window.Stalled())
+			}
+		}
 	}
 }
 
 // Expect waits for the child to print want.
 func (p *Proc) Expect(t testing.TB, want string) {
 	t.Helper()
-	ExpectLine(t, p.Lines, want, 15*time.Second)
+	expectLine(t, p.Lines, want, p.Window(), 15*time.Second)
 }
 
 // ExpectLine reads lines until one is want, failing the test if they end or
 // the timeout passes first.
 func ExpectLine(t testing.TB, lines <-chan string, want string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.After(timeout)
+	expectLine(t, lines, want, stall.Open(), timeout)
+}
+
+func expectLine(t testing.TB, lines <-chan string, want string, window *stall.Window, timeout time.Duration) {
+	t.Helper()
 	for {
 		select {
 		case line, ok := <-lines:
@@ -145,8 +164,10 @@ func ExpectLine(t testing.TB, lines <-chan string, want string, timeout time.Dur
 			if line == want {
 				return
 			}
-		case <-deadline:
-			t.Fatalf("no %q within %s", want, timeout)
+		case <-time.After(pollEvery):
+			if !window.Within(timeout) {
+				t.Fatalf("no %q within %s (+%s stalled)", want, timeout, window.Stalled())
+			}
 		}
 	}
 }
@@ -168,21 +189,41 @@ func (p *Proc) LogEntries(t testing.TB) []map[string]any {
 	return entries
 }
 
-// WaitLog waits for a log entry with the given message and returns it.
+// WaitLog waits for a log entry with the given message and returns it,
+// failing the test at once if leasewrap exits without logging it.
 func (p *Proc) WaitLog(t testing.TB, message string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	const timeout = 15 * time.Second
+	window := p.Window()
 	for {
-		for _, e := range p.LogEntries(t) {
-			if e["message"] == message {
+		select {
+		case <-p.Exited:
+			// Its last lines are in the buffer now: one more look.
+			if e := p.findLog(t, message); e != nil {
 				return e
 			}
+			t.Fatalf("leasewrap exited %d without logging %q", p.code, message)
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q log line in time", message)
+		if e := p.findLog(t, message); e != nil {
+			return e
 		}
-		time.Sleep(10 * time.Millisecond)
+		if !window.Within(timeout) {
+			t.Fatalf("no %q log line within %s (+%s stalled)", message, timeout, window.Stalled())
+		}
+		time.Sleep(pollEvery)
 	}
+}
+
+// findLog returns the first log entry with message, or nil.
+func (p *Proc) findLog(t testing.TB, message string) map[string]any {
+	t.Helper()
+	for _, e := range p.LogEntries(t) {
+		if e["message"] == message {
+			return e
+		}
+	}
+	return nil
 }
 
 // Interval is one child's run as recorded by testchild's record step.
@@ -253,10 +294,10 @@ func ProcessGone(pid int) bool {
 // WaitGone polls until pid has exited, failing after timeout.
 func WaitGone(t testing.TB, pid int, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	window := stall.Open(pid)
 	for !ProcessGone(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still running after %s", pid, timeout)
+		if !window.Within(timeout) {
+			t.Fatalf("process %d still running after %s (+%s stalled)", pid, timeout, window.Stalled())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -265,17 +306,17 @@ func WaitGone(t testing.TB, pid int, timeout time.Duration) {
 // ReadPid waits for a file to hold a process id and returns it.
 func ReadPid(t testing.TB, path string) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	window := stall.Open()
 	for {
 		if b, err := os.ReadFile(path); err == nil {
 			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 				return pid
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no pid in %s", path)
+		if !window.Within(10 * time.Second) {
+			t.Fatalf("no pid in %s within 10s (+%s stalled)", path, window.Stalled())
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(pollEvery)
 	}
 }
 

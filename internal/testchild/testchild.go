@@ -15,6 +15,7 @@
 //	                 run's LEASEWRAP_SCHEDULED_AT, when it has one) to FILE now and
 //	                 "end <monotonic-ns> <pid>" when the script ends by exit or trapped signal
 //	sleep:DURATION   sleep
+//	await:FILE       wait until FILE exists: the test says when to go on
 //	block            sleep until a signal ends the process
 //	exit:N           exit with status N
 //	kill:SIG         die by signal SIG (TERM, INT, HUP, QUIT, USR1, KILL, ...)
@@ -76,6 +77,20 @@ func finish(code int) {
 	os.Exit(code)
 }
 
+// recordStart makes path the file of this run's record and writes its
+// start line: when, the fencing token, the holder, the pid and, for a
+// scheduled run, the time it runs for.
+func recordStart(path string) {
+	recordMu.Lock()
+	recordTo = path
+	recordMu.Unlock()
+	line := fmt.Sprintf("start %d %s %s %d", Monotonic(), os.Getenv("LEASEWRAP_FENCING_TOKEN"), os.Getenv("LEASEWRAP_HOLDER"), os.Getpid())
+	if at := os.Getenv("LEASEWRAP_SCHEDULED_AT"); at != "" {
+		line += " " + at
+	}
+	appendLine(path, line)
+}
+
 func run(steps []string) int {
 	for _, step := range steps {
 		name, arg, _ := strings.Cut(step, ":")
@@ -94,14 +109,7 @@ func run(steps []string) int {
 				return 3
 			}
 		case "record":
-			recordMu.Lock()
-			recordTo = arg
-			recordMu.Unlock()
-			line := fmt.Sprintf("start %d %s %s %d", Monotonic(), os.Getenv("LEASEWRAP_FENCING_TOKEN"), os.Getenv("LEASEWRAP_HOLDER"), os.Getpid())
-			if at := os.Getenv("LEASEWRAP_SCHEDULED_AT"); at != "" {
-				line += " " + at
-			}
-			appendLine(arg, line)
+			recordStart(arg)
 		case "sleep":
 			d, err := time.ParseDuration(arg)
 			if err != nil {
@@ -109,6 +117,10 @@ func run(steps []string) int {
 				return 3
 			}
 			time.Sleep(d)
+		case "await":
+			for _, err := os.Stat(arg); err != nil; _, err = os.Stat(arg) {
+				time.Sleep(5 * time.Millisecond)
+			}
 		case "block":
 			select {}
 		case "exit":
