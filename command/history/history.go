@@ -318,10 +318,24 @@ func printHistoryTable(w io.Writer, runs []inspect.Run) error {
 		if r.Origin != "" {
 			how = r.Origin
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", escape.Printable(r.Holder), r.FencingToken, r.Attempt,
-			timefmt.Stamp(r.StartedAt), runDuration(r), exit, escape.Printable(r.Outcome), how)
+		token, attempt, started, duration := strconv.FormatInt(r.FencingToken, 10), strconv.Itoa(r.Attempt), timefmt.Stamp(r.StartedAt), runDuration(r).String()
+		if notRun(r) {
+			// A scheduled time nobody ran is no run: no token, attempt or
+			// duration, and the time it was due.
+			token, attempt, started, duration = "-", "-", "due "+timefmt.Stamp(dueAt(r)), "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", escape.Printable(r.Holder), token, attempt,
+			started, duration, exit, escape.Printable(r.Outcome), how)
 	}
 	return tw.Flush()
+}
+
+// dueAt is the scheduled time a row of a time not run stands for.
+func dueAt(r inspect.Run) time.Time {
+	if r.ScheduledAt != nil {
+		return *r.ScheduledAt
+	}
+	return r.StartedAt
 }
 
 // timelineMarks end a run's bar in a timeline, by outcome. Plain

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redbite/leasewrap/command/cmdutil"
 	"github.com/redbite/leasewrap/inspect"
 	"github.com/redbite/leasewrap/internal/golden"
 	"github.com/redbite/leasewrap/lease"
@@ -123,5 +124,33 @@ func TestSinceReadsDurationsAndDates(t *testing.T) {
 		if _, err := parseSince(text, now); err == nil || !strings.Contains(err.Error(), "must be positive") {
 			t.Errorf("parseSince(%q): %v, want it refused as not positive", text, err)
 		}
+	}
+}
+
+// A scheduled time nobody ran is shown as what it is, a time due, not as a
+// run with token 0, attempt 1 and 0s.
+func TestHistoryTableShowsTimesNotRunAsTimes(t *testing.T) {
+	due := time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC)
+	code := 0
+	runs := []inspect.Run{
+		{Job: "nightly", Holder: "a", FencingToken: 7, Attempt: 1, StartedAt: due.Add(time.Second), FinishedAt: due.Add(3 * time.Second),
+			ExitCode: &code, Outcome: lease.OutcomeExited, ScheduledAt: &due, Origin: inspect.OriginSchedule},
+		{Job: "nightly", Holder: "b", Attempt: 1, StartedAt: due.Add(time.Hour + time.Minute), FinishedAt: due.Add(time.Hour + time.Minute),
+			Outcome: lease.OutcomeMissed, ScheduledAt: cmdutil.Ptr(due.Add(time.Hour)), Origin: inspect.OriginSchedule},
+	}
+	var b strings.Builder
+	if err := printHistoryTable(&b, runs); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("table:\n%s", b.String())
+	}
+	if f := strings.Fields(lines[1]); f[2] != "7" || f[3] != "1" {
+		t.Errorf("run row %q, want token 7 and attempt 1", lines[1])
+	}
+	missed := strings.Fields(lines[2])
+	if missed[2] != "-" || missed[3] != "-" || missed[4] != "due" || !strings.Contains(lines[2], "03:00:00") || !strings.Contains(lines[2], " missed ") {
+		t.Errorf("missed row %q, want no token, attempt or duration, and the time due (03:00)", lines[2])
 	}
 }
