@@ -1,6 +1,9 @@
 package schema
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // LeaseState is how a lease row stands, in the words the CLI, the web page and
 // HeldError show. HeldState and RowState decide it in SQL, StateOf in Go
@@ -29,22 +32,22 @@ const (
 	StatePaused LeaseState = "paused"
 )
 
-// liveStates are the states that keep a job from being free, strongest
-// first.
-var liveStates = []LeaseState{StateHeld, StateReleasing, StateKept}
+// strength orders the states a job with several rows (slots) can show,
+// strongest first: the live ones (no other holder can take the lease),
+// then expired before released (a holder that went away is the news).
+var strength = []LeaseState{StateHeld, StateReleasing, StateKept, StateExpired, StateReleased}
 
 func (s LeaseState) rank() int {
-	for i, l := range liveStates {
-		if s == l {
-			return i
-		}
+	if i := slices.Index(strength, s); i >= 0 {
+		return i
 	}
-	return len(liveStates)
+	return len(strength)
 }
 
 // StrongerState is the state a job whose rows (slots) are in states a and
-// b shows: a job is held while any of its slots is, held before
-// releasing before kept. Between two states that are not live it is a.
+// b shows: a job is held while any of its slots is, held before releasing
+// before kept before expired before released. Any other state ("" for no
+// row) is weaker than those; between two of them it is a.
 func StrongerState(a, b LeaseState) LeaseState {
 	if b.rank() < a.rank() {
 		return b

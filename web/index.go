@@ -150,7 +150,7 @@ func renderIndex(jobs []jobRow, now time.Time, refresh int) []byte {
 		b.raw(`</td><td>`)
 		health(&b, j.Verdict)
 		b.raw(`</td><td>`)
-		state(&b, j.State)
+		state(&b, string(j.State))
 		b.raw(`</td>`)
 		lastRun(&b, j)
 		b.raw(`<td>`)

@@ -232,7 +232,7 @@ func renderJob(page jobPage, root string) []byte {
 // next scheduled time.
 func leaseFacts(b *html, l leaseView) {
 	b.raw(`<dl class="facts"><dt>Lease</dt><dd>`)
-	state(b, l.State)
+	state(b, string(l.State))
 	if l.Slots > 1 {
 		b.raw(` <span class="slots">`)
 		b.int(int64(l.Slots))

@@ -14,7 +14,7 @@ import (
 type leaseView struct {
 	// State is the strongest of the rows' states (see states), "" when
 	// the job has no lease row.
-	State   string
+	State   lease.State
 	Holders []string // of the live rows, in the rows' order
 	Slots   int
 	// Schedule is the schedule the rows record ("": none).
@@ -33,7 +33,7 @@ func (v *leaseView) add(s inspect.JobStatus, now time.Time) {
 	if s.Live() && !slices.Contains(v.Holders, s.Holder) {
 		v.Holders = append(v.Holders, s.Holder)
 	}
-	v.State = strongerState(v.State, string(s.State))
+	v.State = lease.StrongerState(v.State, s.State)
 	if s.Paused != nil && v.Paused == nil {
 		v.Paused = s.Paused
 	}
@@ -51,21 +51,6 @@ func (v *leaseView) judged(vd inspect.Verdict) {
 	if vd.Next != nil {
 		v.Next = vd.Next
 	}
-}
-
-// strongerState is the state a job with rows in states a and b shows, the
-// first of them in states: a job is held while any of its slots is.
-func strongerState(a, b string) string {
-	rank := func(s string) int {
-		if i := slices.IndexFunc(states, func(w word) bool { return w.name == s }); i >= 0 {
-			return i
-		}
-		return len(states)
-	}
-	if rank(b) < rank(a) {
-		return b
-	}
-	return a
 }
 
 // holders writes the holders, one a line, a dash for none.
