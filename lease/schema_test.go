@@ -267,7 +267,7 @@ func upgrade(t *testing.T, create, extra string) []string {
 // the job impossible to take again.
 func TestUpgradesTheThreeColumnTable(t *testing.T) {
 	t.Parallel()
-	sql, err := os.ReadFile("../testdata/three-column-table.sql")
+	sql, err := os.ReadFile("testdata/three-column-table.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestUpgradesTheThreeColumnTable(t *testing.T) {
 // upgrade is refused as a whole and says which column to fix.
 func TestRefusesToUpgradeRowsWithoutAHolder(t *testing.T) {
 	t.Parallel()
-	sql, err := os.ReadFile("../testdata/three-column-table.sql")
+	sql, err := os.ReadFile("testdata/three-column-table.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
