@@ -1,5 +1,6 @@
 // Package cmdutil holds what every leasewrap subcommand shares: exit
 // statuses and usage errors, the settings and how they are read and refused,
-// the flags declared once, the database connection with its password
-// redactor, the logger, and the store a subcommand opens.
+// the flags declared once, the database connection (named in logs without
+// its password, see internal/redact), the logger, and the store a
+// subcommand opens.
 package cmdutil

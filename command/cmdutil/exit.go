@@ -84,7 +84,7 @@ func (e *internalError) Error() string {
 func (e *internalError) Unwrap() error { return e.err }
 
 // WithStatus marks what action returns without an exit status as an
-// internalError, so that exitCode can tell a bug from urfave/cli's own
+// internalError, so that ExitCode can tell a bug from urfave/cli's own
 // errors, which come before any action runs. The error is logged, in the
 // format the command's settings ask for, or else said in one line; either
 // way through a redactor for the connection string the command was given.
@@ -108,7 +108,7 @@ func WithStatus(action cli.ActionFunc) cli.ActionFunc {
 }
 
 // ExitCode is the status for an action's error: its own code (EX_SOFTWARE
-// for a bug, see withStatus), 126/127 for a command that cannot run, and
+// for a bug, see WithStatus), 126/127 for a command that cannot run, and
 // EX_USAGE for anything urfave/cli returned (a flag or argument it could
 // not parse).
 func ExitCode(err error) (int, error) {
