@@ -33,7 +33,7 @@ func TestOnceALittleEarlyRunsTheTimeAboutToComeDue(t *testing.T) {
 		times = append(times, times[len(times)-1].Add(period))
 	}
 	early := 0
-	for _, at := range times {
+	for i, at := range times {
 		d.untilDB(t, at.Add(-2*time.Second))
 		p := lw(t, []string{child("env")}, d.args("--job", "j", "--schedule", "@every 10s", "--catch-up", "none", "--once", "--", self())...)
 		ran := false
@@ -45,10 +45,19 @@ func TestOnceALittleEarlyRunsTheTimeAboutToComeDue(t *testing.T) {
 		if code := p.Wait(t, 30*time.Second); code != 0 {
 			t.Fatalf("the line for %s exited %d, want 0", at.Format("15:04:05"), code)
 		}
+		started := p.WaitLog(t, "scheduler started")
+		if late := logTime(t, started).Sub(at); late > 0 {
+			// A starved machine started this line after its time, not a
+			// little before: it is another case (a late line, which
+			// may run the next time too), and the lines from here on
+			// prove nothing about this one.
+			t.Logf("the line for %s started %s after it (a loaded machine); judging the %d before it", at.Format("15:04:05"), late, i)
+			times = times[:i]
+			break
+		}
 		if !ran {
 			t.Errorf("the line started before %s did not run it", at.Format("15:04:05"))
 		}
-		started := p.WaitLog(t, "scheduler started")
 		if due, err := time.Parse(time.RFC3339Nano, fmt.Sprint(started["due"])); err != nil || !due.Equal(at) {
 			t.Errorf("the line started before %s says it is for %v", at.Format("15:04:05"), started["due"])
 		}
