@@ -65,3 +65,42 @@ func TestThroughPgBouncerInTransactionMode(t *testing.T) {
 		t.Errorf("released holder exited %d, want 75", got)
 	}
 }
+
+// A listening standby behind a pooler in transaction mode hears no
+// release: it finds out from a notification of its own that never
+// arrives, says so once, and polls, so that it takes the lease within
+// retry intervals of a clean release rather than at the expiry (60s here).
+func TestStandbyBehindPgBouncerPollsWhenItCannotHear(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	cfg := d.pool.Config().ConnConfig
+	bouncer := pgtest.StartPgBouncer(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
+	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", cfg.User, bouncer, cfg.Database)
+
+	done := filepath.Join(t.TempDir(), "done")
+	leader := lw(t, []string{child("ready await:" + done + " exit:0")}, d.argsTTL("60s", "--database-url", url, "--job", "j", "--id", "leader", "--", self())...)
+	leader.Expect(t, "ready")
+	standby := lw(t, []string{child("ready exit:0")}, d.argsTTL("60s", "--database-url", url, "--job", "j", "--wait", "--", self())...)
+	const deaf = "standing by without notifications: the database connection does not keep a session (a pooler in transaction mode?); looking every retry interval"
+	standby.WaitLog(t, deaf)
+	if err := os.WriteFile(done, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := leader.Wait(t, 10*time.Second); got != 0 {
+		t.Errorf("leader exited %d", got)
+	}
+	// Half the expiry: slack for a busy machine, and still a failure for
+	// a standby that waits for the lease to run out.
+	if got := standby.Wait(t, 30*time.Second); got != 0 {
+		t.Errorf("standby exited %d", got)
+	}
+	said := 0
+	for _, e := range standby.LogEntries(t) {
+		if e["message"] == deaf {
+			said++
+		}
+	}
+	if said != 1 {
+		t.Errorf("the standby said %d times that it cannot hear notifications, want once", said)
+	}
+}

@@ -87,6 +87,9 @@ func tracedPool(t *testing.T, url string, tr *tracer) *pgxpool.Pool {
 func isLook(tr trip) bool   { return len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "SELECT holder,") }
 func isTake(tr trip) bool   { return strings.Contains(tr.sql[len(tr.sql)-1], "taken AS (\nINSERT INTO") }
 func isListen(tr trip) bool { return len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "LISTEN ") }
+func isProbe(tr trip) bool {
+	return len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "SELECT pg_notify($1, '')")
+}
 
 // A cron run's acquire on a complete table is one round trip: no catalog
 // query of its own (the shape check rides in the acquire's pipeline); its
@@ -190,8 +193,9 @@ func TestStandbyLookTakesNoTransactionID(t *testing.T) {
 	}
 }
 
-// A listening standby is quiet between notifications: after its LISTEN and
-// one look it sends no statement while the leader renews (its pings are no
+// A listening standby is quiet between notifications: after its LISTEN,
+// the probe that proves it hears (see standby.probe) and one look it sends
+// no statement while the leader renews (its pings are no
 // statements, see TestStandbyPingIsNoStatement), not even a keepalive look
 // every renew interval, until the expiry it saw; a release wakes it and
 // its next statement is the take, with no look in front.
@@ -215,21 +219,21 @@ func TestListeningStandbyOnlyKeepsAlive(t *testing.T) {
 		got <- l
 	}()
 	listened := -1
-	pgtest.Eventually(t, 10*time.Second, "standby listens and looks", func() bool {
+	pgtest.Eventually(t, 10*time.Second, "standby listens, probes and looks", func() bool {
 		for i, trip := range tr.since(0) {
 			if isListen(trip) {
 				listened = i
 			}
 		}
-		return listened >= 0 && len(tr.since(listened+1)) >= 1
+		return listened >= 0 && len(tr.since(listened+1)) >= 2
 	})
 	// Four renewals of the leader: a standby that kept alive with a look
 	// every renew interval would have sent three or more by then; the
 	// expiry it saw is 19 s or more away.
 	renewed, _ := obs.counts()
 	pgtest.Eventually(t, 20*time.Second, "four renewals", func() bool { ok, _ := obs.counts(); return ok >= renewed+4 })
-	if trips := tr.since(listened + 1); len(trips) != 1 || !isLook(trips[0]) {
-		t.Fatalf("standing by through four renewals, the standby sent %d statements after its LISTEN (trip %d of %d), want one look: %v", len(trips), listened, tr.len(), trips)
+	if trips := tr.since(listened + 1); len(trips) != 2 || !isProbe(trips[0]) || !isLook(trips[1]) {
+		t.Fatalf("standing by through four renewals, the standby sent %d statements after its LISTEN (trip %d of %d), want its probe and one look: %v", len(trips), listened, tr.len(), trips)
 	}
 	n := tr.len()
 	if err := leader.Release(ctx(t), nil); err != nil {

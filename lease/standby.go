@@ -56,6 +56,15 @@ type standby struct {
 	job       string
 	conn      *pgx.Conn // nil: poll through store.db, no notifications
 	listening bool
+	// heard is set once any notification arrives on a listening
+	// connection: proof that its session outlives a statement, which a
+	// pooler in transaction mode (PgBouncer's usual setting for fleets)
+	// does not give. Until then, probeBy is when the probe that listen
+	// sent counts as lost, and deaf is set when it was: the standby then
+	// polls, as with --listen=false.
+	heard   bool
+	probeBy time.Time
+	deaf    bool
 }
 
 func (s *Store) newStandby(ctx context.Context, job string) *standby {
@@ -70,7 +79,7 @@ func (s *Store) newStandby(ctx context.Context, job string) *standby {
 func (sb *standby) listen(ctx context.Context) bool {
 	s := sb.store
 	pool, ok := s.db.(*pgxpool.Pool)
-	if !ok || !s.cfg.listen || sb.listening {
+	if !ok || !s.cfg.listen || sb.listening || sb.deaf {
 		return false
 	}
 	sb.close(ctx)
@@ -88,7 +97,40 @@ func (sb *standby) listen(ctx context.Context) bool {
 		return false
 	}
 	sb.listening = true
+	sb.probe(ctx)
 	return true
+}
+
+// probe announces an empty notification on the job's channel through
+// another connection, once: a listening session hears it within the
+// retry interval (at least a second, for a busy machine), one behind a
+// pooler in transaction mode never does, as it never hears a release.
+// Other standbys of the job take it for no release (no job has an empty
+// name) and count it as heard too.
+func (sb *standby) probe(ctx context.Context) {
+	if sb.heard || !sb.probeBy.IsZero() {
+		return
+	}
+	s := sb.store
+	if _, err := s.db.Exec(ctx, "SELECT pg_notify($1, '')", jobChannel(s.channel, sb.job)); err != nil {
+		// The database cannot be used just now; the standby's looks say so.
+		return
+	}
+	sb.probeBy = time.Now().Add(max(s.cfg.RetryInterval, time.Second))
+}
+
+// unheard reports whether the probe went unheard past its deadline.
+func (sb *standby) unheard() bool {
+	return !sb.heard && !sb.probeBy.IsZero() && !time.Now().Before(sb.probeBy)
+}
+
+// goDeaf gives up listening for good, saying so once.
+func (sb *standby) goDeaf(ctx context.Context) {
+	s := sb.store
+	s.log.Warn().Str("job", sb.job).Stringer("retry_interval", s.cfg.RetryInterval).
+		Msg("standing by without notifications: the database connection does not keep a session (a pooler in transaction mode?); looking every retry interval")
+	sb.deaf, sb.listening = true, false
+	sb.close(ctx)
 }
 
 // db is where the standby's attempts run.
@@ -118,10 +160,18 @@ func (sb *standby) wait(ctx context.Context, d time.Duration) (notified bool, er
 	}
 	until := time.Now().Add(d)
 	for {
-		notified, alive, err := sb.notification(ctx, min(time.Until(until), jitter(sb.store.cfg.RenewInterval)))
+		next := min(time.Until(until), jitter(sb.store.cfg.RenewInterval))
+		if !sb.heard && !sb.probeBy.IsZero() {
+			next = min(next, time.Until(sb.probeBy))
+		}
+		notified, alive, err := sb.notification(ctx, max(next, 0))
 		switch {
 		case err != nil || notified || !alive:
 			return notified, err
+		case sb.unheard():
+			// The caller looks now, and every retry interval from here.
+			sb.goDeaf(ctx)
+			return false, nil
 		case time.Until(until) <= 0:
 			return false, nil
 		}
@@ -150,7 +200,9 @@ func (sb *standby) notification(ctx context.Context, d time.Duration) (notified,
 		case err != nil:
 			sb.lost(ctx, err)
 			return false, false, nil
-		case n.Payload == sb.job:
+		}
+		sb.heard = true
+		if n.Payload == sb.job {
 			return true, true, nil
 		}
 	}

@@ -33,6 +33,9 @@ func listeningStandby(t *testing.T, ctx context.Context, url string) *standby {
 	// Its first LISTEN has a retry interval's budget, which a loaded
 	// machine can miss; a standby tries again on its next wait, as here.
 	pgtest.Eventually(t, 30*time.Second, "the standby listening", func() bool { return sb.listening || sb.listen(ctx) })
+	// The probe that listen sent went through the pool: close that
+	// connection, leaving the standby's own.
+	pool.Reset()
 	return sb
 }
 
