@@ -56,19 +56,20 @@ type standby struct {
 	job       string
 	conn      *pgx.Conn // nil: poll through store.db, no notifications
 	listening bool
-	// heard is set once any notification arrives on a listening
-	// connection: proof that its session outlives a statement, which a
-	// pooler in transaction mode (PgBouncer's usual setting for fleets)
-	// does not give. Until then, probeBy is when the probe that listen
-	// sent counts as lost, and deaf is set when it was: the standby then
-	// polls, as with --listen=false.
+	// heard is set once the standby's probe (payload nonce) arrives
+	// while it waits: proof that its session outlives a statement, which
+	// a pooler in transaction mode (PgBouncer's usual setting for fleets)
+	// does not give. Until then, probeBy is when the probe counts as
+	// lost, and deaf is set when it was: the standby then polls, as with
+	// --listen=false.
+	nonce   string
 	heard   bool
 	probeBy time.Time
 	deaf    bool
 }
 
 func (s *Store) newStandby(ctx context.Context, job string) *standby {
-	sb := &standby{store: s, job: job}
+	sb := &standby{store: s, job: job, nonce: fmt.Sprintf("probe %016x", rand.Uint64())}
 	sb.listen(ctx)
 	return sb
 }
@@ -97,26 +98,31 @@ func (sb *standby) listen(ctx context.Context) bool {
 		return false
 	}
 	sb.listening = true
-	sb.probe(ctx)
 	return true
 }
 
-// probe announces an empty notification on the job's channel through
-// another connection, once: a listening session hears it within the
-// retry interval (at least a second, for a busy machine), one behind a
+// probeWindow is how long a probe may take to be heard: the retry
+// interval, at least a second for a busy machine.
+func (sb *standby) probeWindow() time.Duration {
+	return max(sb.store.cfg.RetryInterval, time.Second)
+}
+
+// probe announces the standby's nonce on the job's channel through
+// another connection, once, as the standby starts a wait of a probe
+// window or longer: a listening session hears it then, one behind a
 // pooler in transaction mode never does, as it never hears a release.
-// Other standbys of the job take it for no release (no job has an empty
-// name) and count it as heard too.
+// The listening connection sends nothing meanwhile, so no statement of
+// its own can catch the notification for it from a pooled server that
+// happens to listen (another standby's, or its own LISTEN's). Other
+// standbys of the job ignore a payload that is not the job's name.
 func (sb *standby) probe(ctx context.Context) {
-	if sb.heard || !sb.probeBy.IsZero() {
-		return
-	}
 	s := sb.store
-	if _, err := s.db.Exec(ctx, "SELECT pg_notify($1, '')", jobChannel(s.channel, sb.job)); err != nil {
+	if _, err := s.db.Exec(ctx, "SELECT pg_notify($1, $2)", jobChannel(s.channel, sb.job), sb.nonce); err != nil {
 		// The database cannot be used just now; the standby's looks say so.
+		s.log.Debug().Err(err).Str("job", sb.job).Msg("cannot probe for notifications; trying on the next listen")
 		return
 	}
-	sb.probeBy = time.Now().Add(max(s.cfg.RetryInterval, time.Second))
+	sb.probeBy = time.Now().Add(sb.probeWindow())
 }
 
 // unheard reports whether the probe went unheard past its deadline.
@@ -157,6 +163,9 @@ func (sb *standby) wait(ctx context.Context, d time.Duration) (notified bool, er
 		case <-t.C:
 			return false, nil
 		}
+	}
+	if !sb.heard && sb.probeBy.IsZero() && d >= sb.probeWindow() {
+		sb.probe(ctx)
 	}
 	until := time.Now().Add(d)
 	for {
@@ -201,8 +210,10 @@ func (sb *standby) notification(ctx context.Context, d time.Duration) (notified,
 			sb.lost(ctx, err)
 			return false, false, nil
 		}
-		sb.heard = true
-		if n.Payload == sb.job {
+		switch n.Payload {
+		case sb.nonce:
+			sb.heard = true
+		case sb.job:
 			return true, true, nil
 		}
 	}
