@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,5 +103,37 @@ func TestStandbyBehindPgBouncerPollsWhenItCannotHear(t *testing.T) {
 	}
 	if said != 1 {
 		t.Errorf("the standby said %d times that it cannot hear notifications, want once", said)
+	}
+}
+
+// A scheduler listening for requested runs behind a pooler in transaction
+// mode hears no request either: it finds out as a standby does, says so
+// once, and looks for requests every retry interval, so that a trigger is
+// taken rather than left for its next time (a year away here).
+func TestSchedulerBehindPgBouncerPollsWhenItCannotHear(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	cfg := d.pool.Config().ConnConfig
+	bouncer := pgtest.StartPgBouncer(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
+	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", cfg.User, bouncer, cfg.Database)
+
+	record := filepath.Join(t.TempDir(), "runs")
+	p := lw(t, []string{child("record:" + record + " exit:0")}, d.args("--database-url", url, "--id", "pooled",
+		"--job", "j", "--schedule", farSchedule, "--", self())...)
+	const deaf = "waiting for requested runs without notifications: the database connection does not keep a session (a pooler in transaction mode?); looking every retry interval"
+	p.WaitLog(t, deaf)
+	if code, out := d.trigger(t, "--job", "j"); code != 0 || !strings.Contains(out, "taken by scheduler pooled,") {
+		t.Fatalf("trigger exited %d, want 0 naming the scheduler that took it: %s", code, out)
+	}
+	waitRuns(t, record, 1)
+	stop(t, p)
+	said := 0
+	for _, e := range p.LogEntries(t) {
+		if e["message"] == deaf {
+			said++
+		}
+	}
+	if said != 1 {
+		t.Errorf("the scheduler said %d times that it cannot hear notifications, want once", said)
 	}
 }

@@ -56,20 +56,15 @@ type standby struct {
 	job       string
 	conn      *pgx.Conn // nil: poll through store.db, no notifications
 	listening bool
-	// heard is set once the standby's probe (payload nonce) arrives
-	// while it waits: proof that its session outlives a statement, which
-	// a pooler in transaction mode (PgBouncer's usual setting for fleets)
-	// does not give. Until then, probeBy is when the probe counts as
-	// lost, and deaf is set when it was: the standby then polls, as with
+	// probe finds out whether the listening connection hears at all;
+	// deaf is set when it did not, and the standby then polls, as with
 	// --listen=false.
-	nonce   string
-	heard   bool
-	probeBy time.Time
-	deaf    bool
+	probe probe
+	deaf  bool
 }
 
 func (s *Store) newStandby(ctx context.Context, job string) *standby {
-	sb := &standby{store: s, job: job, nonce: fmt.Sprintf("probe %016x", rand.Uint64())}
+	sb := &standby{store: s, job: job, probe: newProbe()}
 	sb.listen(ctx)
 	return sb
 }
@@ -101,40 +96,9 @@ func (sb *standby) listen(ctx context.Context) bool {
 	return true
 }
 
-// probeWindow is how long a probe may take to be heard: the retry
-// interval, at least a second for a busy machine.
-func (sb *standby) probeWindow() time.Duration {
-	return max(sb.store.cfg.RetryInterval, time.Second)
-}
-
-// probe announces the standby's nonce on the job's channel through
-// another connection, once, as the standby starts a wait of a probe
-// window or longer: a listening session hears it then, one behind a
-// pooler in transaction mode never does, as it never hears a release.
-// The listening connection sends nothing meanwhile, so no statement of
-// its own can catch the notification for it from a pooled server that
-// happens to listen (another standby's, or its own LISTEN's). Other
-// standbys of the job ignore a payload that is not the job's name.
-func (sb *standby) probe(ctx context.Context) {
-	s := sb.store
-	if _, err := s.db.Exec(ctx, "SELECT pg_notify($1, $2)", jobChannel(s.channel, sb.job), sb.nonce); err != nil {
-		// The database cannot be used just now; the standby's looks say so.
-		s.log.Debug().Err(err).Str("job", sb.job).Msg("cannot probe for notifications; trying on the next listen")
-		return
-	}
-	sb.probeBy = time.Now().Add(sb.probeWindow())
-}
-
-// unheard reports whether the probe went unheard past its deadline.
-func (sb *standby) unheard() bool {
-	return !sb.heard && !sb.probeBy.IsZero() && !time.Now().Before(sb.probeBy)
-}
-
 // goDeaf gives up listening for good, saying so once.
 func (sb *standby) goDeaf(ctx context.Context) {
-	s := sb.store
-	s.log.Warn().Str("job", sb.job).Stringer("retry_interval", s.cfg.RetryInterval).
-		Msg("standing by without notifications: the database connection does not keep a session (a pooler in transaction mode?); looking every retry interval")
+	sb.store.sayDeaf(sb.job, "standing by")
 	sb.deaf, sb.listening = true, false
 	sb.close(ctx)
 }
@@ -164,20 +128,18 @@ func (sb *standby) wait(ctx context.Context, d time.Duration) (notified bool, er
 			return false, nil
 		}
 	}
-	if !sb.heard && sb.probeBy.IsZero() && d >= sb.probeWindow() {
-		sb.probe(ctx)
+	if d >= sb.store.probeWindow() {
+		// A wait this long sends nothing on the connection: see probe.
+		sb.probe.send(ctx, sb.store, jobChannel(sb.store.channel, sb.job), sb.job)
 	}
 	until := time.Now().Add(d)
 	for {
-		next := min(time.Until(until), jitter(sb.store.cfg.RenewInterval))
-		if !sb.heard && !sb.probeBy.IsZero() {
-			next = min(next, time.Until(sb.probeBy))
-		}
-		notified, alive, err := sb.notification(ctx, max(next, 0))
+		next := sb.probe.bound(min(time.Until(until), jitter(sb.store.cfg.RenewInterval)))
+		notified, alive, err := sb.notification(ctx, next)
 		switch {
 		case err != nil || notified || !alive:
 			return notified, err
-		case sb.unheard():
+		case sb.probe.lost():
 			// The caller looks now, and every retry interval from here.
 			sb.goDeaf(ctx)
 			return false, nil
@@ -210,12 +172,10 @@ func (sb *standby) notification(ctx context.Context, d time.Duration) (notified,
 			sb.lost(ctx, err)
 			return false, false, nil
 		}
-		switch n.Payload {
-		case sb.nonce:
-			sb.heard = true
-		case sb.job:
+		if n.Payload == sb.job {
 			return true, true, nil
 		}
+		sb.probe.hear(n.Payload)
 	}
 }
 

@@ -375,13 +375,15 @@ func (s *Store) TakeRequested(ctx context.Context, job, spec string) (Requested,
 // RequestWatch tells a scheduler when to look for requested runs of its
 // job: at once when it starts, when a request (or a release of the job's
 // lease) is announced while it listens, and on every look while it cannot
-// listen (the caller then polls every retry interval).
+// listen (the caller then polls every retry interval). A connection that
+// turns out not to hear at all (see probe) ends the listening for good.
 type RequestWatch struct {
 	wake      chan struct{}
 	look      atomic.Bool
 	listening atomic.Bool
 	cancel    context.CancelFunc
 	done      chan struct{}
+	probe     probe // the listening goroutine's
 }
 
 // WatchRequests starts watching for requested runs of job: with its own
@@ -390,7 +392,7 @@ type RequestWatch struct {
 // listening (or within the retry interval), asking for a first look,
 // which covers the requests made before. Close it when done.
 func (s *Store) WatchRequests(ctx context.Context, job string) *RequestWatch {
-	w := &RequestWatch{wake: make(chan struct{}, 1), done: make(chan struct{})}
+	w := &RequestWatch{wake: make(chan struct{}, 1), done: make(chan struct{}), probe: newProbe()}
 	w.look.Store(true)
 	pool, ok := s.db.(*pgxpool.Pool)
 	if !ok || !s.cfg.listen {
@@ -420,6 +422,8 @@ func (w *RequestWatch) listen(ctx context.Context, s *Store, pool *pgxpool.Pool,
 				w.listening.Store(true)
 				w.woke()
 			}
+			// The connection waits from here: see probe.
+			w.probe.send(ctx, s, channel, job)
 			for w.heard(ctx, s, conn, payload, job) {
 			}
 			w.listening.Store(false)
@@ -429,8 +433,12 @@ func (w *RequestWatch) listen(ctx context.Context, s *Store, pool *pgxpool.Pool,
 			if ctx.Err() != nil {
 				return
 			}
-			s.log.Debug().Str("job", job).Msg("listening connection for requested runs lost; polling for now")
 			w.woke()
+			if w.probe.lost() {
+				s.sayDeaf(job, "waiting for requested runs")
+				return
+			}
+			s.log.Debug().Str("job", job).Msg("listening connection for requested runs lost; polling for now")
 		}
 		t := time.NewTimer(s.cfg.RetryInterval)
 		select {
@@ -442,19 +450,20 @@ func (w *RequestWatch) listen(ctx context.Context, s *Store, pool *pgxpool.Pool,
 	}
 }
 
-// heard waits for one announcement on conn, for up to a renew interval,
-// and reports whether the connection is still good. A request wakes the
-// scheduler; a release of the lease only when a request waits for it.
+// heard waits for one announcement on conn, for up to a renew interval
+// (or the probe's deadline), and reports whether the connection is still
+// good: not when the probe went unheard. A request wakes the scheduler; a
+// release of the lease only when a request waits for it.
 // A quiet interval ends with a ping: a connection that died without a
 // word (a cut cable, a crashed host) is noticed then, not never, and an
 // idle scheduler's database contact stays as recent as a standby's, so
 // that its health check holds between scheduled times.
 func (w *RequestWatch) heard(ctx context.Context, s *Store, conn *pgx.Conn, payload, job string) bool {
-	wctx, cancel := context.WithTimeout(ctx, jitter(s.cfg.RenewInterval))
+	wctx, cancel := context.WithTimeout(ctx, w.probe.bound(jitter(s.cfg.RenewInterval)))
 	defer cancel()
 	n, err := conn.WaitForNotification(wctx)
 	switch {
-	case ctx.Err() != nil:
+	case ctx.Err() != nil || w.probe.lost():
 		return false
 	case err != nil && wctx.Err() != nil:
 		if err := s.pingListener(ctx, conn); err != nil {
@@ -468,6 +477,7 @@ func (w *RequestWatch) heard(ctx context.Context, s *Store, conn *pgx.Conn, payl
 	if n.Payload == payload || n.Payload == job && w.look.Load() {
 		w.woke()
 	}
+	w.probe.hear(n.Payload)
 	return true
 }
 

@@ -1,0 +1,71 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// probe finds out whether a listening connection keeps its session, which
+// a pooler in transaction mode (PgBouncer's usual setting for fleets) does
+// not give: LISTEN runs there on whichever server the pooler lends, and no
+// notification comes back. The listener announces a nonce of its own on
+// its channel through another connection as it starts to wait, and hears
+// it within a probe window, or never. The listening connection sends no
+// statement meanwhile, so none of its own can catch the notification for
+// it from a pooled server that happens to listen. Other listeners of the
+// channel ignore a payload that is not theirs.
+type probe struct {
+	nonce string
+	by    time.Time // when the probe counts as lost; zero until sent
+	heard bool
+}
+
+func newProbe() probe { return probe{nonce: fmt.Sprintf("probe %016x", rand.Uint64())} }
+
+// probeWindow is how long a probe may take to be heard: the retry
+// interval, at least a second for a busy machine.
+func (s *Store) probeWindow() time.Duration { return max(s.cfg.RetryInterval, time.Second) }
+
+// send announces the nonce on channel through the Store's pool, once
+// (again on a later call if the database could not take it).
+func (p *probe) send(ctx context.Context, s *Store, channel, job string) {
+	if p.heard || !p.by.IsZero() {
+		return
+	}
+	if _, err := s.db.Exec(ctx, "SELECT pg_notify($1, $2)", channel, p.nonce); err != nil {
+		s.log.Debug().Err(err).Str("job", job).Msg("cannot probe for notifications; trying again on the next wait")
+		return
+	}
+	p.by = time.Now().Add(s.probeWindow())
+}
+
+// hear reports whether payload is the probe's, which proves the session.
+func (p *probe) hear(payload string) bool {
+	if payload != p.nonce {
+		return false
+	}
+	p.heard = true
+	return true
+}
+
+// bound shortens a wait of d to the probe's deadline while it is unheard.
+func (p *probe) bound(d time.Duration) time.Duration {
+	if p.heard || p.by.IsZero() {
+		return d
+	}
+	return max(min(d, time.Until(p.by)), 0)
+}
+
+// lost reports whether the probe went unheard past its deadline.
+func (p *probe) lost() bool {
+	return !p.heard && !p.by.IsZero() && !time.Now().Before(p.by)
+}
+
+// sayDeaf says once that a listener of job (what it waits for) gives up
+// listening for good and polls instead.
+func (s *Store) sayDeaf(job, waiting string) {
+	s.log.Warn().Str("job", job).Stringer("retry_interval", s.cfg.RetryInterval).
+		Msg(waiting + " without notifications: the database connection does not keep a session (a pooler in transaction mode?); looking every retry interval")
+}
