@@ -380,15 +380,26 @@ func deref(s *string) string {
 	return *s
 }
 
-// logFailure logs a standby's failed attempt: at warn the first time and
-// then at most once a failureLogInterval (a failover may be under way, and
-// may take long), at debug in between.
-func (s *Store) logFailure(err error, job string, last *time.Time) {
-	if time.Since(*last) < failureLogInterval {
+// failureLog is what a standby logged at warn of its failures since at.
+type failureLog struct {
+	at     time.Time
+	causes map[string]bool // SQLSTATEs, "" for errors without one
+}
+
+// logFailure logs a standby's failed attempt at warn the first time, and
+// again for each new cause (a connection ended by a restart, then a
+// server that came back read-only), then at most once a
+// failureLogInterval per cause (a failover may be under way, and may take
+// long); at debug in between.
+func (s *Store) logFailure(err error, job string, last *failureLog) {
+	cause := pgerr.SQLState(err)
+	if time.Since(last.at) >= failureLogInterval {
+		*last = failureLog{at: time.Now(), causes: map[string]bool{}}
+	} else if last.causes[cause] {
 		s.log.Debug().Err(err).Str("job", job).Msg("still cannot use the lease store; retrying")
 		return
 	}
-	*last = time.Now()
+	last.causes[cause] = true
 	s.log.Warn().Err(err).Str("job", job).Stringer("next_log_in", failureLogInterval).
 		Msg("cannot use the lease store; retrying")
 }
@@ -441,7 +452,7 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 	// LISTEN would not be announced to this standby.
 	recheck := sb.listening
 	lastHolder := ""
-	var lastFailure time.Time
+	var lastFailure failureLog
 	failed := false
 	for {
 		wait := jitter(s.cfg.RetryInterval)
