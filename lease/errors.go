@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"time"
@@ -147,4 +148,56 @@ func timedOut(err error) bool {
 	var netErr net.Error
 	return errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) ||
 		errors.As(err, &netErr) && netErr.Timeout()
+}
+
+// Unreachable reports whether err means that the database could not be
+// reached, which may mend by itself once the server or the network is back:
+// a refused or reset connection, a name that does not resolve yet, a dial
+// or connect timeout, a connection closed during its start-up, or a server
+// that turns sessions away for now (starting up or shutting down, 57P03;
+// ending sessions after an operator's or a crash's restart, 57P01 and
+// 57P02; no connection slot free, 53300). It is false for nil, for a
+// cancelled context, for an invalid connection string (ErrBadDatabaseURL)
+// and for every other error of the server, such as a failed
+// authentication (28P01, 28000) or a database that does not exist
+// (3D000): waiting does not mend those. An error that joins several
+// attempts (one per host) is unreachable only if none of them failed for
+// good.
+func Unreachable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, ErrBadDatabaseURL) {
+		return false
+	}
+	transient, final := unreachableIn(err)
+	return transient && !final
+}
+
+// unreachableIn walks err's tree: transient is true when some error in it
+// says the database could not be reached, final when some server error in
+// it will not mend by waiting.
+func unreachableIn(err error) (transient, final bool) {
+	if pgErr, ok := err.(*pgconn.PgError); ok {
+		switch pgErr.Code {
+		case pgerr.CodeCannotConnectNow, pgerr.CodeAdminShutdown, pgerr.CodeCrashShutdown, pgerr.CodeTooManyConnections:
+			return true, false
+		}
+		return false, true
+	}
+	// A network error (a refused dial, a reset, a timeout, a name that
+	// does not resolve: net.Error, which syscall.Errno is too), or the
+	// server closing the connection before it answered.
+	_, netErr := err.(net.Error)
+	transient = netErr || err == context.DeadlineExceeded || err == io.EOF || err == io.ErrUnexpectedEOF
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		if inner := u.Unwrap(); inner != nil {
+			t, f := unreachableIn(inner)
+			return transient || t, f
+		}
+	case interface{ Unwrap() []error }:
+		for _, inner := range u.Unwrap() {
+			t, f := unreachableIn(inner)
+			transient, final = transient || t, final || f
+		}
+	}
+	return transient, final
 }
