@@ -167,37 +167,36 @@ func Unreachable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, ErrBadDatabaseURL) {
 		return false
 	}
-	transient, final := unreachableIn(err)
-	return transient && !final
-}
-
-// unreachableIn walks err's tree: transient is true when some error in it
-// says the database could not be reached, final when some server error in
-// it will not mend by waiting.
-func unreachableIn(err error) (transient, final bool) {
-	if pgErr, ok := err.(*pgconn.PgError); ok {
-		switch pgErr.Code {
+	refusals := serverErrors(err)
+	for _, e := range refusals {
+		switch e.Code {
 		case pgerr.CodeCannotConnectNow, pgerr.CodeAdminShutdown, pgerr.CodeCrashShutdown, pgerr.CodeTooManyConnections:
-			return true, false
+		default:
+			return false
 		}
-		return false, true
 	}
 	// A network error (a refused dial, a reset, a timeout, a name that
 	// does not resolve: net.Error, which syscall.Errno is too), or the
 	// server closing the connection before it answered.
-	_, netErr := err.(net.Error)
-	transient = netErr || err == context.DeadlineExceeded || err == io.EOF || err == io.ErrUnexpectedEOF
-	switch u := err.(type) {
+	var netErr net.Error
+	return len(refusals) > 0 || errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// serverErrors lists the server's errors in err's tree: every joined
+// attempt's, where errors.As would find the first alone.
+func serverErrors(err error) []*pgconn.PgError {
+	switch e := err.(type) { //nolint:errorlint // errors.As would stop at the first
+	case *pgconn.PgError:
+		return []*pgconn.PgError{e}
 	case interface{ Unwrap() error }:
-		if inner := u.Unwrap(); inner != nil {
-			t, f := unreachableIn(inner)
-			return transient || t, f
-		}
+		return serverErrors(e.Unwrap())
 	case interface{ Unwrap() []error }:
-		for _, inner := range u.Unwrap() {
-			t, f := unreachableIn(inner)
-			transient, final = transient || t, final || f
+		var all []*pgconn.PgError
+		for _, inner := range e.Unwrap() {
+			all = append(all, serverErrors(inner)...)
 		}
+		return all
 	}
-	return transient, final
+	return nil
 }
