@@ -48,18 +48,19 @@ func TestHealthLeaderAndMetrics(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
 	proxy, viaProxy := pgtest.Proxied(t, d.pool)
-	// The standby's first connect must succeed (a --wait that cannot
-	// connect at start exits 69): 1 s is too little on a loaded machine,
-	// and 5 s still leaves the reconnect after the blackhole within the
-	// 10 s that /healthz is given to recover.
+	// The standby's first connect should succeed (a --wait that cannot
+	// connect at start stands by for the database, and says so): 1 s is
+	// too little on a loaded machine, and 5 s still leaves the reconnect
+	// after the blackhole within the 10 s that /healthz is given to
+	// recover.
 	viaProxy = strings.Replace(viaProxy, "connect_timeout=1", "connect_timeout=5", 1)
 
 	leader := lw(t, []string{child("ignore-term ready block")}, d.args("--job", "j", "--id", "leader", "--http-addr", "127.0.0.1:0", "--", self())...)
 	leader.Expect(t, "ready")
 	// The standby's TTL is short, for its health to go stale quickly below,
 	// but not 2s: that leaves its first take 1.4s to answer, twice, which a
-	// loaded machine can miss, and a --wait whose first take fails exits
-	// 69. 4s leaves it 3.3s.
+	// loaded machine can miss, and a --wait whose first take fails counts
+	// the database unreachable (checked at 0 below). 4s leaves it 3.3s.
 	standby := lw(t, []string{child("ready")}, d.argsTTL("4s", "--database-url", viaProxy, "--job", "j", "--wait", "--http-addr", "127.0.0.1:0", "--", self())...)
 	standby.WaitLog(t, "standing by: lease held by another instance")
 	leaderAddr, standbyAddr := httpAddr(t, leader), httpAddr(t, standby)
@@ -80,7 +81,8 @@ func TestHealthLeaderAndMetrics(t *testing.T) {
 	waitStatus(t, standbyAddr, "/healthz", 200)
 	// Series exist from the start, next to the Go runtime's and the process's.
 	waitMetrics(t, standbyAddr, `leasewrap_renewals_total{lease="j",result="failed"} 0`,
-		`leasewrap_lease_row_regressions_total{lease="j"} 0`, "go_goroutines ", "process_cpu_seconds_total ")
+		`leasewrap_lease_row_regressions_total{lease="j"} 0`, `leasewrap_database_unreachable_total{lease="j"} 0`,
+		"go_goroutines ", "process_cpu_seconds_total ")
 	// HEAD answers at once (curl -I), with no body.
 	client := &http.Client{Timeout: 2 * time.Second}
 	if resp, err := client.Head("http://" + leaderAddr + "/healthz"); err != nil || resp.StatusCode != 200 {

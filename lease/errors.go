@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"time"
@@ -147,4 +148,55 @@ func timedOut(err error) bool {
 	var netErr net.Error
 	return errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) ||
 		errors.As(err, &netErr) && netErr.Timeout()
+}
+
+// Unreachable reports whether err means that the database could not be
+// reached, which may mend by itself once the server or the network is back:
+// a refused or reset connection, a name that does not resolve yet, a dial
+// or connect timeout, a connection closed during its start-up, or a server
+// that turns sessions away for now (starting up or shutting down, 57P03;
+// ending sessions after an operator's or a crash's restart, 57P01 and
+// 57P02; no connection slot free, 53300). It is false for nil, for a
+// cancelled context, for an invalid connection string (ErrBadDatabaseURL)
+// and for every other error of the server, such as a failed
+// authentication (28P01, 28000) or a database that does not exist
+// (3D000): waiting does not mend those. An error that joins several
+// attempts (one per host) is unreachable only if none of them failed for
+// good.
+func Unreachable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, ErrBadDatabaseURL) {
+		return false
+	}
+	refusals := serverErrors(err)
+	for _, e := range refusals {
+		switch e.Code {
+		case pgerr.CodeCannotConnectNow, pgerr.CodeAdminShutdown, pgerr.CodeCrashShutdown, pgerr.CodeTooManyConnections:
+		default:
+			return false
+		}
+	}
+	// A network error (a refused dial, a reset, a timeout, a name that
+	// does not resolve: net.Error, which syscall.Errno is too), or the
+	// server closing the connection before it answered.
+	var netErr net.Error
+	return len(refusals) > 0 || errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// serverErrors lists the server's errors in err's tree: every joined
+// attempt's, where errors.As would find the first alone.
+func serverErrors(err error) []*pgconn.PgError {
+	switch e := err.(type) { //nolint:errorlint // errors.As would stop at the first
+	case *pgconn.PgError:
+		return []*pgconn.PgError{e}
+	case interface{ Unwrap() error }:
+		return serverErrors(e.Unwrap())
+	case interface{ Unwrap() []error }:
+		var all []*pgconn.PgError
+		for _, inner := range e.Unwrap() {
+			all = append(all, serverErrors(inner)...)
+		}
+		return all
+	}
+	return nil
 }

@@ -57,6 +57,7 @@ type metrics struct {
 	childStarts   prometheus.Counter
 	childExits    *prometheus.CounterVec
 	historyFails  prometheus.Counter
+	unreachable   prometheus.Counter
 }
 
 var (
@@ -101,6 +102,8 @@ func newMetrics(job string) *metrics {
 			Help: "Commands ended, by exit status (128+N for signal N)."}, []string{"status"}),
 		historyFails: f.NewCounter(prometheus.CounterOpts{Name: "leasewrap_history_write_failures_total",
 			Help: "Times this instance gave up recording runs in the history table (broken, missing, or not writable by its role); the job runs on under its lease."}),
+		unreachable: f.NewCounter(prometheus.CounterOpts{Name: "leasewrap_database_unreachable_total",
+			Help: "Attempts of a --wait standby to reach the database at start that failed (refused, timed out, the server starting up); it tries again every retry interval."}),
 	}
 	// Series that exist from the start, so rate() and alerts work before
 	// the first event.
@@ -133,6 +136,15 @@ func (m *Monitor) Failed(err error) {
 	m.mu.Lock()
 	m.lastErr = err
 	m.mu.Unlock()
+}
+
+// Unreachable records an attempt to reach the database that failed, for
+// /healthz (err is its reason, already redacted) and the metrics.
+func (m *Monitor) Unreachable(err error) {
+	m.Failed(err)
+	if m.metrics != nil {
+		m.metrics.unreachable.Inc()
+	}
 }
 
 // Renewed records a renewal attempt.

@@ -69,7 +69,7 @@ func Action(c *cli.Context, child []string, hasChild bool) error {
 	if err != nil {
 		return cmdutil.Usagef("%v", err)
 	}
-	w := &wrapper{o: o, log: log, db: db, store: store, sigs: sigs, children: runner.NewSupervisor()}
+	w := &wrapper{o: o, log: log, db: db, store: store, mon: mon, sigs: sigs, children: runner.NewSupervisor()}
 	if o.sched != nil {
 		return w.runScheduled(c.Context, path, mon)
 	}
@@ -89,6 +89,7 @@ type wrapper struct {
 	log   zerolog.Logger
 	db    *cmdutil.Database
 	store *lease.Store
+	mon   *monitor.Monitor
 	sigs  <-chan os.Signal
 	// children runs every attempt's command.
 	children *runner.Supervisor
@@ -362,8 +363,64 @@ func (w *wrapper) take(ctx context.Context) (*lease.Lease, error) {
 		defer cancel()
 	}
 	l, err := w.store.Acquire(ctx, w.o.job)
+	for err != nil && ctx.Err() == nil && lease.Unreachable(err) {
+		// A standby stands by for the database too: one restarting must
+		// not make every replica exit (a crash loop in a container).
+		if err = w.reach(ctx, err); err == nil {
+			l, err = w.store.Acquire(ctx, w.o.job)
+		}
+	}
 	return l, causeOf(ctx, err)
 }
+
+// reach waits for the database after an attempt that could not reach it
+// (err): it tries again every retry interval, and returns nil once the
+// database answers, else the error that ended the wait (one that waiting
+// will not mend, or ctx's). The first failure is logged at warn, the
+// others at debug; each one is counted and shown on /healthz.
+func (w *wrapper) reach(ctx context.Context, err error) error {
+	began := time.Now()
+	attempts := 1
+	w.mon.Unreachable(w.db.Redact.Wrap(err))
+	w.db.Named(w.log.Warn()).Str("error", oneLine(err)).Stringer("retry_interval", w.o.timings.RetryInterval).
+		Msg("cannot reach the database; standing by and trying again every retry interval")
+	for {
+		t := time.NewTimer(w.o.timings.RetryInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		attempts++
+		err = w.ping(ctx)
+		switch {
+		case err == nil:
+			w.mon.Contacted()
+			w.db.Named(w.log.Info()).Int("attempts", attempts).Stringer("after", time.Since(began).Round(time.Millisecond)).
+				Msg("reached the database")
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case !lease.Unreachable(err):
+			return err
+		}
+		w.mon.Unreachable(w.db.Redact.Wrap(err))
+		w.log.Debug().Str("error", oneLine(err)).Int("attempts", attempts).Msg("still cannot reach the database")
+	}
+}
+
+// ping connects to the database, or reuses a connection, and sends it an
+// empty statement, within a TTL.
+func (w *wrapper) ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, w.o.timings.TTL)
+	defer cancel()
+	return w.db.Pool.Ping(ctx)
+}
+
+// oneLine is err's message on one line (pgx puts each host's failure on
+// a line of its own).
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n\t", "; ") }
 
 // causeOf replaces err with the reason ctx ended, when it did: a failed
 // statement is only the symptom of a signal or a timeout.

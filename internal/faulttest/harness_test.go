@@ -276,11 +276,12 @@ func (c *cluster) expectExit(m *member, want int) {
 }
 
 // waitReady waits until m's wrapper has been in touch with the database.
-// A --wait whose very first attempt fails exits 69 by design (a wrong
-// address must not look like a long wait); on a busy machine that attempt
-// can time out (connect_timeout=1), and faults are meant for wrappers
-// that are up: such a wrapper is started again with start (each kind of
-// cluster starts its wrappers its own way).
+// A --wait whose very first attempt cannot reach the database (on a busy
+// machine it can time out, connect_timeout=1) stands by for it and is
+// ready once it got through; one whose first attempt fails otherwise
+// exits 69, and faults are meant for wrappers that are up: such a wrapper
+// is started again with start (each kind of cluster starts its wrappers
+// its own way).
 func (c *cluster) waitReady(m *member, start func(*member)) {
 	c.t.Helper()
 	window := c.window()

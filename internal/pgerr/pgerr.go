@@ -17,6 +17,20 @@ const (
 	CodeNoPrivilege     = "42501" // insufficient_privilege
 	CodeUniqueViolation = "23505"
 	CodeAdminShutdown   = "57P01"
+	// CodeCrashShutdown: the server ends sessions after a backend crashed.
+	CodeCrashShutdown = "57P02"
+	// CodeCannotConnectNow: the server is starting up, shutting down or
+	// in recovery without hot standby.
+	CodeCannotConnectNow = "57P03"
+	// CodeTooManyConnections: max_connections (or a role's or database's
+	// connection limit) is reached.
+	CodeTooManyConnections = "53300"
+	// CodeInvalidPassword and CodeInvalidAuthorization: authentication
+	// failed, or pg_hba.conf has no entry for the connection.
+	CodeInvalidPassword      = "28P01"
+	CodeInvalidAuthorization = "28000"
+	// CodeInvalidCatalogName: the database named does not exist.
+	CodeInvalidCatalogName = "3D000"
 	// ClassAccessRule (syntax error or access rule violation) holds what a
 	// table of the wrong shape makes the take fail with: undefined_table,
 	// undefined_column (42703), undefined_function (42883),

@@ -1,0 +1,216 @@
+package command
+
+import (
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redbite/leasewrap/internal/lwtest"
+	"github.com/redbite/leasewrap/internal/pgtest"
+)
+
+// The lines a --wait standby logs while it cannot reach the database.
+const (
+	cannotReach  = "cannot reach the database; standing by and trying again every retry interval"
+	stillCannot  = "still cannot reach the database"
+	reached      = "reached the database"
+	waitPassword = "lw-wait-s3cret"
+)
+
+// withURL is args with its connection string replaced by dsn.
+func withURL(args []string, dsn string) []string {
+	args = slices.Clone(args)
+	i := slices.Index(args, "--database-url")
+	args[i+1] = dsn
+	return args
+}
+
+// withPassword is dsn with a password, which the test server (trusting the
+// test user) ignores, and which must never be printed.
+func withPassword(t *testing.T, dsn string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(u.User.Username(), waitPassword)
+	return u.String()
+}
+
+// refusingURL is a connection string to a loopback port that refuses
+// connections: one just listened on and closed.
+func refusingURL(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "postgres://postgres:" + waitPassword + "@" + addr + "/test?sslmode=disable&connect_timeout=5"
+}
+
+// count is how many of p's log lines have message.
+func count(t *testing.T, p *lwtest.Proc, message string) int {
+	t.Helper()
+	n := 0
+	for _, e := range p.LogEntries(t) {
+		if e["message"] == message {
+			n++
+		}
+	}
+	return n
+}
+
+// unreachableCount is leasewrap_database_unreachable_total on addr's
+// /metrics (-1: not there).
+func unreachableCount(t *testing.T, addr string) float64 {
+	t.Helper()
+	_, m := get(t, addr, "/metrics")
+	for _, line := range strings.Split(m, "\n") {
+		if v, ok := strings.CutPrefix(line, `leasewrap_database_unreachable_total{lease="j"} `); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("metrics line %q: %v", line, err)
+			}
+			return n
+		}
+	}
+	return -1
+}
+
+// noPassword fails the test if p printed the connection's password.
+func noPassword(t *testing.T, p *lwtest.Proc) {
+	t.Helper()
+	if strings.Contains(p.Logs.String(), waitPassword) {
+		t.Errorf("the password is in the logs:\n%s", p.Logs)
+	}
+}
+
+// A --wait standby that cannot reach the database at its start stands by
+// for it: it says so once, counts each failed attempt, answers 503 on
+// /healthz and /leader meanwhile, and once the database is back it takes
+// the lease and runs the command as any standby would.
+func TestWaitStandsByForAnUnreachableDatabase(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	proxy, viaProxy := pgtest.Proxied(t, d.pool)
+	viaProxy = strings.Replace(viaProxy, "connect_timeout=1", "connect_timeout=5", 1)
+	// The proxy takes each connection and closes it at once, as a server
+	// that is going down does.
+	proxy.Cut()
+	p := lw(t, []string{child("ready exit:0")}, withURL(d.args("--job", "j", "--wait", "--log-level", "debug",
+		"--http-addr", "127.0.0.1:0", "--", self()), withPassword(t, viaProxy))...)
+	addr := httpAddr(t, p)
+	warned := p.WaitLog(t, cannotReach)
+	if host := warned["database"]; host != proxy.Addr() {
+		t.Errorf("the warning names database %v, want %s", host, proxy.Addr())
+	}
+	if ri := warned["retry_interval"]; ri != "100ms" {
+		t.Errorf("the warning says retry_interval %v, want 100ms", ri)
+	}
+	// Further attempts, every retry interval, are counted and logged at
+	// debug; the warning is not repeated.
+	p.WaitLog(t, stillCannot)
+	pgtest.Eventually(t, 10*time.Second, "two failed attempts counted", func() bool {
+		return unreachableCount(t, addr) >= 2
+	})
+	if body := waitStatus(t, addr, "/healthz", 503); !strings.Contains(body, "failed to connect") {
+		t.Errorf("/healthz while unreachable: %q, want the failure", body)
+	} else if strings.Contains(body, waitPassword) {
+		t.Errorf("/healthz shows the password: %q", body)
+	}
+	if body := waitStatus(t, addr, "/leader", 503); !strings.Contains(body, `"leader":false`) {
+		t.Errorf("/leader while unreachable: %q", body)
+	}
+
+	proxy.Restore()
+	p.WaitLog(t, reached)
+	p.Expect(t, "ready")
+	if got := p.Wait(t, 15*time.Second); got != 0 {
+		t.Errorf("exit %d, want 0", got)
+	}
+	if n := count(t, p, cannotReach); n != 1 {
+		t.Errorf("%d %q lines, want 1", n, cannotReach)
+	}
+	if n := count(t, p, "acquired"); n != 1 {
+		t.Errorf("%d acquired lines, want 1", n)
+	}
+	if holder := d.holder(t, "j"); holder == "" {
+		t.Error("no lease row: the command ran without taking the lease")
+	}
+	noPassword(t, p)
+}
+
+// What ends a standby that cannot reach the database, and what does not
+// make it stand by at all.
+func TestUnreachableDatabaseEnds(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+
+	t.Run("--wait-timeout", func(t *testing.T) {
+		t.Parallel()
+		p := lw(t, []string{child("ready")}, withURL(d.args("--job", "j", "--wait", "--wait-timeout", "1s", "--", self()), refusingURL(t))...)
+		if got := p.Wait(t, 15*time.Second); got != 124 {
+			t.Errorf("exit %d, want 124", got)
+		}
+		p.WaitLog(t, cannotReach)
+		p.WaitLog(t, "gave up standing by: --wait-timeout passed")
+		noPassword(t, p)
+	})
+
+	t.Run("SIGTERM", func(t *testing.T) {
+		t.Parallel()
+		p := lw(t, []string{child("ready")}, withURL(d.args("--job", "j", "--wait", "--", self()), refusingURL(t))...)
+		p.WaitLog(t, cannotReach)
+		if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Wait(t, 15*time.Second); got != 143 {
+			t.Errorf("exit %d, want 143", got)
+		}
+		p.WaitLog(t, "stopped by signal before the command started")
+		noPassword(t, p)
+	})
+
+	t.Run("without --wait", func(t *testing.T) {
+		t.Parallel()
+		p := lw(t, []string{child("ready")}, withURL(d.args("--job", "j", "--", self()), refusingURL(t))...)
+		if got := p.Wait(t, 15*time.Second); got != 69 {
+			t.Errorf("exit %d, want 69", got)
+		}
+		p.WaitLog(t, "lease store unavailable")
+		if n := count(t, p, cannotReach); n != 0 {
+			t.Errorf("a cron run (no --wait) stood by for the database")
+		}
+		noPassword(t, p)
+	})
+
+	// The server answers, and says the database does not exist: waiting
+	// will not mend that.
+	t.Run("missing database", func(t *testing.T) {
+		t.Parallel()
+		u, err := url.Parse(pgtest.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Path = "/lw_no_such_database"
+		p := lw(t, []string{child("ready")}, withURL(d.args("--job", "j", "--wait", "--", self()), withPassword(t, u.String()))...)
+		if got := p.Wait(t, 15*time.Second); got != 69 {
+			t.Errorf("exit %d, want 69", got)
+		}
+		e := p.WaitLog(t, "lease store unavailable")
+		if msg, _ := e["error"].(string); !strings.Contains(msg, "3D000") {
+			t.Errorf("failed with %q, want the server's 3D000 (no such database)", msg)
+		}
+		if n := count(t, p, cannotReach); n != 0 {
+			t.Errorf("stood by for a database that does not exist")
+		}
+		noPassword(t, p)
+	})
+}
