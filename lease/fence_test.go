@@ -116,18 +116,20 @@ func TestRenewalsNeverWaitBehindAFencedTransaction(t *testing.T) {
 
 // tupleLockHolder returns the backend that holds a tuple lock on table while
 // it waits for a transaction: a take queued behind the fenced transaction.
+// It looks until one does: the take wakes for a moment, without its lock,
+// each time a renewal it also waited for commits.
 func tupleLockHolder(t *testing.T, pool *pgxpool.Pool, table string) int {
 	t.Helper()
 	var pid int
-	err := pool.QueryRow(ctx(t), `SELECT t.pid FROM pg_locks t JOIN pg_locks w ON w.pid = t.pid
+	pgtest.Eventually(t, 10*time.Second, "a take holding the row's tuple lock while waiting for the fenced transaction", func() bool {
+		err := pool.QueryRow(ctx(t), `SELECT t.pid FROM pg_locks t JOIN pg_locks w ON w.pid = t.pid
 WHERE t.locktype = 'tuple' AND t.granted AND t.relation = $1::regclass
   AND w.locktype = 'transactionid' AND NOT w.granted`, pgx.Identifier{table}.Sanitize()).Scan(&pid)
-	if errors.Is(err, pgx.ErrNoRows) {
-		t.Fatal("no take holds the row's tuple lock while waiting for the fenced transaction")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		return err == nil
+	})
 	return pid
 }
 
