@@ -39,6 +39,7 @@ type Monitor struct {
 	mu          sync.Mutex
 	lastContact time.Time
 	lastErr     error
+	redact      func(error) error // nil: errors are shown as they are
 	leader      Leader
 
 	metrics *metrics // nil: no --http-addr, nothing to serve them on
@@ -133,13 +134,21 @@ func (m *Monitor) Reached() {
 
 // Failed records a statement that the database did not carry out.
 func (m *Monitor) Failed(err error) {
+	if m.redact != nil {
+		err = m.redact(err)
+	}
 	m.mu.Lock()
 	m.lastErr = err
 	m.mu.Unlock()
 }
 
+// RedactWith makes /healthz show every failure through redact: a server's
+// error may quote what the connection string held. Call it before the
+// first failure.
+func (m *Monitor) RedactWith(redact func(error) error) { m.redact = redact }
+
 // Unreachable records an attempt to reach the database that failed, for
-// /healthz (err is its reason, already redacted) and the metrics.
+// /healthz and the metrics.
 func (m *Monitor) Unreachable(err error) {
 	m.Failed(err)
 	if m.metrics != nil {

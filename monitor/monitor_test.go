@@ -39,3 +39,14 @@ func TestReachedKeepsAFailedStatementsError(t *testing.T) {
 		t.Errorf("a statement that succeeded: %d %q, want 200", code, body)
 	}
 }
+
+// A failure is shown through the redaction the monitor was given: a
+// server's error may quote the connection string's password.
+func TestFailuresAreShownRedacted(t *testing.T) {
+	m := New("j", "h", time.Hour, false)
+	m.RedactWith(func(err error) error { return errors.New(strings.ReplaceAll(err.Error(), "s3cret", "xxxxx")) })
+	m.Failed(errors.New(`database "s3cret" does not exist`))
+	if code, body := healthz(m); code != http.StatusServiceUnavailable || strings.Contains(body, "s3cret") || !strings.Contains(body, "xxxxx") {
+		t.Errorf("/healthz answered %d %q, want 503 with the failure redacted", code, body)
+	}
+}

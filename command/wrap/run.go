@@ -54,6 +54,7 @@ func Action(c *cli.Context, child []string, hasChild bool) error {
 		Stringer("grace", o.timings.Grace).Stringer("retry_interval", o.timings.RetryInterval).
 		Strs("following_ttl", o.derived).Msg("timings")
 	mon := monitor.New(o.job, o.holder, o.timings.TTL, o.httpAddr != "")
+	mon.RedactWith(db.Redact.Wrap)
 	if o.httpAddr != "" {
 		stop, bound, err := monitor.Serve(o.httpAddr, mon.Handler())
 		if err != nil {
@@ -381,7 +382,7 @@ func (w *wrapper) take(ctx context.Context) (*lease.Lease, error) {
 func (w *wrapper) reach(ctx context.Context, err error) error {
 	began := time.Now()
 	attempts := 1
-	w.mon.Unreachable(w.db.Redact.Wrap(err))
+	w.mon.Unreachable(err)
 	w.db.Named(w.log.Warn()).Str("error", oneLine(err)).Stringer("retry_interval", w.o.timings.RetryInterval).
 		Msg("cannot reach the database; standing by and trying again every retry interval")
 	for {
@@ -405,7 +406,7 @@ func (w *wrapper) reach(ctx context.Context, err error) error {
 		case !lease.Unreachable(err):
 			return err
 		}
-		w.mon.Unreachable(w.db.Redact.Wrap(err))
+		w.mon.Unreachable(err)
 		w.log.Debug().Str("error", oneLine(err)).Int("attempts", attempts).Msg("still cannot reach the database")
 	}
 }
