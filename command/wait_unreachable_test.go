@@ -1,6 +1,7 @@
 package command
 
 import (
+	"context"
 	"net"
 	"net/url"
 	"slices"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
@@ -213,4 +216,55 @@ func TestUnreachableDatabaseEnds(t *testing.T) {
 		}
 		noPassword(t, p)
 	})
+}
+
+// A --wait standby whose database takes no writes at its start (a
+// failover under way: every host a standby until one is promoted) stands
+// by for a primary rather than exiting 69, and runs once one is there:
+// with target_session_attrs=read-write (pgx finds no primary) and without
+// (the server refuses the take).
+func TestWaitStandsByForAReadOnlyDatabase(t *testing.T) {
+	t.Parallel()
+	for _, attrs := range []string{"", "&target_session_attrs=read-write"} {
+		t.Run("attrs="+attrs, func(t *testing.T) {
+			t.Parallel()
+			d := newDB(t)
+			ctx := context.Background()
+			migrate := lw(t, nil, "migrate", "--database-url", pgtest.URL(), "--table", d.table)
+			if got := migrate.Wait(t, 10*time.Second); got != 0 {
+				t.Fatalf("migrate exited %d", got)
+			}
+			role := d.table + "_ro"
+			r := pgx.Identifier{role}.Sanitize()
+			d.exec(t, `CREATE ROLE `+r+` LOGIN; ALTER ROLE `+r+` SET default_transaction_read_only = on;
+GRANT USAGE ON SCHEMA public TO `+r+`; GRANT SELECT, INSERT, UPDATE ON TABLE TO `+r+`;
+GRANT SELECT, INSERT, DELETE ON "`+d.table+`_history" TO `+r)
+			t.Cleanup(func() {
+				d.pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, role)
+				d.pool.Exec(ctx, `DROP OWNED BY `+r+`; DROP ROLE `+r)
+			})
+			u, err := url.Parse(pgtest.URL() + attrs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.User = url.UserPassword(role, waitPassword)
+			const readOnly = "the database takes no writes (a standby, or a failover under way); standing by and trying again every retry interval"
+			p := lw(t, []string{child("ready exit:0")}, withURL(d.args("--job", "j", "--wait", "--log-level", "debug", "--", self()), u.String())...)
+			p.WaitLog(t, readOnly)
+			p.WaitLog(t, "the database still takes no writes")
+
+			// The primary is there: new sessions of the role take writes.
+			d.exec(t, `ALTER ROLE `+r+` RESET default_transaction_read_only`)
+			d.exec(t, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '`+role+`'`)
+			p.WaitLog(t, reached)
+			p.Expect(t, "ready")
+			if got := p.Wait(t, 15*time.Second); got != 0 {
+				t.Errorf("exit %d, want 0", got)
+			}
+			if n := count(t, p, readOnly); n != 1 {
+				t.Errorf("%d %q lines, want 1", n, readOnly)
+			}
+			noPassword(t, p)
+		})
+	}
 }

@@ -183,6 +183,11 @@ func Unreachable(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
+// ReadOnly reports whether err means that the server takes no writes: a
+// hot standby (in a failover, until one is promoted), or a session that is
+// read-only by default.
+func ReadOnly(err error) bool { return pgerr.ReadOnly(err) }
+
 // serverErrors lists the server's errors in err's tree: every joined
 // attempt's, where errors.As would find the first alone.
 func serverErrors(err error) []*pgconn.PgError {

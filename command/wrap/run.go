@@ -3,6 +3,7 @@ package wrap
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -364,8 +365,9 @@ func (w *wrapper) take(ctx context.Context) (*lease.Lease, error) {
 		defer cancel()
 	}
 	l, err := w.store.Acquire(ctx, w.o.job)
-	for err != nil && ctx.Err() == nil && lease.Unreachable(err) {
-		// A standby stands by for the database too: one restarting must
+	for err != nil && ctx.Err() == nil && awaitable(err) {
+		// A standby stands by for the database too: one restarting, or
+		// failing over (its hosts read-only until one is promoted), must
 		// not make every replica exit (a crash loop in a container).
 		if err = w.reach(ctx, err); err == nil {
 			l, err = w.store.Acquire(ctx, w.o.job)
@@ -374,17 +376,26 @@ func (w *wrapper) take(ctx context.Context) (*lease.Lease, error) {
 	return l, causeOf(ctx, err)
 }
 
+// awaitable reports whether a --wait standby's first attempt failed in a
+// way that waiting may mend: the database could not be reached, or took
+// no writes.
+func awaitable(err error) bool { return lease.Unreachable(err) || lease.ReadOnly(err) }
+
 // reach waits for the database after an attempt that could not reach it
-// (err): it tries again every retry interval, and returns nil once the
-// database answers, else the error that ended the wait (one that waiting
-// will not mend, or ctx's). The first failure is logged at warn, the
-// others at debug; each one is counted and shown on /healthz.
+// or found it read-only (err): it tries again every retry interval, and
+// returns nil once the database answers and takes writes, else the error
+// that ended the wait (one that waiting will not mend, or ctx's). The
+// first failure is logged at warn, the others at debug; each one is
+// counted and shown on /healthz.
 func (w *wrapper) reach(ctx context.Context, err error) error {
 	began := time.Now()
 	attempts := 1
 	w.mon.Unreachable(err)
-	w.db.Named(w.log.Warn()).Str("error", oneLine(err)).Stringer("retry_interval", w.o.timings.RetryInterval).
-		Msg("cannot reach the database; standing by and trying again every retry interval")
+	msg := "cannot reach the database; standing by and trying again every retry interval"
+	if lease.ReadOnly(err) {
+		msg = "the database takes no writes (a standby, or a failover under way); standing by and trying again every retry interval"
+	}
+	w.db.Named(w.log.Warn()).Str("error", oneLine(err)).Stringer("retry_interval", w.o.timings.RetryInterval).Msg(msg)
 	for {
 		t := time.NewTimer(w.o.timings.RetryInterval)
 		select {
@@ -403,20 +414,31 @@ func (w *wrapper) reach(ctx context.Context, err error) error {
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case !lease.Unreachable(err):
+		case !awaitable(err):
 			return err
 		}
 		w.mon.Unreachable(err)
-		w.log.Debug().Str("error", oneLine(err)).Int("attempts", attempts).Msg("still cannot reach the database")
+		still := "still cannot reach the database"
+		if lease.ReadOnly(err) {
+			still = "the database still takes no writes"
+		}
+		w.log.Debug().Str("error", oneLine(err)).Int("attempts", attempts).Msg(still)
 	}
 }
 
-// ping connects to the database, or reuses a connection, and sends it an
-// empty statement, within a TTL.
+// ping connects to the database, or reuses a connection, and asks it
+// whether it takes writes, within a TTL.
 func (w *wrapper) ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, w.o.timings.TTL)
 	defer cancel()
-	return w.db.Pool.Ping(ctx)
+	var readOnly string
+	if err := w.db.Pool.QueryRow(ctx, "SHOW transaction_read_only").Scan(&readOnly); err != nil {
+		return err
+	}
+	if readOnly == "on" {
+		return fmt.Errorf("%w: transaction_read_only is on", lease.ErrReadOnly)
+	}
+	return nil
 }
 
 // oneLine is err's message on one line (pgx puts each host's failure on

@@ -71,13 +71,20 @@ func Classify(err error) error {
 	if err == nil || errors.Is(err, ErrReadOnly) || errors.Is(err, ErrPermission) {
 		return err
 	}
-	switch code := SQLState(err); {
-	case code == CodeReadOnly || errors.Is(err, pgconn.ErrReadOnlyConnection):
+	switch {
+	case ReadOnly(err):
 		return fmt.Errorf("%w: %w", ErrReadOnly, err)
-	case code == CodeNoPrivilege:
+	case SQLState(err) == CodeNoPrivilege:
 		return fmt.Errorf("%w: %w", ErrPermission, err)
 	}
 	return err
+}
+
+// ReadOnly reports whether err is a refusal because the server takes no
+// writes (classified or not): the server's own, or pgx's when
+// target_session_attrs=read-write found no primary.
+func ReadOnly(err error) bool {
+	return errors.Is(err, ErrReadOnly) || SQLState(err) == CodeReadOnly || errors.Is(err, pgconn.ErrReadOnlyConnection)
 }
 
 // server returns the server error in err's chain, or nil.
