@@ -95,13 +95,7 @@ func TestStandbyBehindPgBouncerPollsWhenItCannotHear(t *testing.T) {
 	if got := standby.Wait(t, 30*time.Second); got != 0 {
 		t.Errorf("standby exited %d", got)
 	}
-	said := 0
-	for _, e := range standby.LogEntries(t) {
-		if e["message"] == deaf {
-			said++
-		}
-	}
-	if said != 1 {
+	if said := count(t, standby, deaf); said != 1 {
 		t.Errorf("the standby said %d times that it cannot hear notifications, want once", said)
 	}
 }
@@ -127,13 +121,7 @@ func TestSchedulerBehindPgBouncerPollsWhenItCannotHear(t *testing.T) {
 	}
 	waitRuns(t, record, 1)
 	stop(t, p)
-	said := 0
-	for _, e := range p.LogEntries(t) {
-		if e["message"] == deaf {
-			said++
-		}
-	}
-	if said != 1 {
+	if said := count(t, p, deaf); said != 1 {
 		t.Errorf("the scheduler said %d times that it cannot hear notifications, want once", said)
 	}
 }

@@ -2,7 +2,6 @@ package command
 
 import (
 	"context"
-	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -46,16 +45,10 @@ func withPassword(t *testing.T, dsn string) string {
 }
 
 // refusingURL is a connection string to a loopback port that refuses
-// connections: one just listened on and closed.
+// connections.
 func refusingURL(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return "postgres://postgres:" + waitPassword + "@" + addr + "/test?sslmode=disable&connect_timeout=5"
+	return "postgres://postgres:" + waitPassword + "@" + pgtest.RefusedAddr(t) + "/test?sslmode=disable&connect_timeout=5"
 }
 
 // count is how many of p's log lines have message.

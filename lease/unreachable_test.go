@@ -31,19 +31,6 @@ func connectErr(t *testing.T, dsn string) error {
 	return pool.Ping(ctx)
 }
 
-// refusedAddr is a loopback address that refuses connections: a port that
-// was just listened on and closed.
-func refusedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // server listens on loopback and hands each connection to serve.
 func server(t *testing.T, serve func(net.Conn)) string {
 	t.Helper()
@@ -70,7 +57,7 @@ func TestUnreachableOfRealConnections(t *testing.T) {
 	t.Parallel()
 	t.Run("refused", func(t *testing.T) {
 		t.Parallel()
-		err := connectErr(t, "postgres://u:pw@"+refusedAddr(t)+"/db?sslmode=disable&connect_timeout=5")
+		err := connectErr(t, "postgres://u:pw@"+pgtest.RefusedAddr(t)+"/db?sslmode=disable&connect_timeout=5")
 		if !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Fatalf("dialling a closed port: %v, want connection refused", err)
 		}
