@@ -11,15 +11,22 @@ import (
 	"github.com/redbite/leasewrap/internal/pgtest"
 )
 
+// throughPgBouncer starts a PgBouncer of the test's own in transaction
+// mode in front of d's database and returns a connection string to it.
+func (d db) throughPgBouncer(t *testing.T) string {
+	t.Helper()
+	cfg := d.pool.Config().ConnConfig
+	bouncer := pgtest.StartPgBouncer(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
+	return fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", cfg.User, bouncer, cfg.Database)
+}
+
 // Every command works through PgBouncer in transaction pooling mode, which
 // keeps no session state between statements (no named prepared statements,
 // no LISTEN): standbys fall back to polling.
 func TestThroughPgBouncerInTransactionMode(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	cfg := d.pool.Config().ConnConfig
-	bouncer := pgtest.StartPgBouncer(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
-	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", cfg.User, bouncer, cfg.Database)
+	url := d.throughPgBouncer(t)
 	store := []string{"--database-url", url, "--table", d.table}
 
 	migrate := lw(t, nil, append([]string{"migrate"}, store...)...)
@@ -74,9 +81,7 @@ func TestThroughPgBouncerInTransactionMode(t *testing.T) {
 func TestStandbyBehindPgBouncerPollsWhenItCannotHear(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	cfg := d.pool.Config().ConnConfig
-	bouncer := pgtest.StartPgBouncer(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
-	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", cfg.User, bouncer, cfg.Database)
+	url := d.throughPgBouncer(t)
 
 	done := filepath.Join(t.TempDir(), "done")
 	leader := lw(t, []string{child("ready await:" + done + " exit:0")}, d.argsTTL("60s", "--database-url", url, "--job", "j", "--id", "leader", "--", self())...)
@@ -107,9 +112,7 @@ func TestStandbyBehindPgBouncerPollsWhenItCannotHear(t *testing.T) {
 func TestSchedulerBehindPgBouncerPollsWhenItCannotHear(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	cfg := d.pool.Config().ConnConfig
-	bouncer := pgtest.StartPgBouncer(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
-	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", cfg.User, bouncer, cfg.Database)
+	url := d.throughPgBouncer(t)
 
 	record := filepath.Join(t.TempDir(), "runs")
 	p := lw(t, []string{child("record:" + record + " exit:0")}, d.args("--database-url", url, "--id", "pooled",
