@@ -34,6 +34,8 @@ func (p *probe) send(ctx context.Context, s *Store, channel, job string) {
 	if p.heard || !p.by.IsZero() {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.probeWindow())
+	defer cancel()
 	if _, err := s.db.Exec(ctx, "SELECT pg_notify($1, $2)", channel, p.nonce); err != nil {
 		s.log.Debug().Err(err).Str("job", job).Msg("cannot probe for notifications; trying again on the next wait")
 		return

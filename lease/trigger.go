@@ -403,6 +403,12 @@ func (s *Store) WatchRequests(ctx context.Context, job string) *RequestWatch {
 	channel, _ := s.requestChannel(job)
 	conn := listenOn(ctx, s, pool, channel)
 	w.listening.Store(conn != nil)
+	if conn != nil {
+		// Before the scheduler starts: its one statement is part of the
+		// start, not of the quiet between scheduled times. The
+		// connection only waits from here, see probe.
+		w.probe.send(ctx, s, channel, job)
+	}
 	go w.listen(ctx, s, pool, job, conn)
 	return w
 }
