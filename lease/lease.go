@@ -227,17 +227,12 @@ func (l *Lease) extend(ctx context.Context, query, what string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, remaining)
 	defer cancel()
-	var (
-		renewed  bool
-		token    *int64
-		holder   *string
-		released bool
-	)
+	var r renewal
 	db, done := s.replicaDB(s.db)
 	defer done()
 	send := func() error {
 		return db.QueryRow(ctx, query, l.row, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
-			Scan(&renewed, &token, &holder, &released)
+			Scan(&r.renewed, &r.token, &r.holder, &r.released)
 	}
 	err := send()
 	if connectionLost(err) && ctx.Err() == nil {
@@ -247,7 +242,7 @@ func (l *Lease) extend(ctx context.Context, query, what string) error {
 		// holder and token, and t0 is from before the first.
 		err = send()
 	}
-	if err == nil && !renewed && token != nil && *token == l.token && *holder == s.cfg.holder && !released {
+	if err == nil && !r.renewed && r.token != nil && *r.token == l.token && *r.holder == s.cfg.holder && !r.released {
 		// The row changed while the UPDATE waited for it (an operator's
 		// release committing, say): the UPDATE saw the new row, the SELECT
 		// still shows the statement's snapshot. A second statement sees
@@ -260,28 +255,44 @@ func (l *Lease) extend(ctx context.Context, query, what string) error {
 		return err
 	}
 	s.cfg.observer.Contacted()
+	if !r.renewed {
+		return l.notRenewed(what, r)
+	}
+	// Under WithRequireReplicated, only once the standbys have it.
+	if err := s.replayed(ctx, db, l); err != nil {
+		return err
+	}
+	// The keeper and a retry's start may both renew: a later answer to
+	// an earlier statement must not move the deadline back.
+	l.mu.Lock()
+	l.deadline = max(l.deadline, t0+s.cfg.TTL)
+	l.mu.Unlock()
+	return nil
+}
+
+// renewal is a renewal's answer: whether it renewed, and the row as the
+// statement's snapshot saw it (nil when the row is gone).
+type renewal struct {
+	renewed  bool
+	token    *int64
+	holder   *string
+	released bool
+}
+
+// notRenewed says why a renewal that renewed nothing lost the lease.
+func (l *Lease) notRenewed(what string, r renewal) error {
+	holder := l.store.cfg.holder
 	switch {
-	case renewed:
-		// Under WithRequireReplicated, only once the standbys have it.
-		if err := s.replayed(ctx, db, l); err != nil {
-			return err
-		}
-		// The keeper and a retry's start may both renew: a later answer to
-		// an earlier statement must not move the deadline back.
-		l.mu.Lock()
-		l.deadline = max(l.deadline, t0+s.cfg.TTL)
-		l.mu.Unlock()
-		return nil
-	case token == nil || *token < l.token:
+	case r.token == nil || *r.token < l.token:
 		return fmt.Errorf("cannot %s %q with token %d: %w", what, l.job, l.token, ErrRowRegressed)
-	case *token == l.token && *holder == s.cfg.holder && released:
+	case *r.token == l.token && *r.holder == holder && r.released:
 		return fmt.Errorf("cannot %s %q: %w", what, l.job, ErrReleasedByOperator)
 	default:
 		// This holder's lease was still valid (renewals stop before the local
 		// deadline, which is never later than the database's expiry), so no
 		// take could have been legitimate.
 		return fmt.Errorf("cannot %s %q: %w: taken over by %q with token %d while this holder's lease was valid (release --force, a write lost in a failover, or a change by hand?)",
-			what, l.job, ErrLost, *holder, *token)
+			what, l.job, ErrLost, *r.holder, *r.token)
 	}
 }
 

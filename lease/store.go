@@ -444,6 +444,13 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 	if err == nil || !errors.As(err, &held) {
 		return l, err
 	}
+	return s.standBy(ctx, job, held)
+}
+
+// standBy waits for the lease on job, held as held says, and takes it
+// when it is released or expires: woken by a release's NOTIFY where it
+// can listen, else polling every retry interval.
+func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (*Lease, error) {
 	sb := s.newStandby(ctx, job)
 	// Closing the listening connection waits for nothing the caller needs:
 	// a new leader starts its work meanwhile.
@@ -473,6 +480,7 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 		if err != nil {
 			return nil, err
 		}
+		var l *Lease
 		if notified {
 			// The release that announced itself freed the lease: take it
 			// without looking first, one round trip sooner.

@@ -118,48 +118,53 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	for _, j := range jobs {
-		if j.LastSuccess != nil {
-			gauge(e.lastSuccess, unixSeconds(*j.LastSuccess), j.Job)
+		e.collectJob(j, gauge)
+	}
+}
+
+// collectJob sends one job's series through gauge.
+func (e *Exporter) collectJob(j inspect.JobSummary, gauge func(d *prometheus.Desc, v float64, labels ...string)) {
+	if j.LastSuccess != nil {
+		gauge(e.lastSuccess, unixSeconds(*j.LastSuccess), j.Job)
+	}
+	exit := -1
+	if j.LastRun != nil {
+		gauge(e.lastRun, unixSeconds(j.LastRun.FinishedAt), j.Job)
+		if j.LastRun.ExitCode != nil {
+			exit = *j.LastRun.ExitCode
 		}
-		exit := -1
-		if j.LastRun != nil {
-			gauge(e.lastRun, unixSeconds(j.LastRun.FinishedAt), j.Job)
-			if j.LastRun.ExitCode != nil {
-				exit = *j.LastRun.ExitCode
-			}
+	}
+	gauge(e.lastExit, float64(exit), j.Job)
+	// Every known outcome has a series, 0 included, so that an alert
+	// on a count works before the first such run; an outcome this
+	// version does not know is shown as it is.
+	for _, outcome := range lease.Outcomes {
+		gauge(e.runs, float64(j.Runs[outcome]), j.Job, outcome)
+	}
+	for outcome, n := range j.Runs {
+		if !slices.Contains(lease.Outcomes, outcome) {
+			gauge(e.runs, float64(n), j.Job, outcome)
 		}
-		gauge(e.lastExit, float64(exit), j.Job)
-		// Every known outcome has a series, 0 included, so that an alert
-		// on a count works before the first such run; an outcome this
-		// version does not know is shown as it is.
-		for _, outcome := range lease.Outcomes {
-			gauge(e.runs, float64(j.Runs[outcome]), j.Job, outcome)
+	}
+	gauge(e.held, boolValue(j.SlotsHeld > 0), j.Job)
+	gauge(e.slotsHeld, float64(j.SlotsHeld), j.Job)
+	gauge(e.slots, float64(j.Slots), j.Job)
+	for _, h := range j.Holders {
+		gauge(e.holder, 1, j.Job, h)
+	}
+	if next := j.Verdict.Next; next != nil {
+		gauge(e.nextScheduled, unixSeconds(*next), j.Job)
+	}
+	for _, s := range inspect.States {
+		if s != inspect.StateAbsent {
+			gauge(e.state, boolValue(j.Verdict.State == s), j.Job, s)
 		}
-		for outcome, n := range j.Runs {
-			if !slices.Contains(lease.Outcomes, outcome) {
-				gauge(e.runs, float64(n), j.Job, outcome)
-			}
-		}
-		gauge(e.held, boolValue(j.SlotsHeld > 0), j.Job)
-		gauge(e.slotsHeld, float64(j.SlotsHeld), j.Job)
-		gauge(e.slots, float64(j.Slots), j.Job)
-		for _, h := range j.Holders {
-			gauge(e.holder, 1, j.Job, h)
-		}
-		if next := j.Verdict.Next; next != nil {
-			gauge(e.nextScheduled, unixSeconds(*next), j.Job)
-		}
-		for _, s := range inspect.States {
-			if s != inspect.StateAbsent {
-				gauge(e.state, boolValue(j.Verdict.State == s), j.Job, s)
-			}
-		}
-		if j.LastRun != nil && j.LastRun.Origin != "" {
-			gauge(e.lastOrigin, 1, j.Job, j.LastRun.Origin)
-		}
-		if p := j.Paused; p != nil {
-			gauge(e.paused, 1, j.Job, p.By, p.Reason)
-		}
+	}
+	if j.LastRun != nil && j.LastRun.Origin != "" {
+		gauge(e.lastOrigin, 1, j.Job, j.LastRun.Origin)
+	}
+	if p := j.Paused; p != nil {
+		gauge(e.paused, 1, j.Job, p.By, p.Reason)
 	}
 }
 

@@ -171,19 +171,9 @@ func historyAction(c *cli.Context) error {
 	case err != nil:
 		return a.DB.Unavailable(err, a.Log)
 	}
-	// The job's state (every job's that is not healthy, without --job),
-	// as every view shows it, after the runs.
 	var health []inspect.Verdict
 	if !o.json {
-		v := cmdutil.JudgeJobs(c.Context, a.Read, o.query.Job, true)
-		if v.Err == nil {
-			for _, vd := range v.ByJob {
-				if o.query.Job != "" || !vd.Healthy() {
-					health = append(health, vd)
-				}
-			}
-			slices.SortFunc(health, func(a, b inspect.Verdict) int { return strings.Compare(a.Job, b.Job) })
-		}
+		health = verdictsToShow(c, a, o.query.Job)
 	}
 	var print func(io.Writer) error
 	switch {
@@ -209,6 +199,23 @@ func historyAction(c *cli.Context) error {
 		return &cmdutil.ExitError{Code: cmdutil.ExitIOErr, Err: fmt.Errorf("cannot write history: %w", err)}
 	}
 	return nil
+}
+
+// verdictsToShow returns the job's state, or without a job every job's
+// that is not healthy, as every view judges it, in order of job name.
+func verdictsToShow(c *cli.Context, a *cmdutil.Admin, job string) []inspect.Verdict {
+	v := cmdutil.JudgeJobs(c.Context, a.Read, job, true)
+	if v.Err != nil {
+		return nil
+	}
+	var health []inspect.Verdict
+	for _, vd := range v.ByJob {
+		if job != "" || !vd.Healthy() {
+			health = append(health, vd)
+		}
+	}
+	slices.SortFunc(health, func(a, b inspect.Verdict) int { return strings.Compare(a.Job, b.Job) })
+	return health
 }
 
 // printHealth writes the jobs' verdicts, one line each after a blank one:

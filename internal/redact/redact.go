@@ -163,22 +163,15 @@ func (r *Redactor) JSON(line []byte) (_ []byte, ok bool) {
 			name = c.object && c.n%2 == 0
 			c.n++
 		}
-		switch v := tok.(type) {
-		case json.Delim:
-			out.WriteByte(byte(v))
-			open = append(open, container{object: v == '{'})
-		case string:
-			if !name {
-				v = r.String(v)
-			}
-			writeJSONString(out, v)
-		case json.Number:
-			out.WriteString(v.String())
-		case bool:
-			out.WriteString(strconv.FormatBool(v))
-		case nil:
-			out.WriteString("null")
+		if d, ok := tok.(json.Delim); ok {
+			out.WriteByte(byte(d))
+			open = append(open, container{object: d == '{'})
+			continue
 		}
+		if v, ok := tok.(string); ok && !name {
+			tok = r.String(v)
+		}
+		writeJSONScalar(out, tok)
 	}
 	if len(open) > 0 || out.Len() == 0 {
 		return nil, false
@@ -187,6 +180,21 @@ func (r *Redactor) JSON(line []byte) (_ []byte, ok bool) {
 		out.WriteByte('\n')
 	}
 	return out.Bytes(), true
+}
+
+// writeJSONScalar writes tok, a string, number, bool or null token of a
+// json.Decoder with UseNumber, as JSON.
+func writeJSONScalar(out *bytes.Buffer, tok json.Token) {
+	switch v := tok.(type) {
+	case string:
+		writeJSONString(out, v)
+	case json.Number:
+		out.WriteString(v.String())
+	case bool:
+		out.WriteString(strconv.FormatBool(v))
+	case nil:
+		out.WriteString("null")
+	}
 }
 
 // writeJSONString writes s quoted, leaving <, > and & as they are (as
