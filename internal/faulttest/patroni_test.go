@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -77,13 +79,14 @@ func TestPatroni(t *testing.T) {
 	if s := os.Getenv("LEASEWRAP_FAULT_TRIALS"); s != "" {
 		n = trials(t)
 	}
+	kinds := haKinds(t)
 	pc := pgtest.StartPatroni(t, 3, false)
 	for i, mode := range haModes {
 		faults := mode.short
 		if n > 0 {
 			faults = nil
 			for range n {
-				faults = append(faults, haFaults...)
+				faults = append(faults, kinds...)
 			}
 		}
 		if len(faults) == 0 {
@@ -98,6 +101,23 @@ func TestPatroni(t *testing.T) {
 			w.finish()
 		})
 	}
+}
+
+// haKinds are the faults a long run injects in turn: every one, or those
+// LEASEWRAP_HA_FAULTS lists (comma-separated), so that a long run can
+// repeat a few of them (`-run 'TestPatroni$/^sync$'` picks the mode).
+func haKinds(t *testing.T) []string {
+	s := os.Getenv("LEASEWRAP_HA_FAULTS")
+	if s == "" {
+		return haFaults
+	}
+	kinds := strings.Split(s, ",")
+	for _, k := range kinds {
+		if !slices.Contains(haFaults, k) {
+			t.Fatalf("LEASEWRAP_HA_FAULTS: unknown fault %q; want some of %s", k, strings.Join(haFaults, ","))
+		}
+	}
+	return kinds
 }
 
 // haWorkload is the wrappers of one mode, and what the faults did.
