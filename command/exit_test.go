@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"testing"
 
@@ -26,27 +25,19 @@ func TestInternalErrorExits70(t *testing.T) {
 	const password = "s3cret-pw"
 	dsn := "postgres://u:" + password + "@db/x"
 	bug := cmdutil.WithStatus(func(*cli.Context) error { return fmt.Errorf("unexpected state for %s", dsn) })
-	newApp := func(flags []cli.Flag) *cli.App {
-		return &cli.App{Name: "leasewrap", Writer: io.Discard, ErrWriter: io.Discard,
+	newApp := func(flags []cli.Flag, stderr io.Writer) *cli.App {
+		return &cli.App{Name: "leasewrap", Writer: io.Discard, ErrWriter: stderr,
 			ExitErrHandler: func(*cli.Context, error) {}, Flags: flags, Action: bug}
 	}
 
-	// With log settings: one JSON log line at error level.
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := os.Stderr
-	os.Stderr = w
-	var said bytes.Buffer
-	code := cmdutil.Report(&said, newApp(cmdutil.StoreFlags()).Run([]string{"leasewrap", "--database-url", dsn, "--log-format", "json"}))
-	os.Stderr = stderr
-	w.Close()
-	logged, _ := io.ReadAll(r)
+	// With log settings: one JSON log line at error level, on the app's
+	// stderr.
+	var said, logged bytes.Buffer
+	code := cmdutil.Report(&said, newApp(cmdutil.StoreFlags(), &logged).Run([]string{"leasewrap", "--database-url", dsn, "--log-format", "json"}))
 	var entry map[string]any
-	if err := json.Unmarshal(logged, &entry); err != nil || entry["level"] != "error" || entry["message"] != "internal error" ||
+	if err := json.Unmarshal(logged.Bytes(), &entry); err != nil || entry["level"] != "error" || entry["message"] != "internal error" ||
 		!strings.Contains(fmt.Sprint(entry["error"]), "a bug in leasewrap") {
-		t.Errorf("logged %q (%v), want one JSON line: internal error, at error level", logged, err)
+		t.Errorf("logged %q (%v), want one JSON line: internal error, at error level", logged.String(), err)
 	}
 	if code != cmdutil.ExitSoftware || said.Len() != 0 {
 		t.Errorf("exit %d, said %q; want 70 and only the log line", code, said.String())
@@ -54,12 +45,12 @@ func TestInternalErrorExits70(t *testing.T) {
 
 	// Without: one line.
 	said.Reset()
-	code = cmdutil.Report(&said, newApp([]cli.Flag{&cli.StringFlag{Name: "database-url"}}).Run([]string{"leasewrap", "--database-url", dsn}))
+	code = cmdutil.Report(&said, newApp([]cli.Flag{&cli.StringFlag{Name: "database-url"}}, io.Discard).Run([]string{"leasewrap", "--database-url", dsn}))
 	if code != cmdutil.ExitSoftware || !strings.Contains(said.String(), "internal error") || strings.Count(said.String(), "\n") != 1 {
 		t.Errorf("exit %d, %q; want 70 and one line saying it is an internal error", code, said.String())
 	}
-	if strings.Contains(said.String()+string(logged), password) {
-		t.Errorf("the password is in %q or %q", said.String(), logged)
+	if strings.Contains(said.String()+logged.String(), password) {
+		t.Errorf("the password is in %q or %q", said.String(), logged.String())
 	}
 	code, _, errOut := runInProcess(t, map[string]string{"LEASEWRAP_WAIT": "maybe"}, "--job", "j", "--", "true")
 	if code != cmdutil.ExitUsage {

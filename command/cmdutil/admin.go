@@ -35,7 +35,7 @@ func OpenAdmin(c *cli.Context) (*Admin, error) {
 		return nil, err
 	}
 	secrets := redact.New(opts.DatabaseURL)
-	a := &Admin{Opts: opts, Log: NewLogger(opts, secrets)}
+	a := &Admin{Opts: opts, Log: NewLogger(c.App.ErrWriter, opts, secrets)}
 	if a.DB, err = OpenDatabase(c.Context, opts.DatabaseURL, secrets, a.Log); err != nil {
 		return nil, err
 	}

@@ -99,7 +99,7 @@ func WithStatus(action cli.ActionFunc) cli.ActionFunc {
 		secrets := redact.New(c.String("database-url"))
 		err = &internalError{err: secrets.Wrap(err)}
 		if o, bad := ParseStoreOptions(NewSettings(c)); bad == nil {
-			log := NewLogger(o, secrets)
+			log := NewLogger(c.App.ErrWriter, o, secrets)
 			log.Error().Err(err).Msg("internal error")
 			return ExitWith(ExitSoftware)
 		}

@@ -319,14 +319,15 @@ const LogTimeFormat = "2006-01-02T15:04:05.000000Z07:00"
 func init() { zerolog.TimeFieldFormat = LogTimeFormat }
 
 // NewLogger builds the logger the settings ask for. Logs go to stderr
-// through redact, which every log line passes: no password gets out.
-// The console format has colours only on a terminal, and not when NO_COLOR
-// is set (no-color.org).
-func NewLogger(o StoreOptions, secrets *redact.Redactor) zerolog.Logger {
-	var w io.Writer = os.Stderr
-	tty := isatty.IsTerminal(os.Stderr.Fd())
+// (the app's ErrWriter) through redact, which every log line passes: no
+// password gets out. The console format has colours only on a terminal,
+// and not when NO_COLOR is set (no-color.org).
+func NewLogger(stderr io.Writer, o StoreOptions, secrets *redact.Redactor) zerolog.Logger {
+	w := stderr
+	f, ok := stderr.(*os.File)
+	tty := ok && isatty.IsTerminal(f.Fd())
 	if o.LogFormat == "console" || o.LogFormat == "auto" && tty {
-		w = zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000", NoColor: !tty || os.Getenv("NO_COLOR") != ""}
+		w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: "15:04:05.000", NoColor: !tty || os.Getenv("NO_COLOR") != ""}
 	}
 	out := zerolog.New(secrets.Writer(w)) // JSON, redacted before any formatting
 	return out.Level(o.LogLevel).With().Timestamp().Logger()

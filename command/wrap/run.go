@@ -30,7 +30,7 @@ func Action(c *cli.Context, child []string, hasChild bool) error {
 		return err
 	}
 	secrets := redact.New(o.store.DatabaseURL)
-	log := cmdutil.NewLogger(o.store, secrets)
+	log := cmdutil.NewLogger(c.App.ErrWriter, o.store, secrets)
 	path, err := runner.LookPath(o.command[0])
 	if err != nil {
 		return err
