@@ -185,3 +185,104 @@ VALUES ('j', $2, 'run', 'h', $1, $3)`, row.token, at, at.Add(row.late))
 		t.Errorf("/ does not say how the newest runs came to be")
 	}
 }
+
+// Four jobs in four situations, each read in every view at one moment:
+// status --json, history --json, check --json, /metrics, the web page's
+// index and the job's page say the same lease state, health, newest
+// outcome and exit status, in the same words. A --max-runtime timeout is
+// 124 everywhere (the status leasewrap exits with), not the 143 of the
+// SIGTERM that stopped it.
+func TestEveryViewSaysTheSame(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	store := []string{"--database-url", pgtest.URL(), "--table", d.table}
+	type want struct {
+		state, health, outcome, kind string
+		exit                         *int
+		held                         bool
+	}
+	three, timedOut, zero := 3, 124, 0
+	jobs := map[string]want{
+		"v-failed":  {state: "released", health: "failing", outcome: "exited", kind: "failed", exit: &three},
+		"v-timeout": {state: "released", health: "failing", outcome: "timed_out", kind: "timed_out", exit: &timedOut},
+		"v-kept":    {state: "kept", health: "healthy", outcome: "exited", kind: "succeeded", exit: &zero, held: true},
+		"v-held":    {state: "held", health: "healthy", held: true},
+	}
+	lw(t, nil, d.args("--job", "v-failed", "--", "sh", "-c", "exit 3")...).Wait(t, 15*time.Second)
+	lw(t, nil, d.args("--job", "v-timeout", "--max-runtime", "200ms", "--", "sleep", "30")...).Wait(t, 15*time.Second)
+	lw(t, nil, d.args("--job", "v-kept", "--hold-for", "10m", "--", "true")...).Wait(t, 15*time.Second)
+	lw(t, nil, d.args("--job", "v-held", "--", "sleep", "60")...).WaitLog(t, "child started")
+	_, addr := d.exporter(t, pgtest.URL())
+
+	var statuses []status.JobJSON
+	if _, out := output(t, append([]string{"status", "--json"}, store...)...); json.Unmarshal([]byte(out), &statuses) != nil {
+		t.Fatalf("status --json: %q", out)
+	}
+	series := scrape(t, addr)
+	_, index := get(t, addr, "/")
+	for _, st := range statuses {
+		job, w := st.Job, jobs[st.Job]
+		t.Run(job, func(t *testing.T) {
+			if st.State != w.state || st.Health != w.health || !sameExit(st.LastExitCode, w.exit) {
+				t.Errorf("status --json: state %s, health %s, exit %v; want %s, %s, %v", st.State, st.Health, show(st.LastExitCode), w.state, w.health, show(w.exit))
+			}
+			var runs []history.RunJSON
+			_, out := output(t, append([]string{"history", "--json", "--job", job}, store...)...)
+			if err := json.Unmarshal([]byte(out), &runs); err != nil {
+				t.Fatalf("history --json: %v in %q", err, out)
+			}
+			if w.outcome == "" && len(runs) != 0 || w.outcome != "" && (len(runs) != 1 || runs[0].Outcome != w.outcome || !sameExit(runs[0].ExitCode, w.exit)) {
+				t.Errorf("history --json: %+v; want one run, %s, exit %v", runs, w.outcome, show(w.exit))
+			}
+			var res check.Result
+			_, out = output(t, append([]string{"check", "--job", job, "--json", "--max-age", "1h"}, store...)...)
+			if err := json.Unmarshal([]byte(out), &res); err != nil {
+				t.Fatalf("check --json: %v in %q", err, out)
+			}
+			if res.State != w.health || !sameExit(res.LastExitCode, w.exit) || w.outcome != "" && (res.LastRunOutcome == nil || *res.LastRunOutcome != w.outcome) {
+				t.Errorf("check --json: state %s, exit %v, outcome %v; want %s, %v, %s", res.State, show(res.LastExitCode), show(res.LastRunOutcome), w.health, show(w.exit), w.outcome)
+			}
+			metricExit := "-1"
+			if w.exit != nil {
+				metricExit = fmt.Sprint(*w.exit)
+			}
+			label := `{lease="` + job + `"}`
+			if series["leasewrap_job_last_exit_code"+label] != metricExit || series[`leasewrap_job_state{lease="`+job+`",state="`+w.health+`"}`] != "1" ||
+				series["leasewrap_job_lease_held"+label] != fmt.Sprint(map[bool]int{true: 1}[w.held]) {
+				t.Errorf("/metrics: exit %s, %s 1?, held %s; want %s, 1, %v", series["leasewrap_job_last_exit_code"+label],
+					w.health, series["leasewrap_job_lease_held"+label], metricExit, w.held)
+			}
+			if w.outcome != "" && series[`leasewrap_job_runs{lease="`+job+`",outcome="`+w.outcome+`"}`] != "1" {
+				t.Errorf("/metrics: leasewrap_job_runs of %s = %q, want 1", w.outcome, series[`leasewrap_job_runs{lease="`+job+`",outcome="`+w.outcome+`"}`])
+			}
+			row := index[strings.Index(index, `data-job="`+job+`"`):]
+			row = row[:strings.Index(row, "</tr>")]
+			for _, s := range []string{`data-state="` + w.state + `"`, `data-health="` + w.health + `"`} {
+				if !strings.Contains(row, s) {
+					t.Errorf("/: the row of %s lacks %s: %s", job, s, row)
+				}
+			}
+			if w.outcome != "" && (!strings.Contains(row, `class="outcome k-`+w.kind+`"`) || !strings.Contains(row, "<td>"+metricExit+"</td>")) {
+				t.Errorf("/: the row of %s does not say %s, exit %s: %s", job, w.kind, metricExit, row)
+			}
+			_, page := get(t, addr, "/jobs/"+job)
+			if !strings.Contains(page, `data-state="`+w.state+`"`) || !strings.Contains(page, `data-health="`+w.health+`"`) {
+				t.Errorf("/jobs/%s does not say %s and %s", job, w.state, w.health)
+			}
+		})
+	}
+	if len(statuses) != len(jobs) {
+		t.Errorf("status --json shows %d jobs, want %d", len(statuses), len(jobs))
+	}
+}
+
+// sameExit reports whether two exit statuses, nil for none, are the same.
+func sameExit(a, b *int) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
+
+// show is what p points to, or nil.
+func show[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
