@@ -168,26 +168,17 @@ type Claim struct {
 // *SlotsError (nothing taken) when the job's row says another schedule or
 // slots. Register must have succeeded first.
 func (s *Store) TakeScheduled(ctx context.Context, job, spec string, at time.Time, skipHeld bool) (Claim, error) {
-	budget := s.cfg.TTL - s.cfg.StopBefore()
-	ctx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel()
-	db, done, err := s.replicated(ctx, s.db, job)
-	defer done()
+	tk, end, err := s.startSchedulerTake(ctx, job)
+	defer end()
 	if err != nil {
 		return Claim{}, err
 	}
-	t0 := s.cfg.clock.Now()
 	var (
 		c   Claim
 		row scheduledRow
 	)
 	args := []any{job, s.cfg.holder, s.cfg.TTL.Microseconds(), at, spec, skipHeld}
-	sql := s.sql.sched
-	query := sql.take
-	if s.hist() != nil {
-		query = sql.takeRecording
-	}
-	err = s.queryTake(ctx, db, query, sql.take, args, row.dest(&c), s.claimConflict)
+	err = s.sendSchedulerTake(tk, s.sql.sched.take, s.sql.sched.takeRecording, args, row.dest(&c), s.claimConflict)
 	if s.claimConflict(err) {
 		// A claim committed after the statement's snapshot: the time was
 		// accounted for elsewhere, and the take was rolled back with it.
@@ -206,11 +197,41 @@ func (s *Store) TakeScheduled(ctx context.Context, job, spec string, at time.Tim
 	if !row.taken {
 		return row.undecided(c, job, spec, s.table.Sanitize())
 	}
-	c.Lease, err = s.scheduledLease(ctx, db, job, row.token, at, t0, budget)
+	c.Lease, err = s.scheduledLease(tk.ctx, tk.db, job, row.token, at, tk.t0, tk.budget)
 	if c.Lease == nil {
 		return Claim{}, err
 	}
 	return c, err
+}
+
+// schedulerTake is a scheduler's take in flight, of a scheduled time or of
+// a requested run: it answers within the take's budget, on the connection
+// that confirms replication where that is required.
+type schedulerTake struct {
+	ctx    context.Context
+	db     DB
+	t0     time.Duration // the clock before the statement was sent
+	budget time.Duration
+}
+
+// startSchedulerTake begins a scheduler's take of job; end, always set,
+// ends it.
+func (s *Store) startSchedulerTake(ctx context.Context, job string) (tk schedulerTake, end func(), err error) {
+	tk.budget = s.cfg.TTL - s.cfg.StopBefore()
+	ctx, cancel := context.WithTimeout(ctx, tk.budget)
+	db, done, err := s.replicated(ctx, s.db, job)
+	tk.ctx, tk.db, tk.t0 = ctx, db, s.cfg.clock.Now()
+	return tk, func() { done(); cancel() }, err
+}
+
+// sendSchedulerTake runs the take, recording where runs are recorded and
+// else plain, into dest (see queryTake).
+func (s *Store) sendSchedulerTake(tk schedulerTake, plain, recording string, args, dest []any, conflict func(error) bool) error {
+	query := plain
+	if s.hist() != nil {
+		query = recording
+	}
+	return s.queryTake(tk.ctx, tk.db, query, plain, args, dest, conflict)
 }
 
 // scheduledRow is the answer of a scheduler's take, in its columns' order.

@@ -324,15 +324,11 @@ type Requested struct {
 // the lease held waits: it is not taken, and Held says until when.
 // Register must have succeeded first.
 func (s *Store) TakeRequested(ctx context.Context, job, spec string) (Requested, error) {
-	budget := s.cfg.TTL - s.cfg.StopBefore()
-	ctx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel()
-	db, done, err := s.replicated(ctx, s.db, job)
-	defer done()
+	tk, end, err := s.startSchedulerTake(ctx, job)
+	defer end()
 	if err != nil {
 		return Requested{}, err
 	}
-	t0 := s.cfg.clock.Now()
 	var (
 		r             Requested
 		taken         bool
@@ -343,12 +339,7 @@ func (s *Store) TakeRequested(ctx context.Context, job, spec string) (Requested,
 	)
 	args := []any{job, s.cfg.holder, s.cfg.TTL.Microseconds(), spec}
 	dest := []any{&taken, &token, &at, &holder, &expiresMicros, &state, &r.Now}
-	sql := s.sql.req
-	query := sql.take
-	if s.hist() != nil {
-		query = sql.takeRecording
-	}
-	err = s.queryTake(ctx, db, query, sql.take, args, dest, func(error) bool { return false })
+	err = s.sendSchedulerTake(tk, s.sql.req.take, s.sql.req.takeRecording, args, dest, func(error) bool { return false })
 	if err != nil {
 		err = fmt.Errorf("cannot take lease %q for a requested run: %w", job, pgerr.Classify(err))
 		s.cfg.observer.Failed(err)
@@ -360,7 +351,7 @@ func (s *Store) TakeRequested(ctx context.Context, job, spec string) (Requested,
 	}
 	switch {
 	case taken:
-		r.Lease, err = s.scheduledLease(ctx, db, job, token, r.At, t0, budget)
+		r.Lease, err = s.scheduledLease(tk.ctx, tk.db, job, token, r.At, tk.t0, tk.budget)
 		if r.Lease == nil {
 			return Requested{}, err
 		}
