@@ -133,6 +133,8 @@ type haWorkload struct {
 	// primary, by fault; recovery leasewrap's to a command running under
 	// a lease written on it.
 	patroni, recovery map[string][]time.Duration
+	// extra is recovery less Patroni's time: leasewrap's own share.
+	extra map[string][]time.Duration
 	// exits counts the wrappers' exit statuses during the faults.
 	exits map[int]int
 	// takenBack counts faults after which the old primary was primary
@@ -142,7 +144,7 @@ type haWorkload struct {
 
 func startHA(t *testing.T, pc *pgtest.PatroniCluster, mode haMode, i int) *haWorkload {
 	w := &haWorkload{t: t, pc: pc, mode: mode,
-		patroni: map[string][]time.Duration{}, recovery: map[string][]time.Duration{}, exits: map[int]int{}}
+		patroni: map[string][]time.Duration{}, recovery: map[string][]time.Duration{}, extra: map[string][]time.Duration{}, exits: map[int]int{}}
 	group := func(name string, slots int) *cluster {
 		table := fmt.Sprintf("lw_ha%d_%s", i, name)
 		migrate(t, pc.DSN(), table)
@@ -211,7 +213,7 @@ func (w *haWorkload) fault(kind string) {
 	old := w.pc.WaitStreaming(t, len(w.pc.Nodes)-1, w.mode.sync)
 	w.restartExited()
 	leading := w.waitLeading()
-	at := testchild.Monotonic()
+	at, atWall := testchild.Monotonic(), time.Now()
 	not := old // the new primary must be another node
 	switch kind {
 	case haSwitchover:
@@ -226,15 +228,19 @@ func (w *haWorkload) fault(kind string) {
 	case haCutOff:
 		old.CutOff()
 	}
-	next := w.pc.WaitWritable(t, not, time.Minute)
-	writable, writableWall := testchild.Monotonic(), time.Now()
+	next, promoted := w.pc.WaitPromoted(t, not, time.Minute)
+	writable := testchild.Monotonic()
+	if promoted.IsZero() {
+		promoted = atWall
+	}
 	// Without a watchdog, a primary whose Patroni is gone stays writable
 	// until Patroni returns and demotes it: it returns at once.
 	old.Revive(t)
-	run, recovered := w.waitRecovered(next, writableWall, at)
+	run, recovered := w.waitRecovered(next, promoted, at, atWall)
 	failover, recovery := time.Duration(writable-at), time.Duration(recovered-at)
 	w.patroni[kind] = append(w.patroni[kind], failover)
 	w.recovery[kind] = append(w.recovery[kind], recovery)
+	w.extra[kind] = append(w.extra[kind], recovery-failover)
 	w.rep.failovers = append(w.rep.failovers, recovery)
 	w.rep.trials++
 	how := "taken over"
@@ -269,25 +275,28 @@ func (w *haWorkload) waitLeading() lwtest.Interval {
 }
 
 // waitRecovered waits until the job's lease on primary was taken or
-// renewed since writable and the holder's child runs, and returns the run
-// and when (CLOCK_MONOTONIC): the child's start if it started after the
-// fault at, else when the renewal was seen. A primary that changed again
+// renewed since promoted (when it can first have taken writes) and the
+// holder's child runs, and returns the run and when (CLOCK_MONOTONIC): the
+// child's start if it started after the fault at (atWall on the wall
+// clock), else the renewal's own time on the database clock (this
+// machine's), not when the harness saw it. A primary that changed again
 // meanwhile is found again.
-func (w *haWorkload) waitRecovered(primary *pgtest.PatroniNode, writable time.Time, at int64) (lwtest.Interval, int64) {
+func (w *haWorkload) waitRecovered(primary *pgtest.PatroniNode, promoted time.Time, at int64, atWall time.Time) (lwtest.Interval, int64) {
 	t := w.t
 	t.Helper()
 	start := time.Now()
 	for {
 		var holder string
 		var token int64
-		err := w.leaseOn(primary, writable, &holder, &token)
+		var renewed time.Time
+		err := w.leaseOn(primary, promoted, &holder, &token, &renewed)
 		if err == nil {
 			runs := w.wait.runs()
 			if last := runs[len(runs)-1]; last.Holder == holder && last.Token == token && w.wait.end(last) == 0 {
 				if last.Start > at {
 					return last, last.Start
 				}
-				return last, testchild.Monotonic()
+				return last, at + renewed.Sub(atWall).Nanoseconds()
 			}
 		} else if !errors.Is(err, pgx.ErrNoRows) {
 			primary = w.pc.WaitWritable(t, nil, time.Minute)
@@ -300,8 +309,9 @@ func (w *haWorkload) waitRecovered(primary *pgtest.PatroniNode, writable time.Ti
 	}
 }
 
-// leaseOn reads the --wait job's live lease on node, if renewed since.
-func (w *haWorkload) leaseOn(node *pgtest.PatroniNode, since time.Time, holder *string, token *int64) error {
+// leaseOn reads the --wait job's live lease on node, if renewed since,
+// and when it was renewed.
+func (w *haWorkload) leaseOn(node *pgtest.PatroniNode, since time.Time, holder *string, token *int64, renewed *time.Time) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, node.URL())
@@ -309,8 +319,8 @@ func (w *haWorkload) leaseOn(node *pgtest.PatroniNode, since time.Time, holder *
 		return err
 	}
 	defer conn.Close(context.Background())
-	return conn.QueryRow(ctx, `SELECT holder, fencing_token FROM `+pgx.Identifier{w.wait.table}.Sanitize()+`
-WHERE job_name = 'work' AND renewed_at >= $1 AND expires_at > now() AND NOT pg_is_in_recovery()`, since).Scan(holder, token)
+	return conn.QueryRow(ctx, `SELECT holder, fencing_token, renewed_at FROM `+pgx.Identifier{w.wait.table}.Sanitize()+`
+WHERE job_name = 'work' AND renewed_at >= $1 AND expires_at > now() AND NOT pg_is_in_recovery()`, since).Scan(holder, token, renewed)
 }
 
 // finish stops every wrapper and checks the histories: with synchronous
@@ -342,8 +352,9 @@ func (w *haWorkload) finish() {
 		}
 		pw, pm := spread(w.patroni[kind])
 		rw, rm := spread(w.recovery[kind])
-		line := fmt.Sprintf("scenario %s %-13s faults=%d patroni-failover worst=%s median=%s leasewrap-recovery worst=%s median=%s",
-			name, kind, len(w.patroni[kind]), pw, pm, rw, rm)
+		ew, em := spread(w.extra[kind])
+		line := fmt.Sprintf("scenario %s %-13s faults=%d patroni-failover worst=%s median=%s leasewrap-recovery worst=%s median=%s extra worst=%s median=%s",
+			name, kind, len(w.patroni[kind]), pw, pm, rw, rm, ew, em)
 		t.Log(line)
 		fmt.Println(line)
 	}

@@ -22,13 +22,26 @@ import (
 // own view, past the proxies.
 func (c *PatroniCluster) WaitWritable(t testing.TB, not *PatroniNode, within time.Duration) *PatroniNode {
 	t.Helper()
+	node, _ := c.WaitPromoted(t, not, within)
+	return node
+}
+
+// WaitPromoted is WaitWritable, and also says since when the node it
+// returns can have been writable: the start of the last round of looks
+// that found no node writable (zero if the first round found one). A
+// write found on that node and made since then was made on it as the
+// primary.
+func (c *PatroniCluster) WaitPromoted(t testing.TB, not *PatroniNode, within time.Duration) (_ *PatroniNode, since time.Time) {
+	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
+		round := time.Now()
 		for _, node := range c.Nodes {
 			if node != not && node.writable() {
-				return node
+				return node, since
 			}
 		}
+		since = round
 		if time.Now().After(deadline) {
 			t.Fatalf("no writable primary (other than %s) within %s\n%s\n%s", nameOf(not), within, c.Status(), c.logTails())
 		}
