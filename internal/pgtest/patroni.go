@@ -40,8 +40,10 @@ type PatroniCluster struct {
 	Nodes []*PatroniNode
 	dir   string
 	etcd  *exec.Cmd
-	cred  *syscall.Credential
-	bin   string
+	// etcdAddr is etcd's client address, and scope the cluster's.
+	etcdAddr, scope string
+	cred            *syscall.Credential
+	bin             string
 }
 
 // PatroniNode is one PostgreSQL server and the Patroni that runs it.
@@ -91,10 +93,10 @@ func StartPatroni(t testing.TB, n int, sync bool) *PatroniCluster {
 			t.Fatal(err)
 		}
 	}
-	etcdAddr := c.startEtcd(t)
-	scope := fmt.Sprintf("lw%d", freePort(t))
+	c.etcdAddr = c.startEtcd(t)
+	c.scope = fmt.Sprintf("lw%d", freePort(t))
 	for i := range n {
-		c.Nodes = append(c.Nodes, c.newNode(t, i, scope, etcdAddr, sync))
+		c.Nodes = append(c.Nodes, c.newNode(t, i, c.scope, c.etcdAddr, sync))
 	}
 	t.Cleanup(c.stop)
 	for _, node := range c.Nodes {

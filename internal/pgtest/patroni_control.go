@@ -3,6 +3,7 @@ package pgtest
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -153,17 +154,33 @@ func (node *PatroniNode) Revive(t testing.TB) {
 // promotion Patroni undid) never streams again: it is rebuilt. When
 // PostgreSQL has its synchronous standby but Patroni never records it
 // ("Synchronous replication key updated by someone else", every loop),
-// Patroni would promote no one if the primary failed: the primary's
-// Patroni is restarted, its PostgreSQL running on.
+// Patroni would promote no one if the primary failed: the key is deleted
+// from etcd, for the primary's Patroni to write anew, and that Patroni
+// restarted, its PostgreSQL running on (a restart alone did not always
+// do).
 func (c *PatroniCluster) unstick(t testing.TB, primary *PatroniNode, streaming bool) {
 	t.Helper()
 	if !streaming {
 		c.reinitStrays(t, primary)
 		return
 	}
-	t.Logf("Patroni has not recorded %s's synchronous standby: restarting its Patroni", primary.Name)
+	t.Logf("Patroni has not recorded %s's synchronous standby: deleting its sync key (%s) and restarting its Patroni",
+		primary.Name, c.deleteSyncKey())
 	primary.KillPatroni(t, syscall.SIGKILL)
 	primary.Start(t)
+}
+
+// deleteSyncKey deletes the cluster's sync key through etcd's v3 JSON
+// gateway, and says how that went.
+func (c *PatroniCluster) deleteSyncKey() string {
+	key := base64.StdEncoding.EncodeToString([]byte("/leasewrap/" + c.scope + "/sync"))
+	resp, err := http.Post("http://"+c.etcdAddr+"/v3/kv/deleterange", "application/json", strings.NewReader(`{"key":"`+key+`"}`))
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.Status + " " + strings.TrimSpace(string(body))
 }
 
 // reinitStrays asks Patroni to rebuild (POST /reinitialize, as patronictl
