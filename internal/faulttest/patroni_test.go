@@ -133,7 +133,9 @@ type haWorkload struct {
 	// primary, by fault; recovery leasewrap's to a command running under
 	// a lease written on it.
 	patroni, recovery map[string][]time.Duration
-	// extra is recovery less Patroni's time: leasewrap's own share.
+	// extra is leasewrap's own share of recovery: from the new primary
+	// taking writes (and, under --require-replicated, a standby
+	// streaming from it) to the command running.
 	extra map[string][]time.Duration
 	// exits counts the wrappers' exit statuses during the faults.
 	exits map[int]int
@@ -233,29 +235,51 @@ func (w *haWorkload) fault(kind string) {
 	if promoted.IsZero() {
 		promoted = atWall
 	}
+	streamed := streamingFrom(next)
 	// Without a watchdog, a primary whose Patroni is gone stays writable
 	// until Patroni returns and demotes it: it returns at once.
 	old.Revive(t)
 	run, recovered := w.waitRecovered(next, promoted, at, atWall)
+	// Under --require-replicated no lease write counts before a standby
+	// streams from the new primary: leasewrap's share starts then.
+	ready, streaming := writable, <-streamed
+	if w.mode.require && streaming > writable {
+		ready = streaming
+	}
 	failover, recovery := time.Duration(writable-at), time.Duration(recovered-at)
+	extra := time.Duration(recovered - ready)
 	w.patroni[kind] = append(w.patroni[kind], failover)
 	w.recovery[kind] = append(w.recovery[kind], recovery)
-	w.extra[kind] = append(w.extra[kind], recovery-failover)
+	w.extra[kind] = append(w.extra[kind], extra)
 	w.rep.failovers = append(w.rep.failovers, recovery)
 	w.rep.trials++
 	how := "taken over"
 	if run.Pid == leading.Pid {
 		how = "rode out"
 	}
-	t.Logf("fault %d (%s): primary %s -> %s; Patroni writable after %s; command running after %s (%s, extra %s)",
-		w.rep.trials, kind, old.Name, next.Name, failover.Round(time.Millisecond), recovery.Round(time.Millisecond),
-		how, (recovery - failover).Round(time.Millisecond))
+	t.Logf("fault %d (%s): primary %s -> %s; Patroni writable after %s, a standby streaming after %s; command running after %s (%s, extra %s)",
+		w.rep.trials, kind, old.Name, next.Name, failover.Round(time.Millisecond), time.Duration(streaming-at).Round(time.Millisecond),
+		recovery.Round(time.Millisecond), how, extra.Round(time.Millisecond))
 	if whole := w.pc.WaitStreaming(t, len(w.pc.Nodes)-1, w.mode.sync); whole == old && kind != haKillPG {
 		// Seen with a SIGSTOPped Patroni: resumed, it took the leader key
 		// back from the node Patroni had promoted meanwhile.
 		w.takenBack++
 		t.Logf("fault %d (%s): %s is the primary again, after %s had been promoted", w.rep.trials, kind, old.Name, next.Name)
 	}
+}
+
+// streamingFrom looks at node until a standby streams from it, and sends
+// when (CLOCK_MONOTONIC), or the time it gave up after a minute.
+func streamingFrom(node *pgtest.PatroniNode) <-chan int64 {
+	ch := make(chan int64, 1)
+	go func() {
+		deadline := time.Now().Add(time.Minute)
+		for !node.Streams() && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		ch <- testchild.Monotonic()
+	}()
+	return ch
 }
 
 // waitLeading waits until a child of the --wait job runs, and returns it.

@@ -61,6 +61,13 @@ func (node *PatroniNode) writable() bool {
 	return node.query(`SELECT txid_current()`, nil, &xid) == nil
 }
 
+// Streams reports whether a standby streams from node's PostgreSQL.
+func (node *PatroniNode) Streams() bool {
+	var n int
+	return node.query(`SELECT count(*) FROM pg_stat_replication
+  WHERE state = 'streaming' AND application_name <> 'pg_basebackup'`, nil, &n) == nil && n > 0
+}
+
 func nameOf(node *PatroniNode) string {
 	if node == nil {
 		return "none"
