@@ -261,3 +261,29 @@ GRANT SELECT, INSERT, DELETE ON "`+d.table+`_history" TO `+r)
 		})
 	}
 }
+
+// Under --require-replicated a --wait standby whose primary has no
+// standby streaming (a failover under way: nobody follows the new primary
+// yet) stands by, saying so once, until --wait-timeout ends it (124); a
+// cron instance still refuses with 69 and writes nothing.
+func TestWaitStandsByForAStandbyToConfirm(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	const standingBy = "no standby streams from the primary to confirm a take (--require-replicated); standing by and trying again every retry interval"
+	p := lw(t, nil, d.args("--job", "j", "--require-replicated", "--wait", "--wait-timeout", "3s", "--", "true")...)
+	p.WaitLog(t, standingBy)
+	if got := p.Wait(t, 20*time.Second); got != 124 {
+		t.Errorf("--wait --require-replicated without a streaming standby: exit %d, want 124 from --wait-timeout", got)
+	}
+	if n := count(t, p, standingBy); n != 1 {
+		t.Errorf("said it stands by %d times, want once", n)
+	}
+	cron := lw(t, nil, d.args("--job", "j", "--require-replicated", "--", "true")...)
+	if got := cron.Wait(t, 20*time.Second); got != 69 {
+		t.Errorf("--require-replicated without a streaming standby, no --wait: exit %d, want 69", got)
+	}
+	var rows int
+	if err := d.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+pgx.Identifier{d.table}.Sanitize()).Scan(&rows); err != nil || rows != 0 {
+		t.Errorf("%d lease rows (%v), want nothing written", rows, err)
+	}
+}

@@ -365,11 +365,26 @@ func (w *wrapper) take(ctx context.Context) (*lease.Lease, error) {
 		defer cancel()
 	}
 	l, err := w.store.Acquire(ctx, w.o.job)
-	for err != nil && ctx.Err() == nil && awaitable(err) {
-		// A standby stands by for the database too: one restarting, or
-		// failing over (its hosts read-only until one is promoted), must
-		// not make every replica exit (a crash loop in a container).
-		if err = w.reach(ctx, err); err == nil {
+	said := false
+	for err != nil && ctx.Err() == nil {
+		switch {
+		case awaitable(err):
+			// A standby stands by for the database too: one restarting, or
+			// failing over (its hosts read-only until one is promoted), must
+			// not make every replica exit (a crash loop in a container).
+			err = w.reach(ctx, err)
+		case unconfirmable(err):
+			// Nor must a new primary that no standby follows yet.
+			if !said {
+				said = true
+				w.db.Named(w.log.Warn()).Str("error", oneLine(err)).Stringer("retry_interval", w.o.timings.RetryInterval).
+					Msg("no standby streams from the primary to confirm a take (--require-replicated); standing by and trying again every retry interval")
+			}
+			err = sleep(ctx, w.o.timings.RetryInterval)
+		default:
+			return l, causeOf(ctx, err)
+		}
+		if err == nil {
 			l, err = w.store.Acquire(ctx, w.o.job)
 		}
 	}
@@ -380,6 +395,26 @@ func (w *wrapper) take(ctx context.Context) (*lease.Lease, error) {
 // way that waiting may mend: the database could not be reached, or took
 // no writes.
 func awaitable(err error) bool { return lease.Unreachable(err) || lease.ReadOnly(err) }
+
+// unconfirmable reports whether a --wait standby's attempt was refused
+// under --require-replicated for want of a standby streaming from the
+// primary, which a failover under way mends; a role that cannot see the
+// standbys does not.
+func unconfirmable(err error) bool {
+	return errors.Is(err, lease.ErrNotReplicated) && !errors.Is(err, lease.ErrStandbysHidden)
+}
+
+// sleep waits d, or less if ctx ends first (its error then).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
 
 // reach waits for the database after an attempt that could not reach it
 // or found it read-only (err): it tries again every retry interval, and
@@ -397,12 +432,8 @@ func (w *wrapper) reach(ctx context.Context, err error) error {
 	}
 	w.db.Named(w.log.Warn()).Str("error", oneLine(err)).Stringer("retry_interval", w.o.timings.RetryInterval).Msg(msg)
 	for {
-		t := time.NewTimer(w.o.timings.RetryInterval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := sleep(ctx, w.o.timings.RetryInterval); err != nil {
+			return err
 		}
 		attempts++
 		err = w.ping(ctx)
