@@ -235,16 +235,23 @@ func (w *haWorkload) fault(kind string) {
 	if promoted.IsZero() {
 		promoted = atWall
 	}
-	streamed := streamingFrom(next)
+	streams := streamingFrom(next)
 	// Without a watchdog, a primary whose Patroni is gone stays writable
 	// until Patroni returns and demotes it: it returns at once.
 	old.Revive(t)
-	run, recovered := w.waitRecovered(next, promoted, at, atWall)
 	// Under --require-replicated no lease write counts before a standby
-	// streams from the new primary: leasewrap's share starts then.
-	ready, streaming := writable, <-streamed
-	if w.mode.require && streaming > writable {
-		ready = streaming
+	// streams from the new primary (a renewal made before then commits,
+	// unconfirmed, and counts as failed): leasewrap's share starts then.
+	ready := writable
+	var streaming streamed
+	if w.mode.require {
+		if streaming = <-streams; streaming.at > writable {
+			ready, promoted = streaming.at, streaming.since
+		}
+	}
+	run, recovered := w.waitRecovered(next, promoted, at, atWall)
+	if !w.mode.require {
+		streaming = <-streams
 	}
 	failover, recovery := time.Duration(writable-at), time.Duration(recovered-at)
 	extra := time.Duration(recovered - ready)
@@ -258,7 +265,7 @@ func (w *haWorkload) fault(kind string) {
 		how = "rode out"
 	}
 	t.Logf("fault %d (%s): primary %s -> %s; Patroni writable after %s, a standby streaming after %s; command running after %s (%s, extra %s)",
-		w.rep.trials, kind, old.Name, next.Name, failover.Round(time.Millisecond), time.Duration(streaming-at).Round(time.Millisecond),
+		w.rep.trials, kind, old.Name, next.Name, failover.Round(time.Millisecond), time.Duration(streaming.at-at).Round(time.Millisecond),
 		recovery.Round(time.Millisecond), how, extra.Round(time.Millisecond))
 	if whole := w.pc.WaitStreaming(t, len(w.pc.Nodes)-1, w.mode.sync); whole == old && kind != haKillPG {
 		// Seen with a SIGSTOPped Patroni: resumed, it took the leader key
@@ -268,16 +275,27 @@ func (w *haWorkload) fault(kind string) {
 	}
 }
 
+// streamed is when a standby was first seen streaming from a new
+// primary (CLOCK_MONOTONIC; when the look gave up after a minute if none
+// did), and since when one can have been (the wall clock at the start of
+// the last look that saw none).
+type streamed struct {
+	at    int64
+	since time.Time
+}
+
 // streamingFrom looks at node until a standby streams from it, and sends
-// when (CLOCK_MONOTONIC), or the time it gave up after a minute.
-func streamingFrom(node *pgtest.PatroniNode) <-chan int64 {
-	ch := make(chan int64, 1)
+// when.
+func streamingFrom(node *pgtest.PatroniNode) <-chan streamed {
+	ch := make(chan streamed, 1)
 	go func() {
 		deadline := time.Now().Add(time.Minute)
-		for !node.Streams() && time.Now().Before(deadline) {
+		since := time.Now()
+		for look := since; !node.Streams() && look.Before(deadline); look = time.Now() {
+			since = look
 			time.Sleep(20 * time.Millisecond)
 		}
-		ch <- testchild.Monotonic()
+		ch <- streamed{at: testchild.Monotonic(), since: since}
 	}()
 	return ch
 }
