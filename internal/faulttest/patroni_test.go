@@ -284,14 +284,17 @@ type streamed struct {
 	since time.Time
 }
 
-// streamingFrom looks at node until a standby streams from it, and sends
-// when.
+// streamingFrom looks at node until a standby streams from it, or it is
+// a standby again, and sends when.
 func streamingFrom(node *pgtest.PatroniNode) <-chan streamed {
 	ch := make(chan streamed, 1)
 	go func() {
 		deadline := time.Now().Add(time.Minute)
 		since := time.Now()
-		for look := since; !node.Streams() && look.Before(deadline); look = time.Now() {
+		for look := since; look.Before(deadline); look = time.Now() {
+			if streams, primary := node.Streams(); streams || !primary {
+				break
+			}
 			since = look
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -361,9 +364,31 @@ func (w *haWorkload) leaseOn(node *pgtest.PatroniNode, since time.Time, holder *
 		return err
 	}
 	defer conn.Close(context.Background())
-	return conn.QueryRow(ctx, `SELECT holder, fencing_token, renewed_at FROM `+pgx.Identifier{w.wait.table}.Sanitize()+`
-WHERE job_name = 'work' AND renewed_at >= $1 AND expires_at > now() AND NOT pg_is_in_recovery()`, since).Scan(holder, token, renewed)
+	var (
+		standby bool
+		h       *string
+		tok     *int64
+		at      *time.Time
+	)
+	err = conn.QueryRow(ctx, `SELECT pg_is_in_recovery(), l.holder, l.fencing_token, l.renewed_at
+FROM (SELECT) x LEFT JOIN `+pgx.Identifier{w.wait.table}.Sanitize()+` l
+  ON l.job_name = 'work' AND l.renewed_at >= $1 AND l.expires_at > now()`, since).Scan(&standby, &h, &tok, &at)
+	switch {
+	case err != nil:
+		return err
+	case standby:
+		// The node promoted lost the primary role again (a frozen
+		// Patroni resumed and took its leader key back).
+		return errNotPrimary
+	case h == nil:
+		return pgx.ErrNoRows
+	}
+	*holder, *token, *renewed = *h, *tok, *at
+	return nil
 }
+
+// errNotPrimary is leaseOn's error for a node that is a standby again.
+var errNotPrimary = errors.New("no longer the primary")
 
 // finish stops every wrapper and checks the histories: with synchronous
 // mode or --require-replicated, no overlap, no token twice, no scheduled

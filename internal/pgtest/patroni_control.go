@@ -61,11 +61,14 @@ func (node *PatroniNode) writable() bool {
 	return node.query(`SELECT txid_current()`, nil, &xid) == nil
 }
 
-// Streams reports whether a standby streams from node's PostgreSQL.
-func (node *PatroniNode) Streams() bool {
+// Streams reports whether a standby streams from node's PostgreSQL, and
+// whether the node is still a primary.
+func (node *PatroniNode) Streams() (streams, primary bool) {
 	var n int
-	return node.query(`SELECT count(*) FROM pg_stat_replication
-  WHERE state = 'streaming' AND application_name <> 'pg_basebackup'`, nil, &n) == nil && n > 0
+	var standby bool
+	err := node.query(`SELECT count(*), pg_is_in_recovery() FROM pg_stat_replication
+  WHERE state = 'streaming' AND application_name <> 'pg_basebackup'`, nil, &n, &standby)
+	return err == nil && n > 0, err != nil || !standby
 }
 
 func nameOf(node *PatroniNode) string {
