@@ -483,9 +483,16 @@ func (w *haWorkload) scheduleAccounts() (unaccounted, twice int) {
 	}
 	defer conn.Close(context.Background())
 	claims, history := pgx.Identifier{w.sched.table + "_schedule"}.Sanitize(), pgx.Identifier{w.sched.table + "_history"}.Sanitize()
+	leases := pgx.Identifier{w.sched.table}.Sanitize()
+	// A run whose end was not recorded (its release lost in the failover)
+	// is still open on the lease row: the next take records it as lost, in
+	// the statement that takes. The schedulers were stopped before one
+	// came, so it counts as accounted for.
 	err = conn.QueryRow(ctx, `SELECT
   (SELECT count(*) FROM `+claims+` c WHERE c.job_name = 'work' AND NOT EXISTS (
-    SELECT FROM `+history+` h WHERE h.job_name = c.job_name AND h.scheduled_at = c.scheduled_at)),
+    SELECT FROM `+history+` h WHERE h.job_name = c.job_name AND h.scheduled_at = c.scheduled_at)
+    AND NOT EXISTS (SELECT FROM `+leases+` l WHERE l.job_name = c.job_name AND l.last_scheduled_at = c.scheduled_at
+      AND l.last_started_at IS NOT NULL AND l.last_finished_at IS NULL)),
   (SELECT count(*) FROM (SELECT scheduled_at FROM `+history+` WHERE job_name = 'work' AND scheduled_at IS NOT NULL
     GROUP BY scheduled_at HAVING count(*) > 1) d)`).Scan(&unaccounted, &twice)
 	if err != nil {

@@ -152,8 +152,13 @@ FROM `+table+`_schedule c WHERE c.job_name = 'work' AND c.outcome = 'run'`).Scan
 		}
 		before := leaseToken(t, pair, table)
 		refused(t, run(t, pair.DSN(), "ready exit:0"), "no standby streams from the primary")
-		// A standby refuses at its start too, not when it comes to take over.
-		refused(t, run(t, pair.DSN(), "ready exit:0", "--wait"), "no standby streams from the primary")
+		// A standby stands by for one to stream (a failover under way),
+		// writing nothing, until --wait-timeout ends it.
+		sb := run(t, pair.DSN(), "ready exit:0", "--wait", "--wait-timeout", "2s")
+		sb.WaitLog(t, "no standby streams from the primary to confirm a take (--require-replicated); standing by and trying again every retry interval")
+		if code := sb.Wait(t, 2*time.Second+slack); code != 124 {
+			t.Errorf("a --wait standby without a standby streaming exited %d, want 124 at --wait-timeout", code)
+		}
 		if after := leaseToken(t, pair, table); after != before {
 			t.Errorf("the refused take wrote to the lease: token %d, then %d", before, after)
 		}
