@@ -258,13 +258,18 @@ const releaseCTE = `WITH released AS (
   WHERE job_name = @row::text AND holder = @holder::text AND fencing_token = @token::bigint
   RETURNING expires_at <= now() AS free, last_started_at, last_finished_at)`
 
+// releaseRun records the run, once: a release sent again because its
+// connection broke before the answer (a switchover ending every session)
+// may have committed the first time.
 const releaseRun = `,
 run AS (
   INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome,
     output, scheduled_at)
   SELECT @job::text, @slot::integer, @holder::text, @token::bigint, @attempt::integer, coalesce(last_started_at, last_finished_at),
     last_finished_at, @exit_code::integer, @outcome::text, @output::bytea, @scheduled_at::timestamptz
-  FROM released WHERE @outcome::text IS NOT NULL)`
+  FROM released WHERE @outcome::text IS NOT NULL
+    AND NOT EXISTS (SELECT FROM {history} WHERE job_name = @job::text AND fencing_token = @token::bigint
+      AND attempt >= @attempt::integer))`
 
 // releaseAnswer announces a release that freed the lease on the job's own
 // channel (jobChannel), where its standbys listen, so that it reaches only
