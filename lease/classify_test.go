@@ -3,7 +3,6 @@ package lease_test
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -19,7 +18,7 @@ func TestReleaseWithoutPrivilegeSaysSo(t *testing.T) {
 	pool := leastPrivileged(t, admin, schema)
 	// A TTL that leaves a first take on a loaded machine time to answer:
 	// nothing here waits for an expiry.
-	l, err := newStore(t, pool, table, "low", lease.WithTTL(10*time.Second)).TryAcquire(ctx(t), "job")
+	l, err := newStore(t, pool, table, "low", patient).TryAcquire(ctx(t), "job")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,12 +2,10 @@ package lease_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/redbite/leasewrap/internal/pgtest"
-	"github.com/redbite/leasewrap/lease"
 )
 
 // A history table an operator drops under a running instance is made
@@ -20,7 +18,7 @@ func TestHistoryDroppedUnderItIsMadeAgain(t *testing.T) {
 	history := pgx.Identifier{table + "_history"}.Sanitize()
 	// A TTL long enough that a loaded machine's slow DDL stays within
 	// the take's budget: this test is about the table, not timings.
-	s := newStore(t, pool, table, "a", lease.WithTTL(10*time.Second))
+	s := newStore(t, pool, table, "a", patient)
 	run := func() {
 		t.Helper()
 		l, err := s.TryAcquire(ctx(t), "job")

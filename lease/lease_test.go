@@ -27,6 +27,11 @@ var fast = []lease.Option{
 	lease.WithGrace(300 * time.Millisecond),
 }
 
+// patient gives a take on a loaded machine the time it needs (a TTL of
+// 10s): for tests about what a take decides, none of which waits for an
+// expiry.
+var patient = lease.WithTTL(10 * time.Second)
+
 // roomy renews about as often as fast but gives each renewal more time before
 // the lease is lost: for tests that assert nothing is lost, which on a
 // loaded machine a renewal slower than fast's grace would be.
@@ -414,12 +419,7 @@ func TestTableNamesAreQuoted(t *testing.T) {
 	pool := pgtest.Pool(t)
 	odd := pgtest.Table(t, pool) + `"; DROP TABLE x; --`
 	t.Cleanup(func() { pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+pgx.Identifier{odd}.Sanitize()) })
-	s := newStore(t, pool, odd, "a")
-	l, err := s.TryAcquire(ctx(t), "job")
-	if err != nil {
-		t.Fatalf("acquire on a table with quotes in its name: %v", err)
-	}
-	l.Release(ctx(t), nil)
+	mustAcquire(t, newStore(t, pool, odd, "a", patient), "job").Release(ctx(t), nil)
 }
 
 func TestOperatorReleaseEndsTheHoldersLease(t *testing.T) {
@@ -459,7 +459,7 @@ func TestStatusStates(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	s := newStore(t, pool, table, "a")
+	s := newStore(t, pool, table, "a", patient)
 	if _, err := reader(t, pool, table).Status(ctx(t), "held"); !errors.Is(err, inspect.ErrNoTable) {
 		t.Errorf("status before the table exists: %v, want ErrNoTable", err)
 	}

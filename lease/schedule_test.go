@@ -18,12 +18,12 @@ import (
 const everySpec = "@every 2s"
 
 // twoSchedulers registers two stores on a fresh table for job "job" on
-// everySpec.
+// everySpec, patient: these tests are about claims.
 func twoSchedulers(t *testing.T) (*pgxpool.Pool, string, *lease.Store, *lease.Store, lease.Registration) {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	a, b := newStore(t, pool, table, "a"), newStore(t, pool, table, "b")
+	a, b := newStore(t, pool, table, "a", patient), newStore(t, pool, table, "b", patient)
 	reg, err := a.Register(ctx(t), "job", everySpec, nil)
 	if err != nil {
 		t.Fatal(err)
