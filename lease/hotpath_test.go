@@ -194,7 +194,7 @@ func TestStandbyLookTakesNoTransactionID(t *testing.T) {
 }
 
 // A listening standby is quiet between notifications: after its LISTEN,
-// one look and the probe that proves it hears (see standby.probe) it sends
+// one look and the probe that proves it hears (see probe) it sends
 // no statement while the leader renews (its pings are no
 // statements, see TestStandbyPingIsNoStatement), not even a keepalive look
 // every renew interval, until the expiry it saw; a release wakes it and

@@ -32,7 +32,7 @@ func listeningStandby(t *testing.T, ctx context.Context, url string) *standby {
 	sb := s.newStandby(ctx, "job")
 	// Its first LISTEN has a retry interval's budget, which a loaded
 	// machine can miss; a standby tries again on its next wait, as here.
-	pgtest.Eventually(t, 30*time.Second, "the standby listening", func() bool { return sb.listening || sb.listen(ctx) })
+	pgtest.Eventually(t, 30*time.Second, "the standby listening", func() bool { return sb.listening() || sb.listen(ctx) })
 	// The probe that listen sent went through the pool: close that
 	// connection, leaving the standby's own.
 	pool.Reset()
@@ -111,8 +111,8 @@ func TestListeningStandbyNoticesASilentConnection(t *testing.T) {
 	}()
 	select {
 	case notified := <-done:
-		if notified || sb.listening {
-			t.Errorf("after a silent cut: notified %v, listening %v; want neither", notified, sb.listening)
+		if notified || sb.listening() {
+			t.Errorf("after a silent cut: notified %v, listening %v; want neither", notified, sb.listening())
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("a standby waiting an hour did not notice its connection went silent (pings every 200ms, each given a look's budget)")

@@ -457,13 +457,13 @@ func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (*Leas
 	defer func() { go sb.close(context.WithoutCancel(ctx)) }()
 	// Once listening, look again at once: a release that came before the
 	// LISTEN would not be announced to this standby.
-	recheck := sb.listening
+	recheck := sb.listening()
 	lastHolder := ""
 	var lastFailure failureLog
 	failed := false
 	for {
 		wait := jitter(s.cfg.RetryInterval)
-		if sb.listening && !failed {
+		if sb.listening() && !failed {
 			// Up to the expiry below: a release is announced, and
 			// the wait pings the connection every renew interval.
 			wait = s.cfg.TTL

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/redbite/leasewrap/internal/pgerr"
 	"github.com/redbite/leasewrap/schema"
@@ -374,7 +373,7 @@ type RequestWatch struct {
 	listening atomic.Bool
 	cancel    context.CancelFunc
 	done      chan struct{}
-	probe     probe // the listening goroutine's
+	l         *listener // the listening goroutine's
 }
 
 // WatchRequests starts watching for requested runs of job: with its own
@@ -383,61 +382,51 @@ type RequestWatch struct {
 // listening (or within the retry interval), asking for a first look,
 // which covers the requests made before. Close it when done.
 func (s *Store) WatchRequests(ctx context.Context, job string) *RequestWatch {
-	w := &RequestWatch{wake: make(chan struct{}, 1), done: make(chan struct{}), probe: newProbe()}
+	w := &RequestWatch{wake: make(chan struct{}, 1), done: make(chan struct{}), l: s.newListener(job)}
 	w.look.Store(true)
-	pool, ok := s.db.(*pgxpool.Pool)
-	if !ok || !s.cfg.listen {
+	if !s.canListen() {
 		close(w.done)
 		return w
 	}
 	ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	channel, _ := s.requestChannel(job)
-	conn := listenOn(ctx, s, pool, channel)
-	w.listening.Store(conn != nil)
-	if conn != nil {
+	if w.l.open(ctx) {
+		w.listening.Store(true)
 		// Before the scheduler starts: its one statement is part of the
-		// start, not of the quiet between scheduled times. The
-		// connection only waits from here, see probe.
-		w.probe.send(ctx, s, channel, job)
+		// start, not of the quiet between scheduled times.
+		w.l.sendProbe(ctx)
 	}
-	go w.listen(ctx, s, pool, job, conn)
+	go w.listen(ctx)
 	return w
 }
 
-// listen keeps a listening connection (conn, the first, may be nil)
-// while ctx lasts: on every reconnection it asks for a look, as a request
-// may have gone unannounced meanwhile.
-func (w *RequestWatch) listen(ctx context.Context, s *Store, pool *pgxpool.Pool, job string, conn *pgx.Conn) {
+// listen keeps the listening connection while ctx lasts: on every
+// reconnection it asks for a look, as a request may have gone unannounced
+// meanwhile.
+func (w *RequestWatch) listen(ctx context.Context) {
 	defer close(w.done)
-	channel, payload := s.requestChannel(job)
-	for first := true; ctx.Err() == nil; first = false {
-		if !first {
-			conn = listenOn(ctx, s, pool, channel)
+	l := w.l
+	for again := false; ctx.Err() == nil; again = true {
+		if again && l.open(ctx) {
+			w.listening.Store(true)
+			w.woke()
 		}
-		if conn != nil {
-			if !first {
-				w.listening.Store(true)
-				w.woke()
-			}
-			// The connection waits from here: see probe.
-			w.probe.send(ctx, s, channel, job)
-			for w.heard(ctx, s, conn, payload, job) {
+		if l.listening() {
+			l.sendProbe(ctx)
+			for w.heard(ctx) {
 			}
 			w.listening.Store(false)
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			_ = conn.Close(cctx)
-			cancel()
+			l.close(ctx)
 			if ctx.Err() != nil {
 				return
 			}
 			w.woke()
-			if w.probe.lost() {
-				s.sayDeaf(job, "waiting for requested runs")
+			if l.probe.lost() {
+				l.store.sayDeaf(l.job, "waiting for requested runs")
 				return
 			}
-			s.log.Debug().Str("job", job).Msg("listening connection for requested runs lost; polling for now")
+			l.store.log.Debug().Str("job", l.job).Msg("listening connection for requested runs lost; polling for now")
 		}
-		t := time.NewTimer(s.cfg.RetryInterval)
+		t := time.NewTimer(l.store.cfg.RetryInterval)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -447,52 +436,31 @@ func (w *RequestWatch) listen(ctx context.Context, s *Store, pool *pgxpool.Pool,
 	}
 }
 
-// heard waits for one announcement on conn, for up to a renew interval
-// (or the probe's deadline), and reports whether the connection is still
-// good: not when the probe went unheard. A request wakes the scheduler; a
+// heard waits for one announcement, for up to a renew interval (or the
+// probe's deadline), and reports whether the connection is still good:
+// not when the probe went unheard. A request wakes the scheduler; a
 // release of the lease only when a request waits for it.
 // A quiet interval ends with a ping: a connection that died without a
 // word (a cut cable, a crashed host) is noticed then, not never, and an
 // idle scheduler's database contact stays as recent as a standby's, so
 // that its health check holds between scheduled times.
-func (w *RequestWatch) heard(ctx context.Context, s *Store, conn *pgx.Conn, payload, job string) bool {
-	wctx, cancel := context.WithTimeout(ctx, w.probe.bound(jitter(s.cfg.RenewInterval)))
-	defer cancel()
-	n, err := conn.WaitForNotification(wctx)
+func (w *RequestWatch) heard(ctx context.Context) bool {
+	l := w.l
+	payload, err := l.await(ctx, jitter(l.store.cfg.RenewInterval))
 	switch {
-	case ctx.Err() != nil || w.probe.lost():
+	case err != nil || l.probe.lost():
 		return false
-	case err != nil && wctx.Err() != nil:
-		if err := s.pingListener(ctx, conn); err != nil {
+	case payload == "":
+		if err := l.ping(ctx); err != nil {
 			return false
 		}
-		s.cfg.observer.Reached()
+		l.store.cfg.observer.Reached()
 		return true
-	case err != nil:
-		return false
 	}
-	if n.Payload == payload || n.Payload == job && w.look.Load() {
+	if _, request := l.store.requestChannel(l.job); payload == request || payload == l.job && w.look.Load() {
 		w.woke()
 	}
-	w.probe.hear(n.Payload)
 	return true
-}
-
-// listenOn takes a connection of its own from pool and LISTENs on channel,
-// within the retry interval; nil when it cannot.
-func listenOn(ctx context.Context, s *Store, pool *pgxpool.Pool, channel string) *pgx.Conn {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.RetryInterval)
-	defer cancel()
-	c, err := pool.Acquire(ctx)
-	if err != nil {
-		return nil
-	}
-	conn := c.Hijack()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
-		_ = conn.Close(context.WithoutCancel(ctx))
-		return nil
-	}
-	return conn
 }
 
 // Woken is ready when there may be a request to look for; a nil watch's
