@@ -95,14 +95,7 @@ func (sb *standby) db() DB {
 // noticed then rather than at the expiry the caller waits for.
 func (sb *standby) wait(ctx context.Context, d time.Duration) (notified bool, err error) {
 	if !sb.listening() {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-t.C:
-			return false, nil
-		}
+		return false, bootClock{}.Wait(ctx, d)
 	}
 	if d >= sb.store.probeWindow() {
 		// A wait this long sends nothing on the connection: see probe.

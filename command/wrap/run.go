@@ -380,7 +380,7 @@ func (w *wrapper) take(ctx context.Context) (*lease.Lease, error) {
 				w.db.Named(w.log.Warn()).Str("error", oneLine(err)).Stringer("retry_interval", w.o.timings.RetryInterval).
 					Msg("no standby streams from the primary to confirm a take (--require-replicated); standing by and trying again every retry interval")
 			}
-			err = sleep(ctx, w.o.timings.RetryInterval)
+			err = lease.BootClock().Wait(ctx, w.o.timings.RetryInterval)
 		default:
 			return l, causeOf(ctx, err)
 		}
@@ -404,18 +404,6 @@ func unconfirmable(err error) bool {
 	return errors.Is(err, lease.ErrNotReplicated) && !errors.Is(err, lease.ErrStandbysHidden)
 }
 
-// sleep waits d, or less if ctx ends first (its error then).
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // reach waits for the database after an attempt that could not reach it
 // or found it read-only (err): it tries again every retry interval, and
 // returns nil once the database answers and takes writes, else the error
@@ -432,7 +420,7 @@ func (w *wrapper) reach(ctx context.Context, err error) error {
 	}
 	w.db.Named(w.log.Warn()).Str("error", oneLine(err)).Stringer("retry_interval", w.o.timings.RetryInterval).Msg(msg)
 	for {
-		if err := sleep(ctx, w.o.timings.RetryInterval); err != nil {
+		if err := lease.BootClock().Wait(ctx, w.o.timings.RetryInterval); err != nil {
 			return err
 		}
 		attempts++
