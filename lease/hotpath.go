@@ -20,12 +20,18 @@ type batcher interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
+// takeArgs are the named arguments every take has (see takeSpec): @job,
+// @holder and @ttl, in microseconds.
+func (s *Store) takeArgs(job string) pgx.StrictNamedArgs {
+	return pgx.StrictNamedArgs{"job": job, "holder": s.cfg.holder, "ttl": s.cfg.TTL.Microseconds()}
+}
+
 // take runs the single-slot take (see takeSQL) with args, scanning its
 // row into dest: with the shape checks in front until the Store's tables
 // are known to be right, and through ensureSchema when that fails (see
 // above). checkErr is ensureSchema's error, to be returned as it is (a
 // *SchemaError, say); err is the take's.
-func (s *Store) take(ctx context.Context, db DB, args, dest []any) (checkErr, err error) {
+func (s *Store) take(ctx context.Context, db DB, args pgx.StrictNamedArgs, dest []any) (checkErr, err error) {
 	if s.checked.Load() == nil {
 		if b, ok := db.(batcher); ok {
 			h := s.recording(s.cfg.historyKeep > 0)
@@ -51,23 +57,23 @@ func (s *Store) take(ctx context.Context, db DB, args, dest []any) (checkErr, er
 	}
 	h := s.hist()
 	if h == nil {
-		return nil, db.QueryRow(ctx, s.sql.take, args...).Scan(dest...)
+		return nil, db.QueryRow(ctx, s.sql.take, args).Scan(dest...)
 	}
 	// A history table changed under a running instance must not keep it
 	// from taking the lease: the take is tried again without it.
-	err = db.QueryRow(ctx, h.take, args...).Scan(dest...)
+	err = db.QueryRow(ctx, h.take, args).Scan(dest...)
 	return nil, s.withoutHistory(ctx, err, func() error {
-		return db.QueryRow(ctx, s.sql.take, args...).Scan(dest...)
+		return db.QueryRow(ctx, s.sql.take, args).Scan(dest...)
 	})
 }
 
 // takeChecked sends the shape checks of both tables and the take that also
 // records runs in one pipeline. The history check also asks for the
 // privileges recording and pruning need; without them, the catalog decides.
-func (s *Store) takeChecked(ctx context.Context, b batcher, h *historyStatements, args, dest []any) error {
+func (s *Store) takeChecked(ctx context.Context, b batcher, h *historyStatements, args pgx.StrictNamedArgs, dest []any) error {
 	batch := &pgx.Batch{}
 	s.objects.QueueShapeChecks(batch, h.prune)
-	batch.Queue(h.take, args...)
+	batch.Queue(h.take, args)
 	br := b.SendBatch(ctx, batch)
 	_, err := br.Exec()
 	if err == nil {

@@ -88,7 +88,7 @@ func isLook(tr trip) bool   { return len(tr.sql) == 1 && strings.HasPrefix(tr.sq
 func isTake(tr trip) bool   { return strings.Contains(tr.sql[len(tr.sql)-1], "taken AS (\nINSERT INTO") }
 func isListen(tr trip) bool { return len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "LISTEN ") }
 func isProbe(tr trip) bool {
-	return len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "SELECT pg_notify($1, $2)")
+	return len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "SELECT pg_notify(@channel, @payload)")
 }
 
 // A cron run's acquire on a complete table is one round trip: no catalog

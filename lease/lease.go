@@ -214,8 +214,8 @@ func (l *Lease) renew(ctx context.Context) error {
 	return l.extend(ctx, l.store.sql.renew, "renew lease")
 }
 
-// extend runs query, a renewal with renew's parameters ($1 row, $2 holder,
-// $3 token, $4 TTL) and answer (renewed, and the row as it was), and moves
+// extend runs query, a renewal with renew's parameters (@row, @holder,
+// @token, @ttl) and answer (renewed, and the row as it was), and moves
 // the local deadline to t0 + TTL on success, t0 read before the statement
 // was sent. what names the action in errors.
 func (l *Lease) extend(ctx context.Context, query, what string) error {
@@ -231,7 +231,7 @@ func (l *Lease) extend(ctx context.Context, query, what string) error {
 	db, done := s.replicaDB(s.db)
 	defer done()
 	send := func() error {
-		return db.QueryRow(ctx, query, l.row, s.cfg.holder, l.token, s.cfg.TTL.Microseconds()).
+		return db.QueryRow(ctx, query, pgx.StrictNamedArgs{"row": l.row, "holder": s.cfg.holder, "token": l.token, "ttl": s.cfg.TTL.Microseconds()}).
 			Scan(&r.renewed, &r.token, &r.holder, &r.released)
 	}
 	err := send()
@@ -347,8 +347,9 @@ func (l *Lease) RecordAttempt(ctx context.Context, end End) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
-	tag, err := s.db.Exec(ctx, s.sql.recordAttempt, l.row, s.cfg.holder, l.token, l.job, l.slot, max(end.Attempt, 1), end.ExitCode, end.Outcome,
-		end.Output, l.scheduledArg())
+	args := l.runArgs(end)
+	args["row"] = l.row
+	tag, err := s.db.Exec(ctx, s.sql.recordAttempt, args)
 	if err != nil {
 		// Without the history, an attempt is not recorded at all; the next
 		// attempt's start still proves the lease.
@@ -411,9 +412,9 @@ func (l *Lease) RecordLost(ctx context.Context, end End) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
-	_, err := s.db.Exec(ctx, s.sql.recordLost,
-		l.job, l.slot, s.cfg.holder, l.token, max(end.Attempt, 1), end.ExitCode, end.Outcome,
-		end.Output, l.scheduledArg(), end.Ran.Microseconds())
+	args := l.runArgs(end)
+	args["ran"] = end.Ran.Microseconds()
+	_, err := s.db.Exec(ctx, s.sql.recordLost, args)
 	if err != nil {
 		return fmt.Errorf("cannot record attempt %d of lease %q: %w", end.Attempt, l.job, pgerr.Classify(err))
 	}
@@ -490,18 +491,26 @@ func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, end End) 
 // named arguments (see releaseSQL and releaseRecordingSQL). Every variant
 // takes them all: a statement ignores the names it does not use.
 func (s *Store) releaseArgs(l *Lease, holdFor time.Duration, end End) (string, pgx.NamedArgs) {
-	var outcome *string
-	if end.Outcome != "" {
-		outcome = &end.Outcome
-	}
-	args := pgx.NamedArgs{"row": l.row, "holder": s.cfg.holder, "token": l.token, "hold_for": holdFor.Microseconds(),
-		"exit_code": end.ExitCode, "job": l.job, "job_channel": jobChannel(s.channel, l.job), "table_channel": s.channel,
-		"slot": l.slot, "outcome": outcome, "attempt": max(end.Attempt, 1), "output": end.Output,
-		"scheduled_at": l.scheduledArg(), "keep": s.cfg.historyKeep.Microseconds()}
+	args := pgx.NamedArgs(l.runArgs(end))
+	args["row"], args["hold_for"], args["keep"] = l.row, holdFor.Microseconds(), s.cfg.historyKeep.Microseconds()
+	args["job_channel"], args["table_channel"] = jobChannel(s.channel, l.job), s.channel
 	if h := s.hist(); h != nil {
 		return h.release, args
 	}
 	return s.sql.release, args
+}
+
+// runArgs are the named arguments that record l's run as end says (see
+// releaseRun, recordAttemptSQL and recordLostSQL): an outcome of "" is
+// NULL, no run to record.
+func (l *Lease) runArgs(end End) pgx.StrictNamedArgs {
+	var outcome *string
+	if end.Outcome != "" {
+		outcome = &end.Outcome
+	}
+	return pgx.StrictNamedArgs{"job": l.job, "slot": l.slot, "holder": l.store.cfg.holder, "token": l.token,
+		"attempt": max(end.Attempt, 1), "exit_code": end.ExitCode, "outcome": outcome, "output": end.Output,
+		"scheduled_at": l.scheduledArg()}
 }
 
 // Do waits for the lease on job, runs fn while holding it, and releases it

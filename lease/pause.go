@@ -49,13 +49,13 @@ type Pause struct {
 // pausedCondition is true of a lease row whose job is paused now.
 const pausedCondition = `paused_until > now()`
 
-// pauseSQL pauses a job: $1 job, $2 who, $3 until (NULL: until resumed),
-// $4 reason. A job without a row gets a free one. It answers the pause
+// pauseSQL pauses a job: @job, @holder who, @until (NULL: until resumed),
+// @reason. A job without a row gets a free one. It answers the pause
 // recorded and the row's holder when its lease is live (a command that
 // goes on).
 const pauseSQL = `WITH p AS (
   INSERT INTO {lease} AS l (job_name, holder, expires_at, fencing_token, released_at, paused_until, paused_at, paused_by, pause_reason)
-  VALUES ($1::text, $2::text, now(), ` + clockToken + `, now(), coalesce($3::timestamptz, 'infinity'), now(), $2::text, $4::text)
+  VALUES (@job::text, @holder::text, now(), ` + clockToken + `, now(), coalesce(@until::timestamptz, 'infinity'), now(), @holder::text, @reason::text)
   ON CONFLICT (job_name) DO UPDATE SET paused_until = excluded.paused_until, paused_at = excluded.paused_at,
     paused_by = excluded.paused_by, pause_reason = excluded.pause_reason
   RETURNING paused_at, paused_until, CASE WHEN expires_at > now() THEN holder END AS running)
@@ -93,7 +93,7 @@ func (s *Store) Pause(ctx context.Context, job, reason string, until time.Time) 
 	if !until.IsZero() {
 		untilArg = &until
 	}
-	err = s.db.QueryRow(ctx, s.sql.pause, job, s.cfg.holder, untilArg, reason).Scan(&p.Since, &end, &holder)
+	err = s.db.QueryRow(ctx, s.sql.pause, pgx.StrictNamedArgs{"job": job, "holder": s.cfg.holder, "until": untilArg, "reason": reason}).Scan(&p.Since, &end, &holder)
 	if err != nil {
 		return Pause{}, "", fmt.Errorf("cannot pause %q: %w", job, pgerr.Classify(err))
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // probe finds out whether a listening connection keeps its session, which
@@ -36,7 +38,7 @@ func (p *probe) send(ctx context.Context, s *Store, channel, job string) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.probeWindow())
 	defer cancel()
-	if _, err := s.db.Exec(ctx, "SELECT pg_notify($1, $2)", channel, p.nonce); err != nil {
+	if _, err := s.db.Exec(ctx, "SELECT pg_notify(@channel, @payload)", pgx.StrictNamedArgs{"channel": channel, "payload": p.nonce}); err != nil {
 		s.log.Debug().Err(err).Str("job", job).Msg("cannot probe for notifications; trying again on the next wait")
 		return
 	}

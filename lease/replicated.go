@@ -90,12 +90,12 @@ func (e *replicationError) as(what string) error {
 // transaction, so that the commit uses it and it ends with the commit.
 const remoteApply = `SELECT pg_catalog.set_config('synchronous_commit', 'remote_apply', true)`
 
-// standbysSQL reads, on the primary: the position to wait for ($1, or when
+// standbysSQL reads, on the primary: the position to wait for (@target, or when
 // NULL the flush position now, at or past what this session committed
 // last), this role, whether it may read the standbys' positions, how many
 // physical standbys stream, whether all of them have replayed that far,
 // and the slowest one's replay position.
-const standbysSQL = `WITH target AS (SELECT coalesce($1::pg_lsn, pg_catalog.pg_current_wal_flush_lsn()) AS lsn)
+const standbysSQL = `WITH target AS (SELECT coalesce(@target::pg_lsn, pg_catalog.pg_current_wal_flush_lsn()) AS lsn)
 SELECT t.lsn::text, current_user::text, pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE'),
   count(r.pid), coalesce(bool_and(r.replay_lsn >= t.lsn), false), coalesce(min(r.replay_lsn)::text, '')
 FROM target t LEFT JOIN pg_catalog.pg_stat_replication r ON r.state = 'streaming' AND r.replay_lsn IS NOT NULL
@@ -317,7 +317,7 @@ func (rs *replicaSession) standbys(ctx context.Context, target string) (standbyS
 	if target != "" {
 		t = &target
 	}
-	err := rs.conn.QueryRow(ctx, standbysSQL, t).Scan(&st.target, &st.role, &st.visible, &st.streaming, &st.replayed, &st.slowest)
+	err := rs.conn.QueryRow(ctx, standbysSQL, pgx.StrictNamedArgs{"target": t}).Scan(&st.target, &st.role, &st.visible, &st.streaming, &st.replayed, &st.slowest)
 	if err != nil {
 		err = pgerr.Classify(err)
 		return st, &replicationError{msg: "cannot read pg_stat_replication: " + err.Error(), cause: err, readFailed: true}

@@ -56,7 +56,7 @@ SELECT 'job', now() - g * interval '10 seconds', 'exited', 'h', g FROM generate_
 		defer func() { _ = tx.Rollback(ctx) }() // the take is only explained
 		var out string
 		if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+s.sql.req.takeRecording,
-			"job", "h", s.cfg.TTL.Microseconds(), spec).Scan(&out); err != nil {
+			pgx.StrictNamedArgs{"job": "job", "holder": "h", "ttl": s.cfg.TTL.Microseconds(), "spec": spec}).Scan(&out); err != nil {
 			t.Fatal(err)
 		}
 		var plan []struct{ Plan planNode }

@@ -118,7 +118,7 @@ func (s *Store) Register(ctx context.Context, job, spec string, rules ZoneRules)
 			zone = &own
 		}
 	}
-	err := s.db.QueryRow(sctx, s.sql.sched.register, job, spec, s.cfg.holder, zone).Scan(&found, &recorded, &reg.Now, &latest)
+	err := s.db.QueryRow(sctx, s.sql.sched.register, pgx.StrictNamedArgs{"job": job, "spec": spec, "holder": s.cfg.holder, "zone": zone}).Scan(&found, &recorded, &reg.Now, &latest)
 	if err != nil {
 		err = fmt.Errorf("cannot register the schedule of %q: %w", job, pgerr.Classify(err))
 		s.cfg.observer.Failed(err)
@@ -177,7 +177,8 @@ func (s *Store) TakeScheduled(ctx context.Context, job, spec string, at time.Tim
 		c   Claim
 		row scheduledRow
 	)
-	args := []any{job, s.cfg.holder, s.cfg.TTL.Microseconds(), at, spec, skipHeld}
+	args := s.takeArgs(job)
+	args["at"], args["spec"], args["skip_held"] = at, spec, skipHeld
 	err = s.sendSchedulerTake(tk, s.sql.sched.take, s.sql.sched.takeRecording, args, row.dest(&c), s.claimConflict)
 	if s.claimConflict(err) {
 		// A claim committed after the statement's snapshot: the time was
@@ -226,7 +227,7 @@ func (s *Store) startSchedulerTake(ctx context.Context, job string) (tk schedule
 
 // sendSchedulerTake runs the take, recording where runs are recorded and
 // else plain, into dest (see queryTake).
-func (s *Store) sendSchedulerTake(tk schedulerTake, plain, recording string, args, dest []any, conflict func(error) bool) error {
+func (s *Store) sendSchedulerTake(tk schedulerTake, plain, recording string, args pgx.StrictNamedArgs, dest []any, conflict func(error) bool) error {
 	query := plain
 	if s.hist() != nil {
 		query = recording
@@ -313,7 +314,7 @@ func (s *Store) ensureScheduleTables(ctx context.Context, again bool) error {
 // for months: when an operator dropped one of its tables under it, it
 // makes them again, as its start did, and tries once more, rather than
 // fail every time until restarted.
-func (s *Store) queryTake(ctx context.Context, db DB, query, plain string, args, dest []any, conflict func(error) bool) error {
+func (s *Store) queryTake(ctx context.Context, db DB, query, plain string, args pgx.StrictNamedArgs, dest []any, conflict func(error) bool) error {
 	err := s.queryTakeOnce(ctx, db, query, plain, args, dest, conflict)
 	if pgerr.SQLState(err) != pgerr.CodeUndefinedTable || ctx.Err() != nil {
 		return err
@@ -332,13 +333,13 @@ func (s *Store) queryTake(ctx context.Context, db DB, query, plain string, args,
 // the first committed, the second finds its claim, and takes nothing).
 // A recording take that fails for the history's sake (and not for
 // conflict's) falls back to plain, as every recording statement does.
-func (s *Store) queryTakeOnce(ctx context.Context, db DB, query, plain string, args, dest []any, conflict func(error) bool) error {
-	err := db.QueryRow(ctx, query, args...).Scan(dest...)
+func (s *Store) queryTakeOnce(ctx context.Context, db DB, query, plain string, args pgx.StrictNamedArgs, dest []any, conflict func(error) bool) error {
+	err := db.QueryRow(ctx, query, args).Scan(dest...)
 	if connectionLost(err) && ctx.Err() == nil {
-		err = db.QueryRow(ctx, query, args...).Scan(dest...)
+		err = db.QueryRow(ctx, query, args).Scan(dest...)
 	}
 	if err != nil && query != plain && !conflict(err) {
-		err = s.withoutHistory(ctx, err, func() error { return db.QueryRow(ctx, plain, args...).Scan(dest...) })
+		err = s.withoutHistory(ctx, err, func() error { return db.QueryRow(ctx, plain, args).Scan(dest...) })
 	}
 	return err
 }
@@ -381,7 +382,7 @@ func (s *Store) RecordMissed(ctx context.Context, job, outcome string, times []M
 		last   *time.Time
 		hasRow bool
 	)
-	args := []any{job, s.cfg.holder, ats, firsts, outcome}
+	args := pgx.StrictNamedArgs{"job": job, "holder": s.cfg.holder, "ats": ats, "firsts": firsts, "outcome": outcome}
 	dest := []any{&count, &now, &last, &hasRow}
 	sql := s.sql.sched
 	query := sql.missed
@@ -389,14 +390,14 @@ func (s *Store) RecordMissed(ctx context.Context, job, outcome string, times []M
 		query = sql.missedRecording
 	}
 	record := func() error {
-		err := s.db.QueryRow(ctx, query, args...).Scan(dest...)
+		err := s.db.QueryRow(ctx, query, args).Scan(dest...)
 		if connectionLost(err) && ctx.Err() == nil {
 			// As in TakeScheduled: a connection that broke while idle. The
 			// claims make a second recording harmless.
-			err = s.db.QueryRow(ctx, query, args...).Scan(dest...)
+			err = s.db.QueryRow(ctx, query, args).Scan(dest...)
 		}
 		if err != nil && query != sql.missed {
-			err = s.withoutHistory(ctx, err, func() error { return s.db.QueryRow(ctx, sql.missed, args...).Scan(dest...) })
+			err = s.withoutHistory(ctx, err, func() error { return s.db.QueryRow(ctx, sql.missed, args).Scan(dest...) })
 		}
 		return err
 	}
@@ -404,7 +405,7 @@ func (s *Store) RecordMissed(ctx context.Context, job, outcome string, times []M
 	if err == nil && !hasRow {
 		// An operator deleted the job's lease row, whose lock decides
 		// between instances: make it again, and record.
-		if _, err = s.db.Exec(ctx, sql.freeRow, job, s.cfg.holder); err == nil {
+		if _, err = s.db.Exec(ctx, sql.freeRow, pgx.StrictNamedArgs{"job": job, "holder": s.cfg.holder}); err == nil {
 			err = record()
 		}
 	}
@@ -434,7 +435,7 @@ func (s *Store) PruneClaims(ctx context.Context, job string, keep time.Duration)
 	}
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
-	if _, err := s.db.Exec(ctx, s.sql.sched.pruneClaims, job, keep.Microseconds()); err != nil {
+	if _, err := s.db.Exec(ctx, s.sql.sched.pruneClaims, pgx.StrictNamedArgs{"job": job, "keep": keep.Microseconds()}); err != nil {
 		return fmt.Errorf("cannot prune the claims of %q: %w", job, pgerr.Classify(err))
 	}
 	return nil
@@ -453,19 +454,19 @@ func (l *Lease) scheduledArg() *time.Time {
 	return &l.scheduledAt
 }
 
-// rescheduleSQL switches a job to another schedule: $1 job, $2 the
+// rescheduleSQL switches a job to another schedule: @job, @spec the
 // canonical spec. The zone data's fingerprint is left for the first
 // instance to register to record (with the same schedule, that is all it
 // does), and the mark moves to now: the new schedule's times before the
 // switch are owed nothing. It answers the schedule it replaced (NULL:
 // none).
 const rescheduleSQL = `WITH was AS (
-  SELECT schedule FROM {lease} WHERE job_name = $1::text FOR UPDATE),
+  SELECT schedule FROM {lease} WHERE job_name = @job::text FOR UPDATE),
 switched AS (
-  UPDATE {lease} SET schedule = $2::text, schedule_zone = NULL,
-    accounted_through = CASE WHEN schedule IS DISTINCT FROM $2::text
+  UPDATE {lease} SET schedule = @spec::text, schedule_zone = NULL,
+    accounted_through = CASE WHEN schedule IS DISTINCT FROM @spec::text
       THEN greatest(accounted_through, ` + latestClaim + `, now()) ELSE accounted_through END
-  WHERE job_name = $1::text)
+  WHERE job_name = @job::text)
 SELECT schedule FROM was`
 
 // Reschedule makes spec (canonical, as schedule.Schedule.Spec gives) the
@@ -487,7 +488,7 @@ func (s *Store) Reschedule(ctx context.Context, job, spec string) (string, error
 		now  time.Time
 		last *time.Time
 	)
-	err := s.db.QueryRow(ctx, s.sql.scheduleMark, job).Scan(&was, &now, &last)
+	err := s.db.QueryRow(ctx, s.sql.scheduleMark, pgx.StrictNamedArgs{"job": job}).Scan(&was, &now, &last)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return "", fmt.Errorf("job %q has no lease row in %s: %w", job, s.table.Sanitize(), ErrNoJob)
@@ -505,7 +506,7 @@ func (s *Store) Reschedule(ctx context.Context, job, spec string) (string, error
 			}
 		}
 	}
-	err = s.db.QueryRow(ctx, s.sql.reschedule, job, spec).Scan(&was)
+	err = s.db.QueryRow(ctx, s.sql.reschedule, pgx.StrictNamedArgs{"job": job, "spec": spec}).Scan(&was)
 	if err != nil {
 		return "", fmt.Errorf("cannot reschedule %q: %w", job, pgerr.Classify(err))
 	}

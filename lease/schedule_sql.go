@@ -71,14 +71,14 @@ func newScheduledStatements(o schema.Objects) scheduledStatements {
 	}
 }
 
-// latestClaim is the latest scheduled time claimed: $1 job. A requested
+// latestClaim is the latest scheduled time claimed: @job. A requested
 // or manual run (leasewrap trigger) is at the time it was asked for, not
 // a scheduled time, and accounts for none.
-const latestClaim = `(SELECT max(scheduled_at) FROM {claims} WHERE job_name = $1::text
+const latestClaim = `(SELECT max(scheduled_at) FROM {claims} WHERE job_name = @job::text
   AND outcome NOT IN ('` + ClaimRequested + `', '` + ClaimManual + `'))`
 
-// registerSQL records a job's schedule if none is recorded: $1 job, $2
-// the canonical spec, $3 holder, $4 the fingerprint of the zone data its
+// registerSQL records a job's schedule if none is recorded: @job, @spec
+// the canonical spec, @holder, @zone the fingerprint of the zone data its
 // times are computed with (NULL: none matters). A job without a row gets
 // one, free (released at once, as a lease handed back), so that an
 // instance with another schedule is refused when it starts, not at its
@@ -87,25 +87,25 @@ const latestClaim = `(SELECT max(scheduled_at) FROM {claims} WHERE job_name = $1
 // and the fingerprint recorded, the database clock and the mark.
 const registerSQL = `WITH reg AS (
   INSERT INTO {lease} AS l (job_name, holder, expires_at, fencing_token, released_at, schedule, schedule_zone)
-  VALUES ($1::text, $3::text, now(), ` + clockToken + `, now(), $2::text, $4::text)
+  VALUES (@job::text, @holder::text, now(), ` + clockToken + `, now(), @spec::text, @zone::text)
   ON CONFLICT (job_name) DO UPDATE SET schedule = excluded.schedule,
     schedule_zone = CASE WHEN l.schedule IS NULL THEN excluded.schedule_zone ELSE coalesce(l.schedule_zone, excluded.schedule_zone) END
   WHERE l.schedule IS NULL OR l.schedule = excluded.schedule AND l.schedule_zone IS NULL AND excluded.schedule_zone IS NOT NULL
   RETURNING schedule, schedule_zone),
 cur AS (
-  SELECT schedule, schedule_zone, accounted_through FROM {lease} WHERE job_name = $1::text)
+  SELECT schedule, schedule_zone, accounted_through FROM {lease} WHERE job_name = @job::text)
 SELECT coalesce((SELECT schedule FROM reg), (SELECT schedule FROM cur)),
   CASE WHEN EXISTS (SELECT FROM reg) THEN (SELECT schedule_zone FROM reg) ELSE (SELECT schedule_zone FROM cur) END,
   now(), greatest((SELECT accounted_through FROM cur), ` + latestClaim + `)`
 
 // scheduleMarkSQL reads a job's schedule, the database clock and the
-// mark: $1 job. No row: the job has no lease row.
+// mark: @job. No row: the job has no lease row.
 const scheduleMarkSQL = `SELECT schedule, now(), greatest(accounted_through, ` + latestClaim + `)
-FROM {lease} WHERE job_name = $1::text`
+FROM {lease} WHERE job_name = @job::text`
 
 // takeScheduledSQL takes the lease of a single-slot job for one scheduled
-// time and claims the time (see above): $1 job, $2 holder, $3 TTL, $4
-// the scheduled time, $5 the canonical spec, $6 whether a held lease
+// time and claims the time (see above): @job, @holder, @ttl (microseconds), @at
+// the scheduled time, @spec the canonical spec, @skip_held whether a held lease
 // makes the time skipped. It answers: taken, token, the row as the
 // snapshot saw it (holder, microseconds left, state, slots, schedule),
 // the time's claim (outcome and holder: the one found, the skipped one
@@ -119,56 +119,56 @@ var takeScheduledSQL = takeScheduledCTEs + takeScheduledAnswer
 var takeScheduledRecordingSQL = takeScheduledCTEs + lostScheduledRun + `,
 skippedRun AS (
   INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome, scheduled_at)
-  SELECT $1::text, 1, holder, 0, 1, $4::timestamptz, $4::timestamptz, outcome, $4::timestamptz
+  SELECT @job::text, 1, holder, 0, 1, @at::timestamptz, @at::timestamptz, outcome, @at::timestamptz
   FROM skipped)` + takeScheduledAnswer
 
-// lostScheduledRun closes as lost, after a take (CTEs old and taken; $1
+// lostScheduledRun closes as lost, after a take (CTEs old and taken; @job
 // job), the run of a holder that never released, with its scheduled time
 // (last_scheduled_at: a plain take clears it) unless a claim of that time
 // carries another token (a plain take of an earlier version, which kept
 // it). An operator who emptied the claims took the claim's proof away,
 // not the time's account.
-var lostScheduledRun = lostRun("old", "1", "", `CASE WHEN NOT EXISTS (SELECT FROM {claims} c WHERE c.job_name = $1::text
+var lostScheduledRun = lostRun("old", "1", "", `CASE WHEN NOT EXISTS (SELECT FROM {claims} c WHERE c.job_name = @job::text
       AND c.scheduled_at = o.last_scheduled_at AND c.fencing_token <> o.fencing_token) THEN o.last_scheduled_at END`)
 
 var takeScheduledCTEs = `WITH old AS (
   SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at, last_scheduled_at, schedule, slots,
     accounted_through
-  FROM {lease} WHERE job_name = $1::text),
+  FROM {lease} WHERE job_name = @job::text),
 mark AS (
   SELECT greatest((SELECT accounted_through FROM old), ` + latestClaim + `) AS at),
 claimed AS (
-  SELECT outcome, holder FROM {claims} WHERE job_name = $1::text AND scheduled_at = $4::timestamptz
+  SELECT outcome, holder FROM {claims} WHERE job_name = @job::text AND scheduled_at = @at::timestamptz
   UNION ALL
-  SELECT '` + ClaimedElsewhere + `', NULL FROM mark WHERE $4::timestamptz <= mark.at
+  SELECT '` + ClaimedElsewhere + `', NULL FROM mark WHERE @at::timestamptz <= mark.at
   LIMIT 1),
 due AS (
-  SELECT WHERE $4::timestamptz <= now() AND NOT EXISTS (SELECT FROM claimed)
-    AND coalesce((SELECT schedule FROM old), $5::text) = $5::text AND coalesce((SELECT slots FROM old), 1) = 1),
-` + takeSpec{row: "$1::text", from: "due", read: "old",
-	columns: []takeColumn{{name: "schedule", value: "$5::text"}, {name: "last_scheduled_at", value: "$4::timestamptz"},
-		{name: "accounted_through", value: "$4::timestamptz"}},
-	where: "coalesce(l.slots, 1) = 1 AND coalesce(l.schedule, $5::text) = $5::text\n" +
-		"  AND $4::timestamptz > coalesce(l.accounted_through, '-infinity') AND NOT coalesce(l." + pausedCondition + ", false)"}.taken() + `,
+  SELECT WHERE @at::timestamptz <= now() AND NOT EXISTS (SELECT FROM claimed)
+    AND coalesce((SELECT schedule FROM old), @spec::text) = @spec::text AND coalesce((SELECT slots FROM old), 1) = 1),
+` + takeSpec{row: "@job::text", from: "due", read: "old",
+	columns: []takeColumn{{name: "schedule", value: "@spec::text"}, {name: "last_scheduled_at", value: "@at::timestamptz"},
+		{name: "accounted_through", value: "@at::timestamptz"}},
+	where: "coalesce(l.slots, 1) = 1 AND coalesce(l.schedule, @spec::text) = @spec::text\n" +
+		"  AND @at::timestamptz > coalesce(l.accounted_through, '-infinity') AND NOT coalesce(l." + pausedCondition + ", false)"}.taken() + `,
 claim AS (
   INSERT INTO {claims} (job_name, scheduled_at, outcome, holder, fencing_token, claimed_at)
-  SELECT $1::text, $4::timestamptz, '` + ClaimRun + `', $2::text, fencing_token, now() FROM taken
+  SELECT @job::text, @at::timestamptz, '` + ClaimRun + `', @holder::text, fencing_token, now() FROM taken
   RETURNING 1),
 held AS (
   SELECT holder, fencing_token, expires_at, accounted_through, coalesce(` + pausedCondition + `, false) AS paused, paused_by
   FROM {lease}
-  WHERE job_name = $1::text AND EXISTS (SELECT FROM due) AND NOT EXISTS (SELECT FROM taken)
+  WHERE job_name = @job::text AND EXISTS (SELECT FROM due) AND NOT EXISTS (SELECT FROM taken)
   FOR UPDATE),
 skipped AS (
   INSERT INTO {claims} (job_name, scheduled_at, outcome, holder, fencing_token, claimed_at)
-  SELECT $1::text, $4::timestamptz, CASE WHEN h.paused THEN '` + OutcomePaused + `' ELSE '` + OutcomeSkipped + `' END,
+  SELECT @job::text, @at::timestamptz, CASE WHEN h.paused THEN '` + OutcomePaused + `' ELSE '` + OutcomeSkipped + `' END,
     CASE WHEN h.paused THEN coalesce(h.paused_by, '') ELSE h.holder END, h.fencing_token, now()
-  FROM held h WHERE (h.paused OR $6::boolean AND h.expires_at > now()) AND $4::timestamptz > coalesce(h.accounted_through, '-infinity')
+  FROM held h WHERE (h.paused OR @skip_held::boolean AND h.expires_at > now()) AND @at::timestamptz > coalesce(h.accounted_through, '-infinity')
   ON CONFLICT DO NOTHING
   RETURNING outcome, holder),
 skippedMark AS (
-  UPDATE {lease} SET accounted_through = $4::timestamptz
-  WHERE job_name = $1::text AND EXISTS (SELECT FROM skipped))`
+  UPDATE {lease} SET accounted_through = @at::timestamptz
+  WHERE job_name = @job::text AND EXISTS (SELECT FROM skipped))`
 
 const takeScheduledAnswer = `
 SELECT EXISTS (SELECT FROM taken) AND EXISTS (SELECT FROM claim),
@@ -177,11 +177,11 @@ SELECT EXISTS (SELECT FROM taken) AND EXISTS (SELECT FROM claim),
   coalesce((SELECT outcome FROM claimed), (SELECT outcome FROM skipped)),
   coalesce((SELECT holder FROM claimed), (SELECT holder FROM skipped)),
   now(), (SELECT at FROM mark)
-FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = $1::text`
+FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = @job::text`
 
-// missedSQL records scheduled times nobody ran: $1 job, $2 the recording
-// holder, $3 the times, $4 for each the first time it stands for (NULL:
-// itself alone; set for a long outage summarised in one row), $5 the
+// missedSQL records scheduled times nobody ran: @job, @holder the recording
+// holder, @ats the times, @firsts for each the first time it stands for (NULL:
+// itself alone; set for a long outage summarised in one row), @outcome the
 // outcome (missed, or skipped for the times that came due while this
 // holder's run held the lease).
 // A time already claimed, at or before the mark, or not yet due on the
@@ -199,28 +199,28 @@ const missedSQL = missedCTE + missedAnswer
 const missedRecordingSQL = missedCTE + `,
 run AS (
   INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome, scheduled_at)
-  SELECT $1::text, 1, $2::text, 0, 1, coalesce(first_at, scheduled_at), scheduled_at, outcome, scheduled_at
+  SELECT @job::text, 1, @holder::text, 0, 1, coalesce(first_at, scheduled_at), scheduled_at, outcome, scheduled_at
   FROM m)` + missedAnswer
 
 const missedCTE = `WITH locked AS (
   SELECT greatest(accounted_through, ` + latestClaim + `) AS mark, CASE WHEN ` + pausedCondition + ` THEN paused_at END AS paused_at
-  FROM {lease} WHERE job_name = $1::text FOR UPDATE),
+  FROM {lease} WHERE job_name = @job::text FOR UPDATE),
 times AS (
-  SELECT t.at, t.first FROM unnest($3::timestamptz[], $4::timestamptz[]) AS t(at, first)),
+  SELECT t.at, t.first FROM unnest(@ats::timestamptz[], @firsts::timestamptz[]) AS t(at, first)),
 todo AS (
-  SELECT t.at, t.first, CASE WHEN $5::text = '` + OutcomeMissed + `' AND t.at >= r.paused_at THEN '` + OutcomePaused + `' ELSE $5::text END AS outcome
+  SELECT t.at, t.first, CASE WHEN @outcome::text = '` + OutcomeMissed + `' AND t.at >= r.paused_at THEN '` + OutcomePaused + `' ELSE @outcome::text END AS outcome
   FROM times t, locked r
   WHERE t.at <= now() AND t.at > coalesce(r.mark, '-infinity')
     AND NOT EXISTS (SELECT FROM times s WHERE s.first <= coalesce(r.mark, '-infinity') AND s.at > coalesce(r.mark, '-infinity'))),
 m AS (
   INSERT INTO {claims} (job_name, scheduled_at, first_at, outcome, holder, fencing_token, claimed_at)
-  SELECT $1::text, at, first, outcome, $2::text, 0, now() FROM todo
+  SELECT @job::text, at, first, outcome, @holder::text, 0, now() FROM todo
   ORDER BY at
   ON CONFLICT DO NOTHING
   RETURNING scheduled_at, first_at, outcome),
 moved AS (
   UPDATE {lease} SET accounted_through = greatest(accounted_through, (SELECT max(at) FROM todo))
-  WHERE job_name = $1::text AND EXISTS (SELECT FROM todo))`
+  WHERE job_name = @job::text AND EXISTS (SELECT FROM todo))`
 
 const missedAnswer = `
 SELECT (SELECT count(*) FROM m), now(), greatest((SELECT max(at) FROM todo), (SELECT mark FROM locked)),
@@ -228,16 +228,16 @@ SELECT (SELECT count(*) FROM m), now(), greatest((SELECT max(at) FROM todo), (SE
 
 // freeRowSQL gives a job whose lease row an operator deleted a free one
 // again, as registerSQL does, without a schedule (its next take records
-// it): $1 job, $2 holder.
+// it): @job, @holder.
 const freeRowSQL = `INSERT INTO {lease} (job_name, holder, expires_at, fencing_token, released_at)
-VALUES ($1::text, $2::text, now(), ` + clockToken + `, now())
+VALUES (@job::text, @holder::text, now(), ` + clockToken + `, now())
 ON CONFLICT (job_name) DO NOTHING`
 
-// pruneClaimsSQL deletes at most 1000 of a job's claims older than $2
-// microseconds: $1 job. It goes through the primary key, oldest first. It
+// pruneClaimsSQL deletes at most 1000 of a job's claims older than @keep
+// microseconds: @job. It goes through the primary key, oldest first. It
 // keeps the latest claim, which stands for the mark where the lease row
 // is gone.
 const pruneClaimsSQL = `DELETE FROM {claims} WHERE ctid = ANY (ARRAY(SELECT ctid FROM {claims}
-  WHERE job_name = $1::text AND scheduled_at < now() - $2::bigint * interval '1 microsecond'
+  WHERE job_name = @job::text AND scheduled_at < now() - @keep::bigint * interval '1 microsecond'
     AND scheduled_at < ` + latestClaim + `
   ORDER BY job_name, scheduled_at LIMIT 1000))`

@@ -87,10 +87,12 @@ func (s *Store) tryAcquireSlots(ctx context.Context, db DB, job string, t0 time.
 		if h := s.hist(); h != nil {
 			query = h.takeSlots
 		}
-		err := db.QueryRow(ctx, query, job, s.cfg.holder, s.cfg.TTL.Microseconds(), n).Scan(dest...)
+		args := s.takeArgs(job)
+		args["slots"] = n
+		err := db.QueryRow(ctx, query, args).Scan(dest...)
 		if err != nil && query != s.sql.takeSlots {
 			err = s.withoutHistory(ctx, err, func() error {
-				return db.QueryRow(ctx, s.sql.takeSlots, job, s.cfg.holder, s.cfg.TTL.Microseconds(), n).Scan(dest...)
+				return db.QueryRow(ctx, s.sql.takeSlots, args).Scan(dest...)
 			})
 		}
 		if err != nil {

@@ -78,7 +78,7 @@ const takeSet = `job_name = excluded.job_name,
 // every new fencing token.
 const clockToken = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 
-// takeSQL is the take of a single-slot job: $1 job, $2 holder, $3 TTL. It
+// takeSQL is the take of a single-slot job: @job, @holder, @ttl (microseconds). It
 // answers one row: taken, token, and when not taken the holder, its
 // microseconds left, its state (schema.HeldState) and the row's slots.
 //
@@ -110,8 +110,8 @@ var takeSQL = takeCTEs + takeAnswer
 var takeRecordingSQL = takeCTEs + lostRun("old", "1", "", "") + takeAnswer
 
 var takeCTEs = `WITH old AS (
-  SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at FROM {lease} WHERE job_name = $1::text),
-` + takeSpec{row: "$1::text", read: "old",
+  SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at FROM {lease} WHERE job_name = @job::text),
+` + takeSpec{row: "@job::text", read: "old",
 	columns: []takeColumn{{name: "last_scheduled_at", update: "NULL"}},
 	where:   "coalesce(l.slots, 1) = 1 AND NOT coalesce(l." + pausedCondition + ", false)"}.taken()
 
@@ -119,10 +119,10 @@ const takeAnswer = `
 SELECT true, fencing_token, NULL::text, NULL::bigint, NULL::text, 1 FROM taken
 UNION ALL
 SELECT false, fencing_token, holder, ` + schema.ExpiresInMicros + `, ` + schema.HeldState + `, coalesce(slots, 1)
-FROM {lease} WHERE job_name = $1::text AND NOT EXISTS (SELECT FROM taken)`
+FROM {lease} WHERE job_name = @job::text AND NOT EXISTS (SELECT FROM taken)`
 
-// takeSlotsSQL takes the lowest free slot of a job with $4 slots: $1 job,
-// $2 holder, $3 TTL. It takes nothing when the job's first row records
+// takeSlotsSQL takes the lowest free slot of a job with @slots: @job,
+// @holder, @ttl (microseconds). It takes nothing when the job's first row records
 // another number of slots (unless that is one, and the row is free: no
 // other row can be live then), or when a row it would use is another
 // job's (a job named "x#2"), and then reports which. Instances of the job
@@ -139,8 +139,8 @@ var takeSlotsSQL = takeSlotsCTEs + takeSlotsAnswer
 var takeSlotsRecordingSQL = takeSlotsCTEs + lostRun("pick", "o.slot", " AND o.present", "") + takeSlotsAnswer
 
 var takeSlotsCTEs = `WITH want AS (
-  SELECT g AS slot, CASE WHEN g = 1 THEN $1::text ELSE $1::text || '#' || g END AS name
-  FROM generate_series(1, $4::integer) AS g),
+  SELECT g AS slot, CASE WHEN g = 1 THEN @job::text ELSE @job::text || '#' || g END AS name
+  FROM generate_series(1, @slots::integer) AS g),
 cur AS (
   SELECT w.slot, w.name, l.job_name IS NOT NULL AS present,
     l.job_name IS NOT NULL AND coalesce(l.slot, 1) <> w.slot AS foreign_row,
@@ -151,16 +151,16 @@ verdict AS (
   SELECT (SELECT recorded FROM cur WHERE slot = 1) AS recorded,
     (SELECT NOT present OR expires_at <= now() FROM cur WHERE slot = 1) AS first_free,
     (SELECT min(name) FROM cur WHERE foreign_row) AS foreign_name,
-    EXISTS (SELECT FROM {lease} p WHERE p.job_name = $1::text AND p.` + pausedCondition + `) AS paused),
+    EXISTS (SELECT FROM {lease} p WHERE p.job_name = @job::text AND p.` + pausedCondition + `) AS paused),
 pick AS (
   SELECT c.* FROM cur c, verdict v
   WHERE (NOT c.present OR c.expires_at <= now()) AND v.foreign_name IS NULL
-    AND (coalesce(v.recorded, $4) = $4 OR v.recorded = 1 AND v.first_free)
+    AND (coalesce(v.recorded, @slots) = @slots OR v.recorded = 1 AND v.first_free)
     AND NOT v.paused
   ORDER BY c.slot LIMIT 1),
 ` + takeSpec{row: "name", from: "pick", read: "pick",
-	columns: []takeColumn{{name: "slot", value: "slot"}, {name: "slots", value: "$4"}, {name: "last_scheduled_at", update: "NULL"}},
-	where:   "NOT EXISTS (SELECT FROM {lease} p WHERE p.job_name = $1::text AND p." + pausedCondition + ")", returning: ", slot"}.taken()
+	columns: []takeColumn{{name: "slot", value: "slot"}, {name: "slots", value: "@slots"}, {name: "last_scheduled_at", update: "NULL"}},
+	where:   "NOT EXISTS (SELECT FROM {lease} p WHERE p.job_name = @job::text AND p." + pausedCondition + ")", returning: ", slot"}.taken()
 
 const takeSlotsAnswer = `
 SELECT true, t.fencing_token, t.slot, NULL::text, NULL::bigint, NULL::text, NULL::integer, NULL::text, false, false
@@ -171,7 +171,7 @@ UNION ALL
 FROM cur c, verdict v WHERE NOT EXISTS (SELECT FROM taken)
 ORDER BY (c.present AND c.expires_at > now()) DESC, c.expires_at LIMIT 1)`
 
-// holderSQL reads who holds $1 (a job's row) with a plain SELECT that
+// holderSQL reads who holds @job (a job's row) with a plain SELECT that
 // writes and locks nothing: holder, token, the database's now() and the
 // row's times, bare. It is a standby's look, sent every retry interval
 // when it polls, so the server only fetches the row: readHolder works out
@@ -180,22 +180,22 @@ ORDER BY (c.present AND c.expires_at > now()) DESC, c.expires_at LIMIT 1)`
 const holderSQL = `SELECT holder, fencing_token, now(), expires_at, released_at, last_finished_at,
   coalesce(` + pausedCondition + `, false), CASE WHEN paused_until < 'infinity' THEN paused_until END, paused_at, paused_by,
   pause_reason
-FROM {lease} WHERE job_name = $1::text`
+FROM {lease} WHERE job_name = @job::text`
 
-// renewSQL extends a lease: $1 row, $2 holder, $3 token, $4 TTL. A lease
+// renewSQL extends a lease: @row, @holder, @token, @ttl (microseconds). A lease
 // an operator released is not renewed: the holder must stop. It answers
 // renewed, and the row as it was (token, holder, released), which says why
 // when nothing was renewed: gone or with an older token (a lost write),
 // released, or taken over.
 const renewSQL = `WITH renewed AS (
   UPDATE {lease} SET
-    expires_at = now() + $4::bigint * interval '1 microsecond',
+    expires_at = now() + @ttl::bigint * interval '1 microsecond',
     renewed_at = now()
-  WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint
+  WHERE job_name = @row::text AND holder = @holder::text AND fencing_token = @token::bigint
     AND released_at IS NULL
   RETURNING 1)
 SELECT EXISTS (SELECT FROM renewed), l.fencing_token, l.holder, coalesce(l.released_at IS NOT NULL, false)
-FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = $1::text`
+FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = @row::text`
 
 // startAttemptSQL starts the next attempt of a run (--retries) now, under
 // the same lease and token, and only if the lease is still this holder's:
@@ -204,15 +204,15 @@ FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = $1::text`
 // or deleted during the wait.
 const startAttemptSQL = `WITH started AS (
   UPDATE {lease} SET
-    expires_at = now() + $4::bigint * interval '1 microsecond',
+    expires_at = now() + @ttl::bigint * interval '1 microsecond',
     renewed_at = now(),
     last_started_at = now(),
     last_exit_code = NULL
-  WHERE job_name = $1::text AND holder = $2::text AND fencing_token = $3::bigint
+  WHERE job_name = @row::text AND holder = @holder::text AND fencing_token = @token::bigint
     AND released_at IS NULL
   RETURNING 1)
 SELECT EXISTS (SELECT FROM started), l.fencing_token, l.holder, coalesce(l.released_at IS NOT NULL, false)
-FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = $1::text`
+FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = @row::text`
 
 // releaseSQL hands a lease back. Its parameters are named (releaseParams
 // gives them): @row, @holder, @token, @hold_for, @exit_code, and, for the
@@ -301,29 +301,29 @@ SELECT holder, fencing_token, CASE WHEN @force::boolean
 FROM released`
 
 // recordAttemptSQL records an attempt that ended while a retry follows:
-// $1 row, $2 holder, $3 token, $4 job, $5 slot, $6 attempt, $7 exit code,
-// $8 outcome, $9 the output it kept (NULL: none), $10 the scheduled time
+// @row, @holder, @token, @job, @slot, @attempt, @exit_code,
+// @outcome, @output the output it kept (NULL: none), @scheduled_at the scheduled time
 // (NULL: none). The lease row forgets
 // the attempt's start, so that a crash during the wait for the next one
 // closes no run twice.
 const recordAttemptSQL = `WITH ended AS (
-  UPDATE {lease} AS l SET last_started_at = NULL, last_exit_code = $7::integer
-  FROM (SELECT last_started_at FROM {lease} WHERE job_name = $1::text) AS o
-  WHERE l.job_name = $1::text AND l.holder = $2::text AND l.fencing_token = $3::bigint
+  UPDATE {lease} AS l SET last_started_at = NULL, last_exit_code = @exit_code::integer
+  FROM (SELECT last_started_at FROM {lease} WHERE job_name = @row::text) AS o
+  WHERE l.job_name = @row::text AND l.holder = @holder::text AND l.fencing_token = @token::bigint
   RETURNING l.holder, l.fencing_token, o.last_started_at AS started)
 INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome,
   output, scheduled_at)
-SELECT $4::text, $5::integer, holder, fencing_token, $6::integer, coalesce(started, now()), now(), $7::integer, $8::text,
-  $9::bytea, $10::timestamptz
+SELECT @job::text, @slot::integer, holder, fencing_token, @attempt::integer, coalesce(started, now()), now(), @exit_code::integer, @outcome::text,
+  @output::bytea, @scheduled_at::timestamptz
 FROM ended`
 
 // recordLostSQL records a run without its lease row (see Lease.RecordLost):
-// $1 job, $2 slot, $3 holder, $4 token, $5 attempt, $6 exit code, $7
-// outcome, $8 the output it kept (NULL: none), $9 the scheduled time
-// (NULL: none), $10 how long it ran (microseconds); not when the history
+// @job, @slot, @holder, @token, @attempt, @exit_code, @outcome,
+// @output the output it kept (NULL: none), @scheduled_at the scheduled time
+// (NULL: none), @ran how long it ran (microseconds); not when the history
 // already has this attempt (or a later one) of this lease.
 const recordLostSQL = `INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome,
   output, scheduled_at)
-SELECT $1::text, $2::integer, $3::text, $4::bigint, $5::integer, now() - $10::bigint * interval '1 microsecond', now(), $6::integer, $7::text,
-  $8::bytea, $9::timestamptz
-WHERE NOT EXISTS (SELECT FROM {history} WHERE job_name = $1::text AND fencing_token = $4::bigint AND attempt >= $5::integer)`
+SELECT @job::text, @slot::integer, @holder::text, @token::bigint, @attempt::integer, now() - @ran::bigint * interval '1 microsecond', now(), @exit_code::integer, @outcome::text,
+  @output::bytea, @scheduled_at::timestamptz
+WHERE NOT EXISTS (SELECT FROM {history} WHERE job_name = @job::text AND fencing_token = @token::bigint AND attempt >= @attempt::integer)`

@@ -286,7 +286,7 @@ func (s *Store) tryAcquireOnce(ctx context.Context, db DB, job string, budget ti
 		holder, state *string
 		expiresMicros *int64
 	)
-	checkErr, err := s.take(ctx, db, []any{job, s.cfg.holder, s.cfg.TTL.Microseconds()},
+	checkErr, err := s.take(ctx, db, s.takeArgs(job),
 		[]any{&taken, &token, &holder, &expiresMicros, &state, &slots})
 	if checkErr != nil {
 		return nil, checkErr
@@ -343,7 +343,7 @@ func (s *Store) readHolder(ctx context.Context, db DB, job string) (*HeldError, 
 		pausedBy, reason                          *string
 		paused                                    bool
 	)
-	err := db.QueryRow(ctx, s.sql.holder, job).
+	err := db.QueryRow(ctx, s.sql.holder, pgx.StrictNamedArgs{"job": job}).
 		Scan(&e.Holder, &e.Token, &now, &expires, &released, &finished, &paused, &pausedUntil, &pausedAt, &pausedBy, &reason)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

@@ -38,7 +38,7 @@ type takeColumn struct {
 // taken renders the upsert as the CTE "taken".
 func (t takeSpec) taken() string {
 	names := []string{"job_name", "holder", "expires_at", "fencing_token", "acquired_at", "renewed_at", "last_started_at", "last_holder"}
-	values := []string{t.row, "$2::text", "now() + $3::bigint * interval '1 microsecond'", clockToken, "now()", "now()", "now()", "$2::text"}
+	values := []string{t.row, "@holder::text", "now() + @ttl::bigint * interval '1 microsecond'", clockToken, "now()", "now()", "now()", "@holder::text"}
 	sets := []string{takeSet}
 	for _, c := range t.columns {
 		if c.value != "" {
@@ -82,8 +82,8 @@ func lostRun(read, slot, where, scheduledAt string) string {
 	return `,
 lost AS (
   INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome` + columns + `)
-  SELECT $1::text, ` + slot + `, o.holder, o.fencing_token,
-    1 + (SELECT count(*) FROM {history} h WHERE h.job_name = $1::text AND h.fencing_token = o.fencing_token),
+  SELECT @job::text, ` + slot + `, o.holder, o.fencing_token,
+    1 + (SELECT count(*) FROM {history} h WHERE h.job_name = @job::text AND h.fencing_token = o.fencing_token),
     o.last_started_at, greatest(o.expires_at, o.last_started_at), '` + OutcomeLost + `'` + values + `
   FROM ` + read + ` o WHERE EXISTS (SELECT FROM taken)` + where + ` AND o.last_started_at IS NOT NULL AND o.last_finished_at IS NULL)`
 }

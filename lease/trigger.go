@@ -44,8 +44,8 @@ var ErrNoLeaseTable = errors.New("no such table")
 // The request's time is the database's now() when it was made; the run's
 // history row carries it as its scheduled_at.
 
-// requestSQL records a request to run a job now: $1 job, $2 who asks, $3
-// the notification channel, $4 its payload. It records nothing for a job without a
+// requestSQL records a request to run a job now: @job, @holder who asks, @channel
+// the notification channel, @payload its payload. It records nothing for a job without a
 // schedule. It answers whether the job has a lease row, its schedule and
 // the request's time (NULL: none recorded).
 //
@@ -53,20 +53,20 @@ var ErrNoLeaseTable = errors.New("no such table")
 // request's time is now(), the same all through the transaction, and it
 // was recorded exactly when the job has a schedule.
 const requestSQL = `WITH job AS (
-  SELECT schedule FROM {lease} WHERE job_name = $1::text),
+  SELECT schedule FROM {lease} WHERE job_name = @job::text),
 req AS (
   INSERT INTO {claims} (job_name, scheduled_at, outcome, holder, fencing_token, claimed_at)
-  SELECT $1::text, now(), '` + ClaimRequested + `', $2::text, 0, now() FROM job WHERE schedule IS NOT NULL)
+  SELECT @job::text, now(), '` + ClaimRequested + `', @holder::text, 0, now() FROM job WHERE schedule IS NOT NULL)
 SELECT EXISTS (SELECT FROM job), s.schedule, CASE WHEN s.schedule IS NOT NULL THEN now() END,
-  CASE WHEN s.schedule IS NOT NULL THEN pg_notify($3::text, $4::text)::text END
+  CASE WHEN s.schedule IS NOT NULL THEN pg_notify(@channel::text, @payload::text)::text END
 FROM (SELECT (SELECT schedule FROM job) AS schedule) AS s`
 
-// scheduleOfSQL reads the schedule recorded with a job: $1 job.
-const scheduleOfSQL = `SELECT true, schedule FROM {lease} WHERE job_name = $1::text`
+// scheduleOfSQL reads the schedule recorded with a job: @job.
+const scheduleOfSQL = `SELECT true, schedule FROM {lease} WHERE job_name = @job::text`
 
 // takeRequestedSQL takes the lease of a scheduled job for its oldest
-// request and turns the request into a manual claim (see above): $1 job,
-// $2 holder, $3 TTL, $4 the canonical spec. The take has the scheduled
+// request and turns the request into a manual claim (see above): @job,
+// @holder, @ttl (microseconds), @spec the canonical spec. The take has the scheduled
 // take's conditions (free or expired row, the token and finished run it
 // read, the same schedule, one slot). It answers: taken, token, the
 // oldest request's time (NULL: none), the row's holder, microseconds
@@ -80,27 +80,27 @@ var takeRequestedRecordingSQL = takeRequestedCTEs + lostScheduledRun + takeReque
 
 var takeRequestedCTEs = `WITH old AS (
   SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at, last_scheduled_at, schedule, slots, paused_until
-  FROM {lease} WHERE job_name = $1::text),
+  FROM {lease} WHERE job_name = @job::text),
 req AS (
-  SELECT scheduled_at FROM {claims} WHERE job_name = $1::text AND outcome = '` + ClaimRequested + `'
+  SELECT scheduled_at FROM {claims} WHERE job_name = @job::text AND outcome = '` + ClaimRequested + `'
   ORDER BY scheduled_at LIMIT 1 FOR UPDATE),
 free AS (
   SELECT r.scheduled_at FROM req r, old o
-  WHERE o.expires_at <= now() AND coalesce(o.schedule, $4::text) = $4::text AND coalesce(o.slots, 1) = 1
+  WHERE o.expires_at <= now() AND coalesce(o.schedule, @spec::text) = @spec::text AND coalesce(o.slots, 1) = 1
     AND NOT coalesce(o.` + pausedCondition + `, false)),
-` + takeSpec{row: "$1::text", from: "free", read: "old",
-	columns: []takeColumn{{name: "schedule", value: "$4::text"}, {name: "last_scheduled_at", value: "scheduled_at"}},
-	where:   "coalesce(l.slots, 1) = 1 AND coalesce(l.schedule, $4::text) = $4::text"}.taken() + `,
+` + takeSpec{row: "@job::text", from: "free", read: "old",
+	columns: []takeColumn{{name: "schedule", value: "@spec::text"}, {name: "last_scheduled_at", value: "scheduled_at"}},
+	where:   "coalesce(l.slots, 1) = 1 AND coalesce(l.schedule, @spec::text) = @spec::text"}.taken() + `,
 claim AS (
-  UPDATE {claims} c SET outcome = '` + ClaimManual + `', holder = $2::text, fencing_token = t.fencing_token, claimed_at = now()
+  UPDATE {claims} c SET outcome = '` + ClaimManual + `', holder = @holder::text, fencing_token = t.fencing_token, claimed_at = now()
   FROM taken t, free f
-  WHERE c.job_name = $1::text AND c.scheduled_at = f.scheduled_at AND c.outcome = '` + ClaimRequested + `'
+  WHERE c.job_name = @job::text AND c.scheduled_at = f.scheduled_at AND c.outcome = '` + ClaimRequested + `'
   RETURNING 1)`
 
 const takeRequestedAnswer = `
 SELECT EXISTS (SELECT FROM taken) AND EXISTS (SELECT FROM claim), coalesce((SELECT fencing_token FROM taken), 0),
   (SELECT scheduled_at FROM req), l.holder, ` + schema.ExpiresInMicros + `, ` + schema.HeldState + `, now()
-FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = $1::text`
+FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = @job::text`
 
 // requestStatements are the statements of manual runs, rendered for a
 // Store's tables.
@@ -142,11 +142,11 @@ func (s *Store) RequestRun(ctx context.Context, job string) (time.Time, error) {
 		at       *time.Time
 	)
 	channel, payload := s.requestChannel(job)
-	err := s.db.QueryRow(ctx, s.sql.req.request, job, s.cfg.holder, channel, payload).Scan(&exists, &schedule, &at, nil)
+	err := s.db.QueryRow(ctx, s.sql.req.request, pgx.StrictNamedArgs{"job": job, "holder": s.cfg.holder, "channel": channel, "payload": payload}).Scan(&exists, &schedule, &at, nil)
 	if pgerr.SQLState(err) == pgerr.CodeUndefinedTable {
 		// No claims table (no job of this table ever ran on a schedule),
 		// or no tables at all: which one decides the answer.
-		err = s.db.QueryRow(ctx, s.sql.scheduleOf, job).
+		err = s.db.QueryRow(ctx, s.sql.scheduleOf, pgx.StrictNamedArgs{"job": job}).
 			Scan(&exists, &schedule)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows) || err == nil && schedule == nil:
@@ -170,25 +170,25 @@ func (s *Store) RequestRun(ctx context.Context, job string) (time.Time, error) {
 }
 
 // requestFateSQL reads what became of a request, from the lease table
-// alone (SELECT on it is all a trigger's role has to read with): $1 job,
-// $2 the request's time. A take for a request writes the request's time
+// alone (SELECT on it is all a trigger's role has to read with): @job,
+// @at the request's time. A take for a request writes the request's time
 // to the row's last_scheduled_at, which no other take writes (a scheduled
 // take writes its own time, a plain take NULL). It answers whether the
 // row records a take for the request, its holder, microseconds left and
 // state, and whether the job is paused (no take takes a paused job's
 // lease) and by whom.
-const requestFateSQL = `SELECT last_scheduled_at IS NOT DISTINCT FROM $2::timestamptz, holder, ` +
+const requestFateSQL = `SELECT last_scheduled_at IS NOT DISTINCT FROM @at::timestamptz, holder, ` +
 	schema.ExpiresInMicros + `, ` + schema.HeldState + `, coalesce(` + pausedCondition + `, false), coalesce(paused_by, '')
-FROM {lease} WHERE job_name = $1::text`
+FROM {lease} WHERE job_name = @job::text`
 
-// withdrawSQL deletes a request that no scheduler took: $1 job, $2 the
-// request's time, $3 who asked. Only while it is still a request: a take
+// withdrawSQL deletes a request that no scheduler took: @job, @at the
+// request's time, @holder who asked. Only while it is still a request: a take
 // that locked the row first turns it into a manual claim, and this
 // deletes nothing; once this deleted it, a take finds nothing to take.
 // PostgreSQL reads the row to test the condition, so this needs SELECT on
 // the claims table as well as DELETE.
 const withdrawSQL = `DELETE FROM {claims}
-WHERE job_name = $1::text AND scheduled_at = $2::timestamptz AND outcome = '` + ClaimRequested + `' AND holder = $3::text`
+WHERE job_name = @job::text AND scheduled_at = @at::timestamptz AND outcome = '` + ClaimRequested + `' AND holder = @holder::text`
 
 // requestPoll is how often AwaitRequest reads the lease row.
 const requestPoll = 200 * time.Millisecond
@@ -258,7 +258,7 @@ func (s *Store) AwaitRequest(ctx context.Context, job string, at time.Time, with
 	}
 	wctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
-	tag, err := s.db.Exec(wctx, s.sql.withdraw, job, at, s.cfg.holder)
+	tag, err := s.db.Exec(wctx, s.sql.withdraw, pgx.StrictNamedArgs{"job": job, "at": at, "holder": s.cfg.holder})
 	switch {
 	case pgerr.SQLState(err) == pgerr.CodeNoPrivilege:
 		return Awaited{}, fmt.Errorf("%w: the role lacks SELECT or DELETE on %s (GRANT SELECT, INSERT, DELETE ON it): %w",
@@ -286,7 +286,7 @@ func (s *Store) requestFate(ctx context.Context, job string, at time.Time) (Awai
 		holder, state, pausedBy string
 		expiresMicros           int64
 	)
-	err := s.db.QueryRow(ctx, s.sql.requestFate, job, at).Scan(&taken, &holder, &expiresMicros, &state, &paused, &pausedBy)
+	err := s.db.QueryRow(ctx, s.sql.requestFate, pgx.StrictNamedArgs{"job": job, "at": at}).Scan(&taken, &holder, &expiresMicros, &state, &paused, &pausedBy)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return Awaited{}, nil
@@ -336,7 +336,8 @@ func (s *Store) TakeRequested(ctx context.Context, job, spec string) (Requested,
 		holder, state *string
 		expiresMicros *int64
 	)
-	args := []any{job, s.cfg.holder, s.cfg.TTL.Microseconds(), spec}
+	args := s.takeArgs(job)
+	args["spec"] = spec
 	dest := []any{&taken, &token, &at, &holder, &expiresMicros, &state, &r.Now}
 	err = s.sendSchedulerTake(tk, s.sql.req.take, s.sql.req.takeRecording, args, dest, func(error) bool { return false })
 	if err != nil {
