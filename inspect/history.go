@@ -54,12 +54,13 @@ type HistoryQuery struct {
 	Limit int
 }
 
-// historySQL reads finished runs, newest first: $1 the job (NULL: every
-// job), $2 the earliest finish (NULL: any), $3 the most runs (NULL: all).
+// historySQL reads finished runs, newest first: @job the job (NULL: every
+// job), @since the earliest finish (NULL: any), @limit the most runs (NULL:
+// all).
 const historySQL = `SELECT h.job_name, h.slot, h.holder, h.fencing_token, h.attempt, h.started_at, h.finished_at, h.exit_code, h.outcome,
   {scheduled_at}, coalesce({output_bytes}, 0)
-FROM {history} h WHERE ($1::text IS NULL OR h.job_name = $1::text) AND ($2::timestamptz IS NULL OR h.finished_at >= $2::timestamptz)
-ORDER BY h.finished_at DESC, h.started_at DESC, h.fencing_token DESC LIMIT $3::integer`
+FROM {history} h WHERE (@job::text IS NULL OR h.job_name = @job::text) AND (@since::timestamptz IS NULL OR h.finished_at >= @since::timestamptz)
+ORDER BY h.finished_at DESC, h.started_at DESC, h.fencing_token DESC LIMIT @limit::integer`
 
 // History reads finished runs from the history table. Without one it
 // returns an error wrapping ErrNoHistory; without the lease table, one
@@ -81,7 +82,7 @@ func (r *Reader) History(ctx context.Context, q HistoryQuery) ([]Run, error) {
 	if q.Limit > 0 {
 		limit = &q.Limit
 	}
-	rows, err := r.db.Query(ctx, r.sql.pick(hs).history, job, since, limit)
+	rows, err := r.db.Query(ctx, r.sql.pick(hs).history, pgx.StrictNamedArgs{"job": job, "since": since, "limit": limit})
 	if err != nil {
 		return nil, r.historyError(err)
 	}
@@ -117,16 +118,16 @@ type Freshness struct {
 	LastRun *Run
 }
 
-// freshnessSQL reads $1's newest successful run and newest run through
+// freshnessSQL reads @job's newest successful run and newest run through
 // the (job_name, finished_at) index: two probes, never a scan, however
 // long the history.
 const freshnessSQL = `SELECT now(),
   s.slot, s.holder, s.fencing_token, s.attempt, s.started_at, s.finished_at, s.exit_code, s.outcome,
   r.slot, r.holder, r.fencing_token, r.attempt, r.started_at, r.finished_at, r.exit_code, r.outcome
 FROM (VALUES (1)) AS one
-LEFT JOIN LATERAL (SELECT * FROM {history} h WHERE job_name = $1::text AND ` + succeededSQL + `
+LEFT JOIN LATERAL (SELECT * FROM {history} h WHERE job_name = @job::text AND ` + succeededSQL + `
   ORDER BY finished_at DESC LIMIT 1) s ON true
-LEFT JOIN LATERAL (SELECT * FROM {history} WHERE job_name = $1::text
+LEFT JOIN LATERAL (SELECT * FROM {history} WHERE job_name = @job::text
   AND outcome NOT IN ` + lease.NotRunSQL + `
   ORDER BY finished_at DESC LIMIT 1) r ON true`
 
@@ -142,7 +143,7 @@ func (r *Reader) Freshness(ctx context.Context, job string) (Freshness, error) {
 		return f, err
 	}
 	var success, last nullableRun
-	err := r.db.QueryRow(ctx, r.sql.freshness, job).Scan(append(append([]any{&f.Now}, success.dest()...), last.dest()...)...)
+	err := r.db.QueryRow(ctx, r.sql.freshness, pgx.StrictNamedArgs{"job": job}).Scan(append(append([]any{&f.Now}, success.dest()...), last.dest()...)...)
 	if err != nil {
 		return f, r.historyError(err)
 	}
@@ -186,11 +187,12 @@ type OutputQuery struct {
 	Attempt      int
 }
 
-// outputSQL reads the kept output of one run: $1 the job, $2 the token
-// (NULL: the newest run that kept output), $3 the attempt (NULL: the last).
+// outputSQL reads the kept output of one run: @job the job, @token the
+// token (NULL: the newest run that kept output), @attempt the attempt
+// (NULL: the last).
 const outputSQL = `SELECT fencing_token, attempt, output FROM {history}
-WHERE job_name = $1::text AND output IS NOT NULL
-  AND ($2::bigint IS NULL OR fencing_token = $2::bigint) AND ($3::integer IS NULL OR attempt = $3::integer)
+WHERE job_name = @job::text AND output IS NOT NULL
+  AND (@token::bigint IS NULL OR fencing_token = @token::bigint) AND (@attempt::integer IS NULL OR attempt = @attempt::integer)
 ORDER BY finished_at DESC, fencing_token DESC, attempt DESC LIMIT 1`
 
 // Output reads the output a run kept (--keep-output), and the token and
@@ -215,7 +217,7 @@ func (r *Reader) Output(ctx context.Context, q OutputQuery) (out []byte, token i
 	if q.Attempt != 0 {
 		att = &q.Attempt
 	}
-	err = r.db.QueryRow(ctx, r.sql.output, q.Job, tok, att).Scan(&token, &attempt, &out)
+	err = r.db.QueryRow(ctx, r.sql.output, pgx.StrictNamedArgs{"job": q.Job, "token": tok, "attempt": att}).Scan(&token, &attempt, &out)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 0, 0, fmt.Errorf("%w for job %q%s", ErrNoOutput, q.Job, describeRun(q))
 	}

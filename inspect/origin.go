@@ -58,9 +58,9 @@ func originOf(scheduledAt *time.Time, claim *string, claimedAt *time.Time, spec 
 }
 
 // originsSQL reads the claims of scheduled times, and their jobs'
-// schedules: $1 the jobs, $2 the times, each through a primary key.
+// schedules: @jobs the jobs, @times the times, each through a primary key.
 const originsSQL = `SELECT d.n, c.outcome, c.claimed_at, l.schedule
-FROM unnest($1::text[], $2::timestamptz[]) WITH ORDINALITY AS d(job, at, n)
+FROM unnest(@jobs::text[], @times::timestamptz[]) WITH ORDINALITY AS d(job, at, n)
 LEFT JOIN {claims} c ON c.job_name = d.job AND c.scheduled_at = d.at
 LEFT JOIN {lease} l ON l.job_name = d.job`
 
@@ -84,7 +84,7 @@ func (r *Reader) origins(ctx context.Context, runs []Run) error {
 	if len(jobs) == 0 {
 		return nil
 	}
-	rows, err := r.db.Query(ctx, r.sql.origins, jobs, times)
+	rows, err := r.db.Query(ctx, r.sql.origins, pgx.StrictNamedArgs{"jobs": jobs, "times": times})
 	if err != nil {
 		return r.claimsError(err)
 	}

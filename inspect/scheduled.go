@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redbite/leasewrap/internal/pgerr"
 	"github.com/redbite/leasewrap/lease"
 )
@@ -23,14 +24,14 @@ type Account struct {
 }
 
 // accountSQL reads the claim and the history row of one scheduled time:
-// $1 job, $2 the time. Both through an index: the claims' primary key, and
+// @job the job, @scheduled_at the time. Both through an index: the claims' primary key, and
 // the history's (job_name, finished_at) index from the time on.
 const accountSQL = `SELECT now(),
-  (SELECT outcome FROM {claims} WHERE job_name = $1::text AND scheduled_at = $2::timestamptz),
+  (SELECT outcome FROM {claims} WHERE job_name = @job::text AND scheduled_at = @scheduled_at::timestamptz),
   r.slot, r.holder, r.fencing_token, r.attempt, r.started_at, r.finished_at, r.exit_code, r.outcome
 FROM (VALUES (1)) AS one
-LEFT JOIN LATERAL (SELECT * FROM {history} WHERE job_name = $1::text AND finished_at >= $2::timestamptz
-  AND scheduled_at = $2::timestamptz ORDER BY finished_at DESC LIMIT 1) r ON true`
+LEFT JOIN LATERAL (SELECT * FROM {history} WHERE job_name = @job::text AND finished_at >= @scheduled_at::timestamptz
+  AND scheduled_at = @scheduled_at::timestamptz ORDER BY finished_at DESC LIMIT 1) r ON true`
 
 // Scheduled reads how job's scheduled time at is accounted for. It only
 // reads; without the claims or history table it returns an error.
@@ -46,7 +47,7 @@ func (r *Reader) Scheduled(ctx context.Context, job string, at time.Time) (Accou
 		claim *string
 		run   nullableRun
 	)
-	err := r.db.QueryRow(ctx, r.objects.Render(accountSQL), job, at).Scan(append([]any{&a.Now, &claim}, run.dest()...)...)
+	err := r.db.QueryRow(ctx, r.objects.Render(accountSQL), pgx.StrictNamedArgs{"job": job, "scheduled_at": at}).Scan(append([]any{&a.Now, &claim}, run.dest()...)...)
 	if pgerr.SQLState(err) == pgerr.CodeUndefinedTable {
 		return a, fmt.Errorf("no claims table %s: no job with a schedule has run on %s", r.objects.Claims, r.objects.Lease)
 	}

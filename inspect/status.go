@@ -67,14 +67,14 @@ func (p *pauseDest) pause() *lease.Pause {
 // Live reports whether no other holder can take the lease now.
 func (j JobStatus) Live() bool { return j.ExpiresIn > 0 }
 
-// statusSQL reads the lease rows: $1 the job (NULL: every job). Slot rows
+// statusSQL reads the lease rows: @job the job (NULL: every job). Slot rows
 // (slot > 1) are named job#slot and shown under their job.
 const statusSQL = `SELECT ` + schema.BaseJob + ` AS job, holder, fencing_token,
   ` + schema.ExpiresInMicros + `,
   ` + schema.RowState + `,
   last_started_at, last_finished_at, last_exit_code, last_holder, coalesce(slot, 1), coalesce(slots, 1), schedule,
   ` + pauseColumns + `
-FROM {lease} WHERE $1::text IS NULL OR job_name = $1::text OR (slot > 1 AND job_name = $1::text || '#' || slot)
+FROM {lease} WHERE @job::text IS NULL OR job_name = @job::text OR (slot > 1 AND job_name = @job::text || '#' || slot)
 ORDER BY job, coalesce(slot, 1)`
 
 // Status reads the lease rows, all of them or only job's when job is not
@@ -96,7 +96,7 @@ func (r *Reader) Status(ctx context.Context, job string) ([]JobStatus, error) {
 	if job != "" {
 		jobArg = &job
 	}
-	rows, err := r.db.Query(ctx, r.sql.status, jobArg)
+	rows, err := r.db.Query(ctx, r.sql.status, pgx.StrictNamedArgs{"job": jobArg})
 	if err != nil {
 		return nil, fmt.Errorf("cannot read lease table %s: %w", r.objects.Lease, pgerr.Classify(err))
 	}

@@ -52,9 +52,9 @@ type JobSummary struct {
 }
 
 // summarySQL reads every job of the lease table with its history, in one
-// statement and one snapshot: $1 is the window of the run counts, in
-// microseconds, $2 the job (NULL: every job), $3 the claims table, which
-// it says whether this role may read. The jobs come from the lease table (a small
+// statement and one snapshot: @window is the window of the run counts, in
+// microseconds, @job the job (NULL: every job), @claims the claims table,
+// which it says whether this role may read. The jobs come from the lease table (a small
 // table, one row per slot). Each job's newest run and newest success are
 // read from the (job_name, finished_at) index, newest first, so that a
 // scrape costs the same however long the history has grown; the job is
@@ -74,10 +74,10 @@ const summarySQL = `WITH rows AS (
 jobs AS (
   SELECT job, max(slots) FILTER (WHERE slot = 1) AS slots, max(schedule) FILTER (WHERE slot = 1) AS schedule, count(*) FILTER (WHERE live) AS held,
     coalesce(array_agg(DISTINCT holder ORDER BY holder) FILTER (WHERE live), '{}') AS holders
-  FROM rows WHERE $2::text IS NULL OR job = $2::text GROUP BY job),
+  FROM rows WHERE @job::text IS NULL OR job = @job::text GROUP BY job),
 win AS (
   SELECT job_name, outcome, started_at, finished_at FROM {history}
-  WHERE finished_at >= now() - $1::bigint * interval '1 microsecond'),
+  WHERE finished_at >= now() - @window::bigint * interval '1 microsecond'),
 recent AS (
   SELECT job_name, array_agg(outcome ORDER BY outcome) AS outcomes, array_agg(n ORDER BY outcome) AS counts
   FROM (SELECT job_name, outcome, count(*)::integer AS n FROM win GROUP BY job_name, outcome) c
@@ -85,11 +85,11 @@ recent AS (
 spans AS (
   SELECT job_name, array_agg(outcome) AS outcomes, array_agg(started_at) AS firsts, array_agg(finished_at) AS lasts
   FROM win WHERE outcome IN ` + lease.NotRunSQL + ` AND started_at < finished_at GROUP BY job_name)
-SELECT j.job, coalesce(j.slots, 1), j.held, j.holders, now() - $1::bigint * interval '1 microsecond',
+SELECT j.job, coalesce(j.slots, 1), j.held, j.holders, now() - @window::bigint * interval '1 microsecond',
   lr.slot, lr.holder, lr.fencing_token, lr.attempt, lr.started_at, lr.finished_at, lr.exit_code, lr.outcome,
   ls.finished_at, ls.holder, coalesce(r.outcomes, '{}'), coalesce(r.counts, '{}'),
   coalesce(sp.outcomes, '{}'), coalesce(sp.firsts, '{}'), coalesce(sp.lasts, '{}'), coalesce(j.schedule, ''), now(),
-  coalesce(pg_catalog.has_table_privilege(pg_catalog.to_regclass($3::text), 'SELECT'), false),
+  coalesce(pg_catalog.has_table_privilege(pg_catalog.to_regclass(@claims::text), 'SELECT'), false),
   p.*
 FROM jobs j
 LEFT JOIN LATERAL (SELECT ` + pauseColumns + ` FROM {lease} WHERE job_name = j.job) p ON true
@@ -135,7 +135,7 @@ func (r *Reader) Summary(ctx context.Context, job string, window time.Duration) 
 }
 
 func (r *Reader) summaries(ctx context.Context, job *string, window time.Duration) ([]JobSummary, error) {
-	rows, err := r.db.Query(ctx, r.sql.summary, window.Microseconds(), job, r.objects.Claims)
+	rows, err := r.db.Query(ctx, r.sql.summary, pgx.StrictNamedArgs{"window": window.Microseconds(), "job": job, "claims": r.objects.Claims})
 	if err != nil {
 		return nil, r.summaryError(ctx, err)
 	}
@@ -206,17 +206,17 @@ func (sp summarySpans) count(js *JobSummary) {
 	}
 }
 
-// factsSQL reads, for each job of $1, how its latest due time $2 (NULL:
-// none) is accounted for, as Scheduled does, and the scheduled time and
-// claim of its newest run, which finished at $3 under token $4, attempt
-// $5 (NULL: no run): each through the claims' primary key and the
-// history's (job_name, finished_at) index.
+// factsSQL reads, for each job of @jobs, how its latest due time in @dues
+// (NULL: none) is accounted for, as Scheduled does, and the scheduled time
+// and claim of its newest run, which finished at @finished under token
+// @tokens, attempt @attempts (NULL: no run): each through the claims'
+// primary key and the history's (job_name, finished_at) index.
 const factsSQL = `SELECT d.n,
   (SELECT outcome FROM {claims} WHERE job_name = d.job AND scheduled_at = d.due),
   (SELECT min(scheduled_at) FROM {claims} WHERE job_name = d.job),
   r.slot, r.holder, r.fencing_token, r.attempt, r.started_at, r.finished_at, r.exit_code, r.outcome,
   lh.scheduled_at, lc.outcome, lc.claimed_at
-FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::bigint[], $5::integer[]) WITH ORDINALITY
+FROM unnest(@jobs::text[], @dues::timestamptz[], @finished::timestamptz[], @tokens::bigint[], @attempts::integer[]) WITH ORDINALITY
   AS d(job, due, finished, token, attempt, n)
 LEFT JOIN LATERAL (SELECT * FROM {history} WHERE d.due IS NOT NULL AND job_name = d.job AND finished_at >= d.due
   AND scheduled_at = d.due ORDER BY finished_at DESC LIMIT 1) r ON true
@@ -293,7 +293,7 @@ func (r *Reader) readFacts(ctx context.Context, out []JobSummary, facts []Facts,
 	for i := range out {
 		index[out[i].Job] = i
 	}
-	rows, err := r.db.Query(ctx, r.sql.facts, jobs, dues, finished, tokens, attempts)
+	rows, err := r.db.Query(ctx, r.sql.facts, pgx.StrictNamedArgs{"jobs": jobs, "dues": dues, "finished": finished, "tokens": tokens, "attempts": attempts})
 	if err != nil {
 		return fmt.Errorf("cannot read claims table %s and history table %s: %w", r.objects.Claims, r.objects.History, pgerr.Classify(err))
 	}
@@ -344,7 +344,8 @@ func (r *Reader) summaryError(ctx context.Context, err error) error {
 		return fmt.Errorf("cannot read lease table %s and history table %s: %w", table, history, pgerr.Classify(err))
 	}
 	var hasTable, hasHistory bool
-	if lookErr := r.db.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL`, table, history).
+	if lookErr := r.db.QueryRow(ctx, `SELECT to_regclass(@table) IS NOT NULL, to_regclass(@history) IS NOT NULL`,
+		pgx.StrictNamedArgs{"table": table, "history": history}).
 		Scan(&hasTable, &hasHistory); lookErr != nil {
 		return fmt.Errorf("cannot read lease table %s and history table %s: %w", table, history, pgerr.Classify(err))
 	}

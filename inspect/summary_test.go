@@ -47,7 +47,8 @@ SELECT 'failing', 'h', g, now() - g * interval '1 hour', now() - g * interval '1
 			t.Fatal(err)
 		}
 	}
-	rows, err := pool.Query(ctx, `EXPLAIN (COSTS OFF) `+r.sql.summary, (24 * time.Hour).Microseconds(), nil, r.objects.Claims)
+	rows, err := pool.Query(ctx, `EXPLAIN (COSTS OFF) `+r.sql.summary,
+		pgx.StrictNamedArgs{"window": (24 * time.Hour).Microseconds(), "job": nil, "claims": r.objects.Claims})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,9 +47,9 @@ func keyIndexSQL(rel, key string) string {
 // whether this role may. The catalogs are readable by every role, so this
 // needs no privilege beyond USAGE on the schema.
 //
-// $1 the quoted relation, $2 its key column (NULL: none), $3 the function
-// with its argument types, $4 the table's schema as given (NULL: the first
-// on search_path).
+// @relation the quoted relation, @key its key column (NULL: none),
+// @function the function with its argument types, @schema the table's
+// schema as given (NULL: the first on search_path).
 //
 // The relation's oid is resolved through pg_class, as this statement's
 // snapshot sees it: to_regclass alone resolves the name on the newest
@@ -58,14 +58,14 @@ func keyIndexSQL(rel, key string) string {
 // says "no table yet" then, which Migrate's advisory lock sorts out.
 var catalogSQL = `SELECT t.oid IS NOT NULL, coalesce(c.relkind::text, ''),
   coalesce(a.names, '{}'), coalesce(a.types, '{}'), coalesce(a.notnull, '{}'), coalesce(a.filled, '{}'),
-  coalesce(k.pk, '{}'), ` + keyIndexSQL("t.oid", "$2::text") + `,
+  coalesce(k.pk, '{}'), ` + keyIndexSQL("t.oid", "@key::text") + `,
   t.oid IS NOT NULL AND pg_catalog.has_table_privilege(t.oid, 'INSERT') AND pg_catalog.has_table_privilege(t.oid, 'SELECT'),
   t.oid IS NOT NULL AND pg_catalog.has_table_privilege(t.oid, 'DELETE'),
-  pg_catalog.to_regprocedure($3::text) IS NOT NULL, x.nsp,
+  pg_catalog.to_regprocedure(@function::text) IS NOT NULL, x.nsp,
   CASE WHEN x.nsp IN (SELECT nspname FROM pg_catalog.pg_namespace)
     THEN pg_catalog.has_schema_privilege(x.nsp, 'CREATE') ELSE false END
-FROM (SELECT (SELECT oid FROM pg_catalog.pg_class WHERE oid = pg_catalog.to_regclass($1::text)) AS oid) t
-CROSS JOIN (SELECT coalesce($4::text, current_schema()::text, '') AS nsp) x
+FROM (SELECT (SELECT oid FROM pg_catalog.pg_class WHERE oid = pg_catalog.to_regclass(@relation::text)) AS oid) t
+CROSS JOIN (SELECT coalesce(@schema::text, current_schema()::text, '') AS nsp) x
 LEFT JOIN pg_catalog.pg_class c ON c.oid = t.oid
 LEFT JOIN LATERAL (
   SELECT array_agg(a.attname::text ORDER BY a.attnum) AS names,
@@ -109,7 +109,7 @@ func (o Objects) read(ctx context.Context, q Queryer, t Table, rel string) (cata
 	if len(o.table) > 1 {
 		nsp = &o.table[0]
 	}
-	err := q.QueryRow(ctx, catalogSQL, rel, key, o.Function+checkArgs, nsp).
+	err := q.QueryRow(ctx, catalogSQL, pgx.StrictNamedArgs{"relation": rel, "key": key, "function": o.Function + checkArgs, "schema": nsp}).
 		Scan(&cat.exists, &cat.kind, &cat.names, &cat.types, &cat.notNull, &cat.filled, &cat.pk, &cat.keyed,
 			&cat.canWrite, &cat.canDelete, &cat.hasCheck, &cat.nsp, &cat.canCreate)
 	if err != nil {

@@ -56,8 +56,9 @@ func (o Objects) ReadClaims(ctx context.Context, q Queryer) (ClaimsState, error)
 		return ClaimsState{}, mismatch
 	}
 	cs.MissingColumns = missing
-	err = q.QueryRow(ctx, `SELECT pg_catalog.to_regclass($1) IS NOT NULL, coalesce((SELECT pg_catalog.pg_has_role(c.relowner, 'USAGE')
-  FROM pg_catalog.pg_class c WHERE c.oid = pg_catalog.to_regclass($2)), false)`, o.RequestsIndex(), o.Claims).
+	err = q.QueryRow(ctx, `SELECT pg_catalog.to_regclass(@index) IS NOT NULL, coalesce((SELECT pg_catalog.pg_has_role(c.relowner, 'USAGE')
+  FROM pg_catalog.pg_class c WHERE c.oid = pg_catalog.to_regclass(@claims)), false)`,
+		pgx.StrictNamedArgs{"index": o.RequestsIndex(), "claims": o.Claims}).
 		Scan(&cs.HasRequestsIndex, &cs.Owns)
 	if err != nil {
 		return ClaimsState{}, fmt.Errorf("cannot look up %s: %w", o.RequestsIndex(), pgerr.Classify(err))

@@ -176,7 +176,7 @@ func (o Objects) lockSchema(ctx context.Context, db DB) (pgx.Tx, error) {
 		return nil, err
 	}
 	if _, err = tx.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err == nil {
-		_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockKey)
+		_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(@lock_key)`, pgx.StrictNamedArgs{"lock_key": lockKey})
 	}
 	if err != nil {
 		_ = tx.Rollback(ctx)

@@ -40,26 +40,26 @@ import (
 // when the table is missing: both class 42, which sends the caller to Read
 // and Migrate.
 func (o Objects) QueueShapeChecks(b *pgx.Batch, prune bool) {
-	b.Queue(leaseShapeSQL, o.Lease, o.Function+checkArgs)
-	b.Queue(historyShapeSQL, o.History, prune)
+	b.Queue(leaseShapeSQL, pgx.StrictNamedArgs{"relation": o.Lease, "function": o.Function + checkArgs})
+	b.Queue(historyShapeSQL, pgx.StrictNamedArgs{"relation": o.History, "prune": prune})
 }
 
 // leaseShapeSQL fails unless the lease table needs nothing from Migrate and
-// the fencing function is there: $1 the quoted table, $2 the function with
-// its argument types.
-var leaseShapeSQL = Leases.shapeSQL(`pg_catalog.to_regprocedure($2::text) IS NOT NULL`)
+// the fencing function is there: @relation the quoted table, @function the
+// function with its argument types.
+var leaseShapeSQL = Leases.shapeSQL(`pg_catalog.to_regprocedure(@function::text) IS NOT NULL`)
 
 // historyShapeSQL fails unless the history table is complete and this role
-// may INSERT and SELECT, and DELETE when $2 says old runs are pruned: $1
-// the quoted history table.
+// may INSERT and SELECT, and DELETE when @prune says old runs are pruned:
+// @relation the quoted history table.
 var historyShapeSQL = Runs.shapeSQL(`pg_catalog.has_table_privilege(c.oid, 'INSERT') AND pg_catalog.has_table_privilege(c.oid, 'SELECT')
-  AND (NOT $2::boolean OR pg_catalog.has_table_privilege(c.oid, 'DELETE'))`)
+  AND (NOT @prune::boolean OR pg_catalog.has_table_privilege(c.oid, 'DELETE'))`)
 
 // shapeSQL is the shape check of t, the SQL form of check finding nothing
 // to refuse and nothing to upgrade: a relation of one of t's kinds, every
 // one of t's columns with its exact type and the NOT NULLs the statements
 // need, no column of the operator's that an INSERT would have to fill, and
-// t's key; and also, a condition of the caller's. $1 is the relation.
+// t's key; and also, a condition of the caller's. @relation is the relation.
 //
 // It reads pg_attribute and pg_index once each, with no join: on a new
 // backend, planning a catalog query costs about a millisecond a relation
@@ -105,7 +105,7 @@ CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE CASE a.attname::text` + string
       AND a.attname::text <> ALL (ARRAY[` + strings.Join(names, ", ") + `])) = 0 AS fillable,
     ` + keyNum + ` AS key
   FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) a
-WHERE c.oid = $1::text::regclass`
+WHERE c.oid = @relation::text::regclass`
 }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

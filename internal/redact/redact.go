@@ -126,8 +126,11 @@ func (rw redactWriter) Write(p []byte) (int, error) {
 // values. Names, numbers and the order of fields are kept: replacing a
 // password as a substring of the line would break the syntax ("1" in a
 // number, "level" in a name, a quote). ok is false if line is not JSON.
+// A line that holds no secret as written and no escape (every string in
+// it is then a part of it as written) is returned as it is, unparsed:
+// almost every line.
 func (r *Redactor) JSON(line []byte) (_ []byte, ok bool) {
-	if len(r.secrets) == 0 {
+	if !r.mayHide(line) {
 		return line, true
 	}
 	dec := json.NewDecoder(bytes.NewReader(line))
@@ -180,6 +183,22 @@ func (r *Redactor) JSON(line []byte) (_ []byte, ok bool) {
 		out.WriteByte('\n')
 	}
 	return out.Bytes(), true
+}
+
+// mayHide reports whether a string value in line, JSON, may hold a secret.
+func (r *Redactor) mayHide(line []byte) bool {
+	if len(r.secrets) == 0 {
+		return false
+	}
+	if bytes.IndexByte(line, '\\') >= 0 {
+		return true
+	}
+	for _, secret := range r.secrets {
+		if bytes.Contains(line, []byte(secret)) {
+			return true
+		}
+	}
+	return false
 }
 
 // writeJSONScalar writes tok, a string, number, bool or null token of a
