@@ -111,14 +111,5 @@ WHERE h.job_name = $1 AND h.holder = $2 AND h.outcome = $3 AND l.job_name = $1`,
 	return expired, taken
 }
 
-// logTime is when leasewrap wrote a JSON log entry, by its "time" field (the
-// same machine's clock as the test's).
-func logTime(t *testing.T, e map[string]any) time.Time {
-	t.Helper()
-	s, _ := e["time"].(string)
-	at, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		t.Fatalf("log entry %v: no time: %v", e, err)
-	}
-	return at
-}
+// logTime is when leasewrap wrote a JSON log entry (see lwtest.EntryTime).
+func logTime(t *testing.T, e map[string]any) time.Time { return lwtest.EntryTime(t, e) }

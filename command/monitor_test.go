@@ -2,7 +2,6 @@ package command
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -17,13 +16,8 @@ import (
 // get fetches path from a wrapper's HTTP address and returns status and body.
 func get(t *testing.T, addr, path string) (int, string) {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	code, body, _ := lwtest.Get(t, "http://"+addr, path)
+	return code, body
 }
 
 // httpAddr is the address a wrapper logged it serves on.

@@ -385,16 +385,12 @@ func TestOutsideSIGTERMStopsAChildIgnoringItAfterGrace(t *testing.T) {
 func logTime(t *testing.T, logs, level, message string) time.Time {
 	t.Helper()
 	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
-		var e struct{ Level, Message, Time string }
+		var e map[string]any
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
 			t.Fatalf("log line is not JSON: %q", line)
 		}
-		if e.Level == level && e.Message == message {
-			at, err := time.Parse(time.RFC3339Nano, e.Time)
-			if err != nil {
-				t.Fatalf("log line %q: %v", line, err)
-			}
-			return at
+		if e["level"] == level && e["message"] == message {
+			return lwtest.EntryTime(t, e)
 		}
 	}
 	t.Fatalf("no %s line %q in logs:\n%s", level, message, logs)

@@ -144,14 +144,7 @@ func timelineOf(page jobPage, vs []runView) timelineView {
 			TextY: y + tlLane/2 + 4, LineY: y + tlLane - 0.5}
 		for _, i := range l.Runs {
 			r, v := page.Runs[i], &vs[i]
-			x0, x1 := x(r.StartedAt), x(r.FinishedAt)
-			w := x1 - x0
-			if w < tlMinWidth {
-				w = tlMinWidth
-				if next := nextStart[i]; !next.IsZero() && !next.Before(r.FinishedAt) {
-					w = max(x1-x0, min(w, x(next)-x0))
-				}
-			}
+			x0, w := boxSpan(r, nextStart[i], x)
 			v.X, v.Y, v.W = x0, y+(tlLane-tlBox)/2, w
 			lv.Boxes = append(lv.Boxes, v)
 		}

@@ -72,14 +72,7 @@ func drawTimeline(b *html, page jobPage) {
 		b.raw(`"/>`)
 		for _, i := range l.Runs {
 			r := page.Runs[i]
-			x0, x1 := x(r.StartedAt), x(r.FinishedAt)
-			w := x1 - x0
-			if w < tlMinWidth {
-				w = tlMinWidth
-				if next := nextStart[i]; !next.IsZero() && !next.Before(r.FinishedAt) {
-					w = max(x1-x0, min(w, x(next)-x0))
-				}
-			}
+			x0, w := boxSpan(r, nextStart[i], x)
 			runBox(b, page, r, x0, y+(tlLane-tlBox)/2, w)
 		}
 		b.raw(`</g>`)
@@ -88,6 +81,21 @@ func drawTimeline(b *html, page jobPage) {
 	b.raw(`</svg><figcaption>`)
 	swatches(b)
 	b.raw(`</figcaption></figure>`)
+}
+
+// boxSpan is where run r's box starts on the timeline's x scale, and its
+// width: at least tlMinWidth, unless that would meet next, the start of the
+// next run of its slot (zero: none).
+func boxSpan(r inspect.Run, next time.Time, x func(time.Time) float64) (x0, w float64) {
+	x0, x1 := x(r.StartedAt), x(r.FinishedAt)
+	w = x1 - x0
+	if w < tlMinWidth {
+		w = tlMinWidth
+		if !next.IsZero() && !next.Before(r.FinishedAt) {
+			w = max(x1-x0, min(w, x(next)-x0))
+		}
+	}
+	return x0, w
 }
 
 // nextStarts gives, for each run, the start of the next run of the same

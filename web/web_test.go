@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"html"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -17,27 +16,12 @@ import (
 
 	"github.com/redbite/leasewrap/inspect"
 	"github.com/redbite/leasewrap/internal/escape"
+	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/schedule"
 	"github.com/redbite/leasewrap/schema"
 	"github.com/redbite/leasewrap/web"
 )
-
-// get fetches path from srv and returns the status, the body and the
-// headers.
-func get(t testing.TB, base, path string) (int, string, http.Header) {
-	t.Helper()
-	resp, err := http.Get(base + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(body), resp.Header
-}
 
 // shown is name as a page shows it: its controls spelled out, then
 // HTML-escaped.
@@ -52,7 +36,7 @@ func TestPagesNameEveryJobAsText(t *testing.T) {
 	f.standardHistory()
 	srv := f.serve(f.pool)
 
-	status, body, h := get(t, srv.URL, "/")
+	status, body, h := lwtest.Get(t, srv.URL, "/")
 	if status != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/html") ||
 		!strings.Contains(h.Get("Content-Security-Policy"), "script-src 'self'") {
 		t.Fatalf("/ answered %d, %v", status, h)
@@ -77,7 +61,7 @@ func TestPagesNameEveryJobAsText(t *testing.T) {
 	}
 
 	for _, job := range []string{jobReport, jobPool, jobHostile, jobEscapes} {
-		status, body, _ := get(t, srv.URL, "/jobs/"+url.PathEscape(job))
+		status, body, _ := lwtest.Get(t, srv.URL, "/jobs/"+url.PathEscape(job))
 		if status != 200 || !strings.Contains(body, `<h1 class="job-name">`+shown(job)+"</h1>") {
 			t.Errorf("/jobs/%s answered %d without its name as text", job, status)
 		}
@@ -85,10 +69,10 @@ func TestPagesNameEveryJobAsText(t *testing.T) {
 			t.Errorf("/jobs/%s holds a script or a control character", job)
 		}
 	}
-	if status, _, _ := get(t, srv.URL, "/jobs/no_such_job"); status != 404 {
+	if status, _, _ := lwtest.Get(t, srv.URL, "/jobs/no_such_job"); status != 404 {
 		t.Errorf("an unknown job answered %d, want 404", status)
 	}
-	if status, body, _ := get(t, srv.URL, "/jobs/"+jobReport+"?since=yesterday"); status != 400 || !strings.Contains(body, "24h") {
+	if status, body, _ := lwtest.Get(t, srv.URL, "/jobs/"+jobReport+"?since=yesterday"); status != 400 || !strings.Contains(body, "24h") {
 		t.Errorf("a bad ?since= answered %d: %s", status, body)
 	}
 	resp, err := http.Post(srv.URL+"/", "text/plain", nil)
@@ -99,7 +83,7 @@ func TestPagesNameEveryJobAsText(t *testing.T) {
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST / answered %d, want 405", resp.StatusCode)
 	}
-	if status, body, h := get(t, srv.URL, "/assets/app.js"); status != 200 || !strings.Contains(body, "textContent") ||
+	if status, body, h := lwtest.Get(t, srv.URL, "/assets/app.js"); status != 200 || !strings.Contains(body, "textContent") ||
 		h.Get("Content-Security-Policy") == "" {
 		t.Errorf("/assets/app.js answered %d", status)
 	}
@@ -126,9 +110,9 @@ func TestSelectedRunShowsItsOutput(t *testing.T) {
 	f := newFleet(t)
 	f.standardHistory()
 	srv := f.serve(f.pool, web.WithOutput(true))
-	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport)
+	_, body, _ := lwtest.Get(t, srv.URL, "/jobs/"+jobReport)
 	path := outputLink(t, body)
-	status, body, _ := get(t, srv.URL, path)
+	status, body, _ := lwtest.Get(t, srv.URL, path)
 	want := `<pre class="output">line one` + "\n" + `&lt;b&gt;not bold&lt;/b&gt;\x1b[31m` + "\n</pre>"
 	if status != 200 || !strings.Contains(body, want) {
 		t.Errorf("the selected run (%s) does not show its output as %q", path, want)
@@ -144,9 +128,9 @@ func TestKeptOutputIsHiddenByDefault(t *testing.T) {
 	f.standardHistory()
 	db := &countingDB{DB: f.pool}
 	shown, hidden := f.serve(f.pool, web.WithOutput(true)), f.serve(db)
-	_, body, _ := get(t, hidden.URL, "/jobs/"+jobReport)
+	_, body, _ := lwtest.Get(t, hidden.URL, "/jobs/"+jobReport)
 	path := outputLink(t, body)
-	status, body, _ := get(t, hidden.URL, path)
+	status, body, _ := lwtest.Get(t, hidden.URL, path)
 	if status != 200 || strings.Contains(body, "line one") || strings.Contains(body, `<pre class="output">`) {
 		t.Errorf("%s shows the kept output without WithOutput(true): %s", path, body)
 	}
@@ -157,14 +141,14 @@ func TestKeptOutputIsHiddenByDefault(t *testing.T) {
 	// One statement fewer than the page that shows the output: the
 	// output's.
 	before := db.n.Load()
-	get(t, hidden.URL, path)
+	lwtest.Get(t, hidden.URL, path)
 	withoutOutput := db.n.Load() - before
 	before = db.n.Load()
-	get(t, hidden.URL, "/jobs/"+jobReport)
+	lwtest.Get(t, hidden.URL, "/jobs/"+jobReport)
 	if plain := db.n.Load() - before; withoutOutput != plain {
 		t.Errorf("selecting a run that kept output cost %d statements, the page without a selection %d: want the output unread", withoutOutput, plain)
 	}
-	if _, body, _ := get(t, shown.URL, path); !strings.Contains(body, `<pre class="output">`) {
+	if _, body, _ := lwtest.Get(t, shown.URL, path); !strings.Contains(body, `<pre class="output">`) {
 		t.Errorf("%s with WithOutput(true) does not show the output", path)
 	}
 }
@@ -197,12 +181,12 @@ func TestPageViewsCostABoundedNumberOfStatements(t *testing.T) {
 	srv := f.serve(db, web.WithOutput(true))
 	cost := func(path string) int64 {
 		before := db.n.Load()
-		if status, _, _ := get(t, srv.URL, path); status != 200 {
+		if status, _, _ := lwtest.Get(t, srv.URL, path); status != 200 {
 			t.Fatalf("%s answered %d", path, status)
 		}
 		return db.n.Load() - before
 	}
-	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport)
+	_, body, _ := lwtest.Get(t, srv.URL, "/jobs/"+jobReport)
 	selected := outputLink(t, body)
 	paths := []string{"/", "/jobs/" + jobReport, selected}
 	var small []int64
@@ -234,10 +218,10 @@ func TestPagesWithoutHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := f.serve(f.pool)
-	if status, body, _ := get(t, srv.URL, "/"); status != 200 || !strings.Contains(body, ">"+jobReport+"</a>") {
+	if status, body, _ := lwtest.Get(t, srv.URL, "/"); status != 200 || !strings.Contains(body, ">"+jobReport+"</a>") {
 		t.Errorf("/ without history answered %d: %s", status, body)
 	}
-	if status, body, _ := get(t, srv.URL, "/jobs/"+jobReport); status != 200 || strings.Contains(body, `class="run"`) {
+	if status, body, _ := lwtest.Get(t, srv.URL, "/jobs/"+jobReport); status != 200 || strings.Contains(body, `class="run"`) {
 		t.Errorf("/jobs/%s without history answered %d: %s", jobReport, status, body)
 	}
 }
@@ -257,7 +241,7 @@ VALUES ($1, '', 0, now() - interval '2 hour', now() - interval '2 hour', $2, now
 		t.Fatal(err)
 	}
 	srv := f.serve(f.pool)
-	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport)
+	_, body, _ := lwtest.Get(t, srv.URL, "/jobs/"+jobReport)
 	for _, want := range []string{`<a class="mark" href="`, `data-outcome="missed" data-start="`, `data-outcome="skipped" data-start="`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the timeline has no %s", want)
@@ -297,7 +281,7 @@ VALUES ($1, 'host-long', 7, now() - interval '3 hour', now() - interval '2 minut
 		t.Fatal(err)
 	}
 	srv := f.serve(f.pool)
-	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport)
+	_, body, _ := lwtest.Get(t, srv.URL, "/jobs/"+jobReport)
 	tbody := body[strings.Index(body, "<tbody>"):]
 	var starts []string
 	for _, row := range strings.Split(tbody, "<tr")[1:] {
@@ -323,7 +307,7 @@ func TestLeaseStatesInStatusWords(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := f.serve(f.pool)
-	_, body, _ := get(t, srv.URL, "/")
+	_, body, _ := lwtest.Get(t, srv.URL, "/")
 	for job, state := range map[string]string{jobReport: "released", "held_job": "held", "kept_job": "kept"} {
 		row := body[strings.Index(body, `data-job="`+job+`"`):]
 		row = row[:strings.Index(row, "</tr>")]
@@ -331,7 +315,7 @@ func TestLeaseStatesInStatusWords(t *testing.T) {
 			t.Errorf("/ does not show %s as %s: %s", job, state, row)
 		}
 	}
-	_, page, _ := get(t, srv.URL, "/jobs/kept_job")
+	_, page, _ := lwtest.Get(t, srv.URL, "/jobs/kept_job")
 	for _, b := range []string{body, page} {
 		if strings.Contains(b, ">free<") || strings.Contains(b, "s-free") {
 			t.Error("a page says free, a word status does not use")
@@ -364,7 +348,7 @@ func TestIndexShowsTheNextScheduledTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := f.serve(f.pool)
-	_, body, _ := get(t, srv.URL, "/")
+	_, body, _ := lwtest.Get(t, srv.URL, "/")
 	next := s.Next(time.Now()).UTC().Format("2006-01-02T15:04:05.000Z")
 	if n := strings.Count(body, `<time datetime="`+next+`"`); n != 1 {
 		t.Errorf("/ shows the next time %s %d times, want once (for scheduled_job only): %s", next, n, body)
@@ -395,7 +379,7 @@ INSERT INTO `+claims+` (job_name, scheduled_at, outcome, holder, fencing_token) 
 		t.Fatal(err)
 	}
 	srv := f.serve(f.pool)
-	_, body, _ := get(t, srv.URL, "/jobs/scheduled_job")
+	_, body, _ := lwtest.Get(t, srv.URL, "/jobs/scheduled_job")
 	next := s.Next(time.Now()).UTC().Format("2006-01-02T15:04:05.000Z")
 	for _, want := range []string{`<dt>Lease</dt><dd><span class="state s-held" data-state="held">held</span>`,
 		`<dt>Holders</dt><dd class="holder">host-b</dd>`, `<dt>Schedule</dt><dd><code>` + html.EscapeString(s.Spec()),
@@ -413,7 +397,7 @@ INSERT INTO `+claims+` (job_name, scheduled_at, outcome, holder, fencing_token) 
 	if _, _, err := f.store("host-b").Pause(context.Background(), "scheduled_job", "disk <full>", time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if _, body, _ := get(t, srv.URL, "/jobs/scheduled_job"); !strings.Contains(body, `<dt>Paused</dt><dd class="paused">by `) ||
+	if _, body, _ := lwtest.Get(t, srv.URL, "/jobs/scheduled_job"); !strings.Contains(body, `<dt>Paused</dt><dd class="paused">by `) ||
 		!strings.Contains(body, ": disk &lt;full&gt;</dd>") {
 		t.Errorf("the paused job's page does not say by whom, until when and why: %s", body)
 	}
@@ -427,7 +411,7 @@ func TestShortRunsAreVisibleAtTheDefaultWindow(t *testing.T) {
 	f := newFleet(t)
 	f.standardHistory()
 	srv := f.serve(f.pool)
-	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport)
+	_, body, _ := lwtest.Get(t, srv.URL, "/jobs/"+jobReport)
 	if !strings.Contains(body, "narrowed to its runs") {
 		t.Error("the default window is not narrowed to the runs")
 	}
@@ -444,7 +428,7 @@ func TestShortRunsAreVisibleAtTheDefaultWindow(t *testing.T) {
 		t.Errorf("runs drawn %v wide (of 1000), want 6, none under 0.5", widths)
 	}
 	// A window asked for is kept as asked.
-	if _, body, _ := get(t, srv.URL, "/jobs/"+jobReport+"?since=24h"); strings.Contains(body, "narrowed") {
+	if _, body, _ := lwtest.Get(t, srv.URL, "/jobs/"+jobReport+"?since=24h"); strings.Contains(body, "narrowed") {
 		t.Error("?since=24h was narrowed")
 	}
 }
@@ -463,7 +447,7 @@ VALUES ($1, 'host-a', 1, 5, now() - interval '1 hour', now() - interval '1 hour'
 		t.Fatal(err)
 	}
 	srv := f.serve(f.pool)
-	_, body, _ := get(t, srv.URL, "/jobs/"+jobReport+"?since=24h")
+	_, body, _ := lwtest.Get(t, srv.URL, "/jobs/"+jobReport+"?since=24h")
 	box := body[strings.Index(body, `<a class="run"`):]
 	box = box[strings.Index(box, `width="`)+len(`width="`):]
 	if w := box[:strings.IndexByte(box, '"')]; w != "3.0" {
@@ -480,11 +464,11 @@ func TestPagesReloadThemselvesWhenAsked(t *testing.T) {
 	f.run(f.store("host-a"), jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
 	srv := f.serve(f.pool)
 	for _, path := range []string{"/", "/jobs/" + jobReport} {
-		_, plain, _ := get(t, srv.URL, path)
+		_, plain, _ := lwtest.Get(t, srv.URL, path)
 		if strings.Contains(plain, `http-equiv="refresh"`) || !strings.Contains(plain, `<a href="?refresh=60">Reload every minute</a>`) {
 			t.Errorf("%s reloads itself unasked, or has no link to: %s", path, plain)
 		}
-		status, body, h := get(t, srv.URL, path+"?refresh=30")
+		status, body, h := lwtest.Get(t, srv.URL, path+"?refresh=30")
 		if status != 200 || !strings.Contains(body, `<meta http-equiv="refresh" content="30">`) || !strings.Contains(body, `Reloads every 30 s. <a href="?">Stop</a>`) {
 			t.Errorf("%s?refresh=30 answered %d without reloading every 30 s: %s", path, status, body)
 		}
@@ -492,12 +476,12 @@ func TestPagesReloadThemselvesWhenAsked(t *testing.T) {
 			t.Errorf("%s?refresh=30 has the policy %q", path, csp)
 		}
 		for _, bad := range []string{"5", "3601", "soon"} {
-			if status, body, _ := get(t, srv.URL, path+"?refresh="+bad); status != 400 || !strings.Contains(body, "from 10 to 3600") {
+			if status, body, _ := lwtest.Get(t, srv.URL, path+"?refresh="+bad); status != 400 || !strings.Contains(body, "from 10 to 3600") {
 				t.Errorf("%s?refresh=%s answered %d: %s", path, bad, status, body)
 			}
 		}
 	}
-	if _, body, _ := get(t, srv.URL, "/jobs/"+jobReport+"?since=6h&refresh=30"); !strings.Contains(body, `<a href="?since=6h">Stop</a>`) {
+	if _, body, _ := lwtest.Get(t, srv.URL, "/jobs/"+jobReport+"?since=6h&refresh=30"); !strings.Contains(body, `<a href="?since=6h">Stop</a>`) {
 		t.Error("stopping the reloads forgets the window")
 	}
 }

@@ -35,6 +35,7 @@ func TestScheduleExactlyOnceWhenInstancesDisagree(t *testing.T) {
 	seed := time.Now().UnixNano()
 	rng := rand.New(rand.NewPCG(uint64(seed), 2))
 	t.Logf("seed %d", seed)
+	f.registered()
 	from := f.dbNow().Truncate(period).Add(3 * period)
 	to := from.Add((times - 1) * period)
 	claims := pgx.Identifier{f.table + "_schedule"}.Sanitize()
@@ -120,6 +121,7 @@ func TestSchedulePrunedClaimsAreNotRunAgain(t *testing.T) {
 	b.flags = []string{"--catch-up", "all", "--catch-up-window", "1h"}
 	f.start(a)
 	f.start(b)
+	f.registered()
 	start := f.dbNow().Truncate(period).Add(2 * period)
 	f.waitClaim(start, 2*period+20*time.Second)
 	b.proxy.Cut()

@@ -253,9 +253,10 @@ func TestScheduleExactlyOnceUnderFaults(t *testing.T) {
 	seed := time.Now().UnixNano()
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	t.Logf("seed %d", seed)
-	// The window starts once all are up and ends before the faults stop;
-	// a quiet end lets the lease of a crashed run expire and the next take
-	// close it.
+	// The window starts once the job is known and all are up, and ends
+	// before the faults stop; a quiet end lets the lease of a crashed run
+	// expire and the next take close it.
+	f.registered()
 	from := f.dbNow().Truncate(period).Add(3 * period)
 	to := from.Add((times - 1) * period)
 	c := newChaos(f, rng, period)
@@ -273,6 +274,19 @@ func TestScheduleExactlyOnceUnderFaults(t *testing.T) {
 	if counts["exited"] == 0 {
 		t.Errorf("no time ran to completion: %v", counts)
 	}
+}
+
+// registered waits until the first scheduler to start has recorded the
+// job's schedule, which a loaded machine may make take a while: a new job
+// owes no time before that, so a window of times starts after it.
+func (f *fleet) registered() {
+	f.t.Helper()
+	pgtest.Eventually(f.t, 60*time.Second, "the job's schedule recorded", func() bool {
+		var n int
+		err := f.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+pgx.Identifier{f.table}.Sanitize()+
+			" WHERE job_name = 'work' AND schedule IS NOT NULL").Scan(&n)
+		return err == nil && n == 1
+	})
 }
 
 // latestClaim reads the job's latest claimed time and its outcome.
@@ -333,6 +347,7 @@ func TestScheduleCatchUpAfterOutage(t *testing.T) {
 				f.start(m)
 			}
 			// Let a time run, then take them all down just after it.
+			f.registered()
 			last := f.dbNow().Truncate(period).Add(2 * period)
 			f.waitClaim(last, 2*period+20*time.Second)
 			if at, outcome := f.latestClaim(); !at.Equal(last) || outcome != "run" {

@@ -344,3 +344,15 @@ func Main(m *testing.M, binary *string) {
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
+
+// EntryTime is when leasewrap wrote the JSON log entry e, by its "time"
+// field (the same machine's clock as the test's).
+func EntryTime(t testing.TB, e map[string]any) time.Time {
+	t.Helper()
+	s, _ := e["time"].(string)
+	at, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatalf("log entry %v: no time: %v", e, err)
+	}
+	return at
+}
