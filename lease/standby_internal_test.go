@@ -41,7 +41,8 @@ func listeningStandby(t *testing.T, ctx context.Context, url string) *standby {
 
 // A listening standby's ping is a round trip that PostgreSQL counts as no
 // transaction: a connection that LISTENs and pings twenty times costs the
-// database's xact_commit as much as one that only LISTENs. On a cluster of
+// database's xact_commit as much as one that only LISTENs (give or take a
+// LISTEN retried on a loaded machine). On a cluster of
 // its own, with the standbys in a database of their own, so that nothing
 // else moves the count.
 func TestStandbyPingIsNoTransaction(t *testing.T) {
@@ -85,8 +86,11 @@ func TestStandbyPingIsNoTransaction(t *testing.T) {
 	}
 	sb.close(ctx)
 	c2 := commits()
-	if listen, pinged := c1-c0, c2-c1; pinged != listen {
-		t.Errorf("a standby that pinged 20 times committed %d transactions, one that did not %d: want as many", pinged, listen)
+	// A loaded machine may make either standby LISTEN twice (its first
+	// try outran the retry interval): a transaction more or less on either
+	// side. Twenty pings that were statements would be twenty more.
+	if listen, pinged := c1-c0, c2-c1; pinged > listen+2 {
+		t.Errorf("a standby that pinged 20 times committed %d transactions, one that did not %d: want as many (give or take a retried LISTEN)", pinged, listen)
 	}
 }
 
