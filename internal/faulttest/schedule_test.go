@@ -333,63 +333,96 @@ func (f *fleet) waitClaim(at time.Time, within time.Duration) {
 // the others as missed. The restart lands between the grace that would
 // make the fifth time on time (half the period, 4 s) and the sixth time:
 // the period is 8 s so that a loaded machine, slow to start the three, has
-// more than 3 s to do it in.
+// more than 3 s to do it in. A machine slower than that makes the sixth
+// time due as well, which changes what "latest" runs: such a try proves
+// nothing of the policy (every time still counted exactly once), and the
+// scenario runs again on a fresh table.
 func TestScheduleCatchUpAfterOutage(t *testing.T) {
 	t.Parallel()
-	const period = 8 * time.Second
 	for _, tc := range []struct {
 		policy       string
 		runs, missed int
 	}{{"none", 0, 5}, {"latest", 1, 4}, {"all", 5, 0}} {
 		t.Run(tc.policy, func(t *testing.T) {
 			t.Parallel()
-			f := newFleet(t, 3, "@every 8s", "--catch-up", tc.policy)
-			for _, m := range f.members {
-				f.start(m)
-			}
-			// Let a time run, then take them all down just after it.
-			f.registered()
-			last := f.dbNow().Truncate(period).Add(2 * period)
-			f.waitClaim(last, 2*period+20*time.Second)
-			if at, outcome := f.latestClaim(); !at.Equal(last) || outcome != "run" {
-				t.Fatalf("latest claim %s %s, want %s run", at.Format(time.TimeOnly), outcome, last.Format(time.TimeOnly))
-			}
-			f.sleepUntil(last.Add(600 * time.Millisecond))
-			for _, m := range f.members {
-				_ = m.proc.Cmd.Process.Kill()
-				m.proc.Wait(t, 10*time.Second)
-			}
-			if at, _ := f.latestClaim(); !at.Equal(last) {
-				t.Fatalf("%s was accounted for before the outage", at.Format(time.TimeOnly))
-			}
-			outage := last.Add(5 * period)
-			f.sleepUntil(outage.Add(period/2 + 600*time.Millisecond))
-			for _, m := range f.members {
-				f.start(m)
-			}
-			f.waitClaim(outage.Add(2*period), 2*period+30*time.Second)
-			// A later time may be claimed (skipped) while a catch-up run
-			// still goes: stop only once the outage's last time is in the
-			// history, which is written when its run ends.
-			f.waitRecorded(outage, 60*time.Second)
-			f.stop()
-			counts := f.checkExactlyOnce(last.Add(period), outage, period)
-			runs := 0
-			for outcome, n := range counts {
-				if runOutcome(outcome) {
-					runs += n
+			const tries = 3
+			for try := 1; !catchUpAfterOutage(t, tc.policy, tc.runs, tc.missed); try++ {
+				if try == tries {
+					t.Fatalf("in %d tries the fleet never came back before the time after the outage", tries)
 				}
-			}
-			if runs != tc.runs || counts["missed"] != tc.missed || counts["exited"] != tc.runs {
-				t.Errorf("catch-up %s: outcomes %v over the five times of the outage, want %d runs (exited) and %d missed",
-					tc.policy, counts, tc.runs, tc.missed)
-			}
-			ran := f.ranBy()
-			if tc.runs == 1 && len(ran[outage.UTC()]) != 1 {
-				t.Errorf("catch-up latest: the latest time of the outage ran %d times, want once", len(ran[outage]))
 			}
 		})
 	}
+}
+
+// catchUpAfterOutage is one try of TestScheduleCatchUpAfterOutage; it
+// reports false when the fleet came back too late for the try to judge
+// the policy.
+func catchUpAfterOutage(t *testing.T, policy string, wantRuns, wantMissed int) (judged bool) {
+	const period = 8 * time.Second
+	f := newFleet(t, 3, "@every 8s", "--catch-up", policy)
+	for _, m := range f.members {
+		f.start(m)
+	}
+	// Let a time run, then take them all down just after it.
+	f.registered()
+	last := f.dbNow().Truncate(period).Add(2 * period)
+	f.waitClaim(last, 2*period+20*time.Second)
+	if at, outcome := f.latestClaim(); !at.Equal(last) || outcome != "run" {
+		t.Fatalf("latest claim %s %s, want %s run", at.Format(time.TimeOnly), outcome, last.Format(time.TimeOnly))
+	}
+	f.sleepUntil(last.Add(600 * time.Millisecond))
+	for _, m := range f.members {
+		_ = m.proc.Cmd.Process.Kill()
+		m.proc.Wait(t, 10*time.Second)
+	}
+	if at, _ := f.latestClaim(); !at.Equal(last) {
+		t.Fatalf("%s was accounted for before the outage", at.Format(time.TimeOnly))
+	}
+	outage := last.Add(5 * period)
+	f.sleepUntil(outage.Add(period/2 + 600*time.Millisecond))
+	for _, m := range f.members {
+		f.start(m)
+	}
+	f.waitClaim(outage.Add(2*period), 2*period+30*time.Second)
+	// A later time may be claimed (skipped) while a catch-up run
+	// still goes: stop only once the outage's last time is in the
+	// history, which is written when its run ends.
+	f.waitRecorded(outage, 60*time.Second)
+	f.stop()
+	counts := f.checkExactlyOnce(last.Add(period), outage, period)
+	if back := f.firstClaimedAfter(last); !back.Before(outage.Add(period)) {
+		t.Logf("the fleet's first claim after the outage was at %s, not before the next time %s: trying again",
+			back.Format(time.TimeOnly+".000"), outage.Add(period).Format(time.TimeOnly))
+		return false
+	}
+	runs := 0
+	for outcome, n := range counts {
+		if runOutcome(outcome) {
+			runs += n
+		}
+	}
+	if runs != wantRuns || counts["missed"] != wantMissed || counts["exited"] != wantRuns {
+		t.Errorf("catch-up %s: outcomes %v over the five times of the outage, want %d runs (exited) and %d missed",
+			policy, counts, wantRuns, wantMissed)
+	}
+	ran := f.ranBy()
+	if wantRuns == 1 && len(ran[outage.UTC()]) != 1 {
+		t.Errorf("catch-up latest: the latest time of the outage ran %d times, want once", len(ran[outage.UTC()]))
+	}
+	return true
+}
+
+// firstClaimedAfter is when (by the database's clock) the first claim of a
+// time after at was written.
+func (f *fleet) firstClaimedAfter(at time.Time) time.Time {
+	f.t.Helper()
+	var first time.Time
+	if err := f.pool.QueryRow(context.Background(), "SELECT min(claimed_at) FROM "+pgx.Identifier{f.table + "_schedule"}.Sanitize()+
+		" WHERE job_name = 'work' AND scheduled_at > $1", at).Scan(&first); err != nil {
+		f.t.Fatal(err)
+	}
+	return first
 }
 
 // --once from three simulated crontabs, each firing up to a third of the
