@@ -34,7 +34,7 @@ type Run struct {
 	// Origin is how the run came to be (OriginSchedule, OriginCatchUp,
 	// OriginManual or OriginPlain), "" when that cannot be told: its
 	// scheduled time's claim is gone. History and Summaries set it.
-	Origin string
+	Origin string `db:"-"`
 }
 
 // Succeeded reports whether the run exited on its own with status 0, the
@@ -57,8 +57,8 @@ type HistoryQuery struct {
 // historySQL reads finished runs, newest first: @job the job (NULL: every
 // job), @since the earliest finish (NULL: any), @limit the most runs (NULL:
 // all).
-const historySQL = `SELECT h.job_name, h.slot, h.holder, h.fencing_token, h.attempt, h.started_at, h.finished_at, h.exit_code, h.outcome,
-  {scheduled_at}, coalesce({output_bytes}, 0)
+const historySQL = `SELECT h.job_name AS job, h.slot, h.holder, h.fencing_token, h.attempt, h.started_at, h.finished_at, h.exit_code, h.outcome,
+  {scheduled_at} AS scheduled_at, coalesce({output_bytes}, 0) AS output_bytes
 FROM {history} h WHERE (@job::text IS NULL OR h.job_name = @job::text) AND (@since::timestamptz IS NULL OR h.finished_at >= @since::timestamptz)
 ORDER BY h.finished_at DESC, h.started_at DESC, h.fencing_token DESC LIMIT @limit::integer`
 
@@ -86,16 +86,7 @@ func (r *Reader) History(ctx context.Context, q HistoryQuery) ([]Run, error) {
 	if err != nil {
 		return nil, r.historyError(err)
 	}
-	var (
-		out []Run
-		run Run
-	)
-	_, err = pgx.ForEachRow(rows, []any{&run.Job, &run.Slot, &run.Holder, &run.FencingToken, &run.Attempt, &run.StartedAt,
-		&run.FinishedAt, &run.ExitCode, &run.Outcome, &run.ScheduledAt, &run.OutputBytes}, func() error {
-		out = append(out, run)
-		run = Run{}
-		return nil
-	})
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[Run])
 	if err == nil {
 		err = r.origins(ctx, out)
 	}
@@ -120,16 +111,23 @@ type Freshness struct {
 
 // freshnessSQL reads @job's newest successful run and newest run through
 // the (job_name, finished_at) index: two probes, never a scan, however
-// long the history.
-const freshnessSQL = `SELECT now(),
-  s.slot, s.holder, s.fencing_token, s.attempt, s.started_at, s.finished_at, s.exit_code, s.outcome,
-  r.slot, r.holder, r.fencing_token, r.attempt, r.started_at, r.finished_at, r.exit_code, r.outcome
-FROM (VALUES (1)) AS one
-LEFT JOIN LATERAL (SELECT * FROM {history} h WHERE job_name = @job::text AND ` + succeededSQL + `
+// long the history. It returns two rows, the success first (succeeded),
+// each with the database's clock.
+const freshnessSQL = `SELECT now() AS now, true AS succeeded, s.* FROM (VALUES (1)) AS one
+LEFT JOIN LATERAL (SELECT ` + runColumns + ` FROM {history} h WHERE job_name = @job::text AND ` + succeededSQL + `
   ORDER BY finished_at DESC LIMIT 1) s ON true
-LEFT JOIN LATERAL (SELECT * FROM {history} WHERE job_name = @job::text
+UNION ALL
+SELECT now(), false, r.* FROM (VALUES (1)) AS one
+LEFT JOIN LATERAL (SELECT ` + runColumns + ` FROM {history} WHERE job_name = @job::text
   AND outcome NOT IN ` + lease.NotRunSQL + `
   ORDER BY finished_at DESC LIMIT 1) r ON true`
+
+// freshnessRow reads a row of freshnessSQL.
+type freshnessRow struct {
+	Now       time.Time
+	Succeeded bool
+	nullableRun
+}
 
 // Freshness reads job's newest successful run and newest run from the
 // history. Without a history table it returns an error wrapping
@@ -142,12 +140,19 @@ func (r *Reader) Freshness(ctx context.Context, job string) (Freshness, error) {
 	if _, err := r.readableHistory(ctx); err != nil {
 		return f, err
 	}
-	var success, last nullableRun
-	err := r.db.QueryRow(ctx, r.sql.freshness, pgx.StrictNamedArgs{"job": job}).Scan(append(append([]any{&f.Now}, success.dest()...), last.dest()...)...)
+	rows, _ := r.db.Query(ctx, r.sql.freshness, pgx.StrictNamedArgs{"job": job})
+	found, err := pgx.CollectRows(rows, pgx.RowToStructByName[freshnessRow])
 	if err != nil {
 		return f, r.historyError(err)
 	}
-	f.LastSuccess, f.LastRun = success.run(job), last.run(job)
+	for _, row := range found {
+		f.Now = row.Now
+		if row.Succeeded {
+			f.LastSuccess = row.run(job)
+		} else {
+			f.LastRun = row.run(job)
+		}
+	}
 	return f, nil
 }
 
@@ -158,24 +163,23 @@ func deref(s *string) string {
 	return *s
 }
 
-// nullableRun scans a run that a LEFT JOIN may leave out.
-type nullableRun struct {
-	slot, attempt, exitCode *int
-	holder, outcome         *string
-	token                   *int64
-	started, finished       *time.Time
-}
+// runColumns are the history's columns that nullableRun reads.
+const runColumns = `slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome`
 
-func (n *nullableRun) dest() []any {
-	return []any{&n.slot, &n.holder, &n.token, &n.attempt, &n.started, &n.finished, &n.exitCode, &n.outcome}
+// nullableRun reads runColumns of a run that a LEFT JOIN may leave out.
+type nullableRun struct {
+	Slot, Attempt, ExitCode *int
+	Holder, Outcome         *string
+	FencingToken            *int64
+	StartedAt, FinishedAt   *time.Time
 }
 
 func (n *nullableRun) run(job string) *Run {
-	if n.finished == nil {
+	if n.FinishedAt == nil {
 		return nil
 	}
-	return &Run{Job: job, Slot: *n.slot, Holder: *n.holder, FencingToken: *n.token, Attempt: *n.attempt,
-		StartedAt: *n.started, FinishedAt: *n.finished, ExitCode: n.exitCode, Outcome: *n.outcome}
+	return &Run{Job: job, Slot: *n.Slot, Holder: *n.Holder, FencingToken: *n.FencingToken, Attempt: *n.Attempt,
+		StartedAt: *n.StartedAt, FinishedAt: *n.FinishedAt, ExitCode: n.ExitCode, Outcome: *n.Outcome}
 }
 
 // OutputQuery chooses the run whose kept output Reader.Output reads: Job's
@@ -217,14 +221,22 @@ func (r *Reader) Output(ctx context.Context, q OutputQuery) (out []byte, token i
 	if q.Attempt != 0 {
 		att = &q.Attempt
 	}
-	err = r.db.QueryRow(ctx, r.sql.output, pgx.StrictNamedArgs{"job": q.Job, "token": tok, "attempt": att}).Scan(&token, &attempt, &out)
+	rows, _ := r.db.Query(ctx, r.sql.output, pgx.StrictNamedArgs{"job": q.Job, "token": tok, "attempt": att})
+	kept, err := pgx.CollectOneRow(rows, pgx.RowToStructByName[keptOutput])
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 0, 0, fmt.Errorf("%w for job %q%s", ErrNoOutput, q.Job, describeRun(q))
 	}
 	if err != nil {
 		return nil, 0, 0, r.historyError(err)
 	}
-	return out, token, attempt, nil
+	return kept.Output, kept.FencingToken, kept.Attempt, nil
+}
+
+// keptOutput reads outputSQL.
+type keptOutput struct {
+	FencingToken int64
+	Attempt      int
+	Output       []byte
 }
 
 // ErrNoOutput means the run asked for kept no output.

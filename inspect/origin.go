@@ -59,10 +59,18 @@ func originOf(scheduledAt *time.Time, claim *string, claimedAt *time.Time, spec 
 
 // originsSQL reads the claims of scheduled times, and their jobs'
 // schedules: @jobs the jobs, @times the times, each through a primary key.
-const originsSQL = `SELECT d.n, c.outcome, c.claimed_at, l.schedule
+const originsSQL = `SELECT d.n, c.outcome AS claim, c.claimed_at, l.schedule
 FROM unnest(@jobs::text[], @times::timestamptz[]) WITH ORDINALITY AS d(job, at, n)
 LEFT JOIN {claims} c ON c.job_name = d.job AND c.scheduled_at = d.at
 LEFT JOIN {lease} l ON l.job_name = d.job`
+
+// originRow reads originsSQL: the claim of the nth time asked for.
+type originRow struct {
+	N         int64
+	Claim     *string
+	ClaimedAt *time.Time
+	Schedule  *string
+}
 
 // origins sets how each of runs came to be. Only runs with a scheduled
 // time need the claims table, in one more statement: a job with a
@@ -88,19 +96,13 @@ func (r *Reader) origins(ctx context.Context, runs []Run) error {
 	if err != nil {
 		return r.claimsError(err)
 	}
-	var (
-		n           int64
-		claim, spec *string
-		claimedAt   *time.Time
-	)
-	_, err = pgx.ForEachRow(rows, []any{&n, &claim, &claimedAt, &spec}, func() error {
-		if n >= 1 && int(n) <= len(index) {
-			run := &runs[index[n-1]]
-			run.Origin = originOf(run.ScheduledAt, claim, claimedAt, deref(spec))
+	found, err := pgx.CollectRows(rows, pgx.RowToStructByName[originRow])
+	for _, o := range found {
+		if o.N >= 1 && int(o.N) <= len(index) {
+			run := &runs[index[o.N-1]]
+			run.Origin = originOf(run.ScheduledAt, o.Claim, o.ClaimedAt, deref(o.Schedule))
 		}
-		claim, claimedAt, spec = nil, nil, nil
-		return nil
-	})
+	}
 	return r.claimsError(err)
 }
 

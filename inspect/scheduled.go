@@ -26,11 +26,11 @@ type Account struct {
 // accountSQL reads the claim and the history row of one scheduled time:
 // @job the job, @scheduled_at the time. Both through an index: the claims' primary key, and
 // the history's (job_name, finished_at) index from the time on.
-const accountSQL = `SELECT now(),
-  (SELECT outcome FROM {claims} WHERE job_name = @job::text AND scheduled_at = @scheduled_at::timestamptz),
-  r.slot, r.holder, r.fencing_token, r.attempt, r.started_at, r.finished_at, r.exit_code, r.outcome
+const accountSQL = `SELECT now() AS now,
+  (SELECT outcome FROM {claims} WHERE job_name = @job::text AND scheduled_at = @scheduled_at::timestamptz) AS claim,
+  r.*
 FROM (VALUES (1)) AS one
-LEFT JOIN LATERAL (SELECT * FROM {history} WHERE job_name = @job::text AND finished_at >= @scheduled_at::timestamptz
+LEFT JOIN LATERAL (SELECT ` + runColumns + ` FROM {history} WHERE job_name = @job::text AND finished_at >= @scheduled_at::timestamptz
   AND scheduled_at = @scheduled_at::timestamptz ORDER BY finished_at DESC LIMIT 1) r ON true`
 
 // Scheduled reads how job's scheduled time at is accounted for. It only
@@ -43,20 +43,21 @@ func (r *Reader) Scheduled(ctx context.Context, job string, at time.Time) (Accou
 	if _, err := r.readableHistory(ctx); err != nil {
 		return a, err
 	}
-	var (
-		claim *string
-		run   nullableRun
-	)
-	err := r.db.QueryRow(ctx, r.objects.Render(accountSQL), pgx.StrictNamedArgs{"job": job, "scheduled_at": at}).Scan(append([]any{&a.Now, &claim}, run.dest()...)...)
+	rows, _ := r.db.Query(ctx, r.objects.Render(accountSQL), pgx.StrictNamedArgs{"job": job, "scheduled_at": at})
+	row, err := pgx.CollectOneRow(rows, pgx.RowToStructByName[accountRow])
 	if pgerr.SQLState(err) == pgerr.CodeUndefinedTable {
 		return a, fmt.Errorf("no claims table %s: no job with a schedule has run on %s", r.objects.Claims, r.objects.Lease)
 	}
 	if err != nil {
 		return a, fmt.Errorf("cannot read the claims %s and history %s: %w", r.objects.Claims, r.objects.History, pgerr.Classify(err))
 	}
-	if claim != nil {
-		a.Claim = *claim
-	}
-	a.Run = run.run(job)
+	a.Now, a.Claim, a.Run = row.Now, deref(row.Claim), row.run(job)
 	return a, nil
+}
+
+// accountRow reads accountSQL.
+type accountRow struct {
+	Now   time.Time
+	Claim *string
+	nullableRun
 }

@@ -35,31 +35,30 @@ type JobStatus struct {
 	Paused *lease.Pause
 }
 
-// pauseColumns read a lease row's pause in force: who (NULL: none), why,
-// since and until (NULL: until resumed).
-const pauseColumns = `CASE WHEN paused_until > now() THEN coalesce(paused_by, '') END,
-  coalesce(pause_reason, ''), paused_at, CASE WHEN paused_until < 'infinity' THEN paused_until END`
+// pauseColumns read a lease row's pause in force, named as pauseRow's
+// fields: who (NULL: none), why, since and until (NULL: until resumed).
+const pauseColumns = `CASE WHEN paused_until > now() THEN coalesce(paused_by, '') END AS paused_by,
+  coalesce(pause_reason, '') AS pause_reason, paused_at, CASE WHEN paused_until < 'infinity' THEN paused_until END AS paused_until`
 
-// pauseDest scans pauseColumns.
-type pauseDest struct {
-	by           *string
-	reason       string
-	since, until *time.Time
+// pauseRow reads pauseColumns.
+type pauseRow struct {
+	PausedBy    *string
+	PauseReason string
+	PausedAt    *time.Time
+	PausedUntil *time.Time
 }
 
-func (p *pauseDest) dest() []any { return []any{&p.by, &p.reason, &p.since, &p.until} }
-
-// pause is the pause scanned, nil when none is in force.
-func (p *pauseDest) pause() *lease.Pause {
-	if p.by == nil {
+// pause is the pause read, nil when none is in force.
+func (p *pauseRow) pause() *lease.Pause {
+	if p.PausedBy == nil {
 		return nil
 	}
-	out := &lease.Pause{By: *p.by, Reason: p.reason}
-	if p.since != nil {
-		out.Since = *p.since
+	out := &lease.Pause{By: *p.PausedBy, Reason: p.PauseReason}
+	if p.PausedAt != nil {
+		out.Since = *p.PausedAt
 	}
-	if p.until != nil {
-		out.Until = *p.until
+	if p.PausedUntil != nil {
+		out.Until = *p.PausedUntil
 	}
 	return out
 }
@@ -70,12 +69,35 @@ func (j JobStatus) Live() bool { return j.ExpiresIn > 0 }
 // statusSQL reads the lease rows: @job the job (NULL: every job). Slot rows
 // (slot > 1) are named job#slot and shown under their job.
 const statusSQL = `SELECT ` + schema.BaseJob + ` AS job, holder, fencing_token,
-  ` + schema.ExpiresInMicros + `,
-  ` + schema.RowState + `,
-  last_started_at, last_finished_at, last_exit_code, last_holder, coalesce(slot, 1), coalesce(slots, 1), schedule,
+  ` + schema.ExpiresInMicros + ` AS expires_in_micros,
+  ` + schema.RowState + ` AS state,
+  last_started_at, last_finished_at, last_exit_code, last_holder, coalesce(slot, 1) AS slot, coalesce(slots, 1) AS slots, schedule,
   ` + pauseColumns + `
 FROM {lease} WHERE @job::text IS NULL OR job_name = @job::text OR (slot > 1 AND job_name = @job::text || '#' || slot)
 ORDER BY job, coalesce(slot, 1)`
+
+// statusRow reads statusSQL.
+type statusRow struct {
+	Job             string
+	Holder          string
+	FencingToken    int64
+	ExpiresInMicros int64
+	State           lease.State
+	LastStartedAt   *time.Time
+	LastFinishedAt  *time.Time
+	LastExitCode    *int
+	LastHolder      *string
+	Slot, Slots     int
+	Schedule        *string
+	pauseRow
+}
+
+func (st *statusRow) status() JobStatus {
+	return JobStatus{Job: st.Job, Holder: st.Holder, State: st.State, FencingToken: st.FencingToken,
+		ExpiresIn: time.Duration(st.ExpiresInMicros) * time.Microsecond, LastStarted: st.LastStartedAt,
+		LastFinished: st.LastFinishedAt, LastExitCode: st.LastExitCode, LastHolder: st.LastHolder,
+		Slot: st.Slot, Slots: st.Slots, Schedule: st.Schedule, Paused: st.pause()}
+}
 
 // Status reads the lease rows, all of them or only job's when job is not
 // empty. Without a lease table it returns an error matching ErrNoTable,
@@ -100,22 +122,13 @@ func (r *Reader) Status(ctx context.Context, job string) ([]JobStatus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot read lease table %s: %w", r.objects.Lease, pgerr.Classify(err))
 	}
-	var (
-		out           []JobStatus
-		js            JobStatus
-		expiresMicros int64
-		paused        pauseDest
-	)
-	_, err = pgx.ForEachRow(rows, append([]any{&js.Job, &js.Holder, &js.FencingToken, &expiresMicros, &js.State,
-		&js.LastStarted, &js.LastFinished, &js.LastExitCode, &js.LastHolder, &js.Slot, &js.Slots, &js.Schedule}, paused.dest()...), func() error {
-		js.ExpiresIn = time.Duration(expiresMicros) * time.Microsecond
-		js.Paused = paused.pause()
-		out = append(out, js)
-		js, paused = JobStatus{}, pauseDest{}
-		return nil
-	})
+	found, err := pgx.CollectRows(rows, pgx.RowToStructByName[statusRow])
 	if err != nil {
 		return nil, fmt.Errorf("cannot read lease table %s: %w", r.objects.Lease, pgerr.Classify(err))
+	}
+	out := make([]JobStatus, len(found))
+	for i, st := range found {
+		out[i] = st.status()
 	}
 	if job != "" && len(out) == 0 {
 		return nil, fmt.Errorf("job %q: %w", job, lease.ErrNoJob)

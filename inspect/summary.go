@@ -85,16 +85,16 @@ recent AS (
 spans AS (
   SELECT job_name, array_agg(outcome) AS outcomes, array_agg(started_at) AS firsts, array_agg(finished_at) AS lasts
   FROM win WHERE outcome IN ` + lease.NotRunSQL + ` AND started_at < finished_at GROUP BY job_name)
-SELECT j.job, coalesce(j.slots, 1), j.held, j.holders, now() - @window::bigint * interval '1 microsecond',
-  lr.slot, lr.holder, lr.fencing_token, lr.attempt, lr.started_at, lr.finished_at, lr.exit_code, lr.outcome,
-  ls.finished_at, ls.holder, coalesce(r.outcomes, '{}'), coalesce(r.counts, '{}'),
-  coalesce(sp.outcomes, '{}'), coalesce(sp.firsts, '{}'), coalesce(sp.lasts, '{}'), coalesce(j.schedule, ''), now(),
-  coalesce(pg_catalog.has_table_privilege(pg_catalog.to_regclass(@claims::text), 'SELECT'), false),
+SELECT j.job, coalesce(j.slots, 1) AS slots, j.held AS slots_held, j.holders, now() - @window::bigint * interval '1 microsecond' AS since,
+  lr.*, ls.finished_at AS last_success, ls.holder AS last_success_by, coalesce(r.outcomes, '{}') AS outcomes, coalesce(r.counts, '{}') AS counts,
+  coalesce(sp.outcomes, '{}') AS span_outcomes, coalesce(sp.firsts, '{}') AS span_firsts, coalesce(sp.lasts, '{}') AS span_lasts,
+  coalesce(j.schedule, '') AS schedule, now() AS now,
+  coalesce(pg_catalog.has_table_privilege(pg_catalog.to_regclass(@claims::text), 'SELECT'), false) AS claims,
   p.*
 FROM jobs j
 LEFT JOIN LATERAL (SELECT ` + pauseColumns + ` FROM {lease} WHERE job_name = j.job) p ON true
 LEFT JOIN LATERAL (
-  SELECT slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome FROM {history} h
+  SELECT ` + runColumns + ` FROM {history} h
   WHERE h.job_name >= j.job AND h.job_name <= j.job
     AND h.outcome NOT IN ` + lease.NotRunSQL + `
   ORDER BY h.job_name DESC, h.finished_at DESC, h.started_at DESC, h.fencing_token DESC LIMIT 1) lr ON true
@@ -139,37 +139,14 @@ func (r *Reader) summaries(ctx context.Context, job *string, window time.Duratio
 	if err != nil {
 		return nil, r.summaryError(ctx, err)
 	}
-	var (
-		out     []JobSummary
-		js      JobSummary
-		last    nullableRun
-		counts  []int
-		reasons []string
-		spans   summarySpans
-	)
-	dest := append([]any{&js.Job, &js.Slots, &js.SlotsHeld, &js.Holders, &js.Since}, last.dest()...)
-	var (
-		by     *string
-		claims bool
-	)
-	var paused pauseDest
-	dest = append(append(dest, &js.LastSuccess, &by, &reasons, &counts, &spans.outcomes, &spans.firsts, &spans.lasts,
-		&js.Schedule, &js.Now, &claims), paused.dest()...)
-	_, err = pgx.ForEachRow(rows, dest, func() error {
-		js.Paused = paused.pause()
-		js.LastRun = last.run(js.Job)
-		js.LastSuccessBy = deref(by)
-		js.Runs = make(map[string]int, len(reasons))
-		for i, outcome := range reasons {
-			js.Runs[outcome] = counts[i]
-		}
-		spans.count(&js)
-		out = append(out, js)
-		js, last, by, paused = JobSummary{}, nullableRun{}, nil, pauseDest{}
-		return nil
-	})
+	found, err := pgx.CollectRows(rows, pgx.RowToStructByName[summaryRow])
 	if err != nil {
 		return nil, r.summaryError(ctx, err)
+	}
+	out := make([]JobSummary, len(found))
+	claims := false
+	for i := range found {
+		out[i], claims = found[i].summary(), found[i].Claims
 	}
 	if err := r.judge(ctx, out, claims); err != nil {
 		return nil, err
@@ -177,30 +154,58 @@ func (r *Reader) summaries(ctx context.Context, job *string, window time.Duratio
 	return out, nil
 }
 
-// summarySpans are a job's history rows in the window that each stand for
-// the scheduled times nobody ran from firsts[i] to lasts[i].
-type summarySpans struct {
-	outcomes      []string
-	firsts, lasts []time.Time
+// summaryRow reads a row of summarySQL.
+type summaryRow struct {
+	Job              string
+	Slots, SlotsHeld int
+	Holders          []string
+	Since            time.Time
+	// the newest run
+	nullableRun
+	LastSuccess   *time.Time
+	LastSuccessBy *string
+	// how many runs of each outcome the window has
+	Outcomes []string
+	Counts   []int
+	// the history rows in the window that each stand for the scheduled
+	// times nobody ran from SpanFirsts[i] to SpanLasts[i]
+	SpanOutcomes          []string
+	SpanFirsts, SpanLasts []time.Time
+	Schedule              string
+	Now                   time.Time
+	// whether this role may read the claims table
+	Claims bool
+	pauseRow
 }
 
-// count adds to js.Runs the times each span stands for beyond its own row,
-// from the window's start on, by the job's schedule; a schedule this
-// version cannot read leaves each span counted once.
-func (sp summarySpans) count(js *JobSummary) {
-	if len(sp.outcomes) == 0 {
+func (row *summaryRow) summary() JobSummary {
+	js := JobSummary{Job: row.Job, Slots: row.Slots, SlotsHeld: row.SlotsHeld, Holders: row.Holders, Since: row.Since,
+		LastRun: row.run(row.Job), LastSuccess: row.LastSuccess, LastSuccessBy: deref(row.LastSuccessBy),
+		Runs: make(map[string]int, len(row.Outcomes)), Schedule: row.Schedule, Now: row.Now, Paused: row.pause()}
+	for i, outcome := range row.Outcomes {
+		js.Runs[outcome] = row.Counts[i]
+	}
+	row.countSpans(&js)
+	return js
+}
+
+// countSpans adds to js.Runs the times each span stands for beyond its
+// own row, from the window's start on, by the job's schedule; a schedule
+// this version cannot read leaves each span counted once.
+func (row *summaryRow) countSpans(js *JobSummary) {
+	if len(row.SpanOutcomes) == 0 {
 		return
 	}
 	s, err := schedule.Parse(js.Schedule, "")
 	if err != nil {
 		return
 	}
-	for i, outcome := range sp.outcomes {
-		first := sp.firsts[i]
+	for i, outcome := range row.SpanOutcomes {
+		first := row.SpanFirsts[i]
 		if first.Before(js.Since) {
 			first = js.Since
 		}
-		if n := s.Count(first.Add(-time.Nanosecond), sp.lasts[i]); n > 1 {
+		if n := s.Count(first.Add(-time.Nanosecond), row.SpanLasts[i]); n > 1 {
 			js.Runs[outcome] += int(n - 1)
 		}
 	}
@@ -212,13 +217,12 @@ func (sp summarySpans) count(js *JobSummary) {
 // @tokens, attempt @attempts (NULL: no run): each through the claims'
 // primary key and the history's (job_name, finished_at) index.
 const factsSQL = `SELECT d.n,
-  (SELECT outcome FROM {claims} WHERE job_name = d.job AND scheduled_at = d.due),
-  (SELECT min(scheduled_at) FROM {claims} WHERE job_name = d.job),
-  r.slot, r.holder, r.fencing_token, r.attempt, r.started_at, r.finished_at, r.exit_code, r.outcome,
-  lh.scheduled_at, lc.outcome, lc.claimed_at
+  (SELECT outcome FROM {claims} WHERE job_name = d.job AND scheduled_at = d.due) AS claim,
+  (SELECT min(scheduled_at) FROM {claims} WHERE job_name = d.job) AS first_claim,
+  r.*, lh.scheduled_at AS last_scheduled_at, lc.outcome AS last_claim, lc.claimed_at AS last_claimed_at
 FROM unnest(@jobs::text[], @dues::timestamptz[], @finished::timestamptz[], @tokens::bigint[], @attempts::integer[]) WITH ORDINALITY
   AS d(job, due, finished, token, attempt, n)
-LEFT JOIN LATERAL (SELECT * FROM {history} WHERE d.due IS NOT NULL AND job_name = d.job AND finished_at >= d.due
+LEFT JOIN LATERAL (SELECT ` + runColumns + ` FROM {history} WHERE d.due IS NOT NULL AND job_name = d.job AND finished_at >= d.due
   AND scheduled_at = d.due ORDER BY finished_at DESC LIMIT 1) r ON true
 LEFT JOIN LATERAL (SELECT scheduled_at FROM {history} WHERE d.finished IS NOT NULL AND job_name = d.job
   AND finished_at = d.finished AND fencing_token = d.token AND attempt = d.attempt LIMIT 1) lh ON true
@@ -285,6 +289,19 @@ func (r *Reader) judge(ctx context.Context, out []JobSummary, claims bool) error
 	return nil
 }
 
+// factsRow reads a row of factsSQL: the nth job's.
+type factsRow struct {
+	N          int64
+	Claim      *string
+	FirstClaim *time.Time
+	// the run of the due time
+	nullableRun
+	// the claim of the newest run's scheduled time
+	LastScheduledAt *time.Time
+	LastClaim       *string
+	LastClaimedAt   *time.Time
+}
+
 // readFacts reads factsSQL into facts (the accounts) and out (the
 // origins of the newest runs).
 func (r *Reader) readFacts(ctx context.Context, out []JobSummary, facts []Facts, jobs []string, dues, finished []*time.Time,
@@ -297,37 +314,27 @@ func (r *Reader) readFacts(ctx context.Context, out []JobSummary, facts []Facts,
 	if err != nil {
 		return fmt.Errorf("cannot read claims table %s and history table %s: %w", r.objects.Claims, r.objects.History, pgerr.Classify(err))
 	}
-	var (
-		n                  int64
-		claim, lastClaim   *string
-		run                nullableRun
-		scheduled, claimed *time.Time
-		first              *time.Time
-	)
-	dest := append(append([]any{&n, &claim, &first}, run.dest()...), &scheduled, &lastClaim, &claimed)
-	_, err = pgx.ForEachRow(rows, dest, func() error {
-		if n < 1 || int(n) > len(jobs) {
-			return fmt.Errorf("row %d of %d", n, len(jobs))
-		}
-		job := jobs[n-1]
-		if i, ok := index[job]; ok {
-			js := &out[i]
-			if due := dues[n-1]; due != nil {
-				acc := &Account{At: *due, Now: js.Now, Run: run.run(job)}
-				if claim != nil {
-					acc.Claim = *claim
-				}
-				facts[i].Due, facts[i].FirstClaim = acc, first
-			}
-			if js.LastRun != nil {
-				js.LastRun.Origin = originOf(scheduled, lastClaim, claimed, js.Schedule)
-			}
-		}
-		claim, lastClaim, run, scheduled, claimed, first = nil, nil, nullableRun{}, nil, nil, nil
-		return nil
-	})
+	found, err := pgx.CollectRows(rows, pgx.RowToStructByName[factsRow])
 	if err != nil {
 		return fmt.Errorf("cannot read claims table %s and history table %s: %w", r.objects.Claims, r.objects.History, pgerr.Classify(err))
+	}
+	for _, f := range found {
+		if f.N < 1 || int(f.N) > len(jobs) {
+			return fmt.Errorf("cannot read claims table %s and history table %s: row %d of %d", r.objects.Claims, r.objects.History, f.N, len(jobs))
+		}
+		job := jobs[f.N-1]
+		i, ok := index[job]
+		if !ok {
+			continue
+		}
+		js := &out[i]
+		if due := dues[f.N-1]; due != nil {
+			facts[i].Due = &Account{At: *due, Now: js.Now, Claim: deref(f.Claim), Run: f.run(job)}
+			facts[i].FirstClaim = f.FirstClaim
+		}
+		if js.LastRun != nil {
+			js.LastRun.Origin = originOf(f.LastScheduledAt, f.LastClaim, f.LastClaimedAt, js.Schedule)
+		}
 	}
 	return nil
 }
