@@ -26,16 +26,16 @@ func (s *Store) takeArgs(job string) pgx.StrictNamedArgs {
 	return pgx.StrictNamedArgs{"job": job, "holder": s.cfg.holder, "ttl": s.cfg.TTL.Microseconds()}
 }
 
-// take runs the single-slot take (see takeSQL) with args, scanning its
-// row into dest: with the shape checks in front until the Store's tables
+// take runs the single-slot take (see takeSQL) with args, reading its
+// row with read: with the shape checks in front until the Store's tables
 // are known to be right, and through ensureSchema when that fails (see
 // above). checkErr is ensureSchema's error, to be returned as it is (a
 // *SchemaError, say); err is the take's.
-func (s *Store) take(ctx context.Context, db DB, args pgx.StrictNamedArgs, dest []any) (checkErr, err error) {
+func (s *Store) take(ctx context.Context, db querier, args pgx.StrictNamedArgs, read reader) (checkErr, err error) {
 	if s.checked.Load() == nil {
 		if b, ok := db.(batcher); ok {
 			h := s.recording(s.cfg.historyKeep > 0)
-			err := s.takeChecked(ctx, b, h, args, dest)
+			err := s.takeChecked(ctx, b, h, args, read)
 			if err == nil || errors.Is(err, pgx.ErrNoRows) {
 				// A slow path that finished meanwhile knows more.
 				s.checked.CompareAndSwap(nil, &tablesChecked{hist: h})
@@ -57,20 +57,20 @@ func (s *Store) take(ctx context.Context, db DB, args pgx.StrictNamedArgs, dest 
 	}
 	h := s.hist()
 	if h == nil {
-		return nil, db.QueryRow(ctx, s.sql.take, args).Scan(dest...)
+		return nil, queryRow(ctx, db, s.sql.take, args, read)
 	}
 	// A history table changed under a running instance must not keep it
 	// from taking the lease: the take is tried again without it.
-	err = db.QueryRow(ctx, h.take, args).Scan(dest...)
+	err = queryRow(ctx, db, h.take, args, read)
 	return nil, s.withoutHistory(ctx, err, func() error {
-		return db.QueryRow(ctx, s.sql.take, args).Scan(dest...)
+		return queryRow(ctx, db, s.sql.take, args, read)
 	})
 }
 
 // takeChecked sends the shape checks of both tables and the take that also
 // records runs in one pipeline. The history check also asks for the
 // privileges recording and pruning need; without them, the catalog decides.
-func (s *Store) takeChecked(ctx context.Context, b batcher, h *historyStatements, args pgx.StrictNamedArgs, dest []any) error {
+func (s *Store) takeChecked(ctx context.Context, b batcher, h *historyStatements, args pgx.StrictNamedArgs, read reader) error {
 	batch := &pgx.Batch{}
 	s.objects.QueueShapeChecks(batch, h.prune)
 	batch.Queue(h.take, args)
@@ -80,7 +80,10 @@ func (s *Store) takeChecked(ctx context.Context, b batcher, h *historyStatements
 		_, err = br.Exec()
 	}
 	if err == nil {
-		err = br.QueryRow().Scan(dest...)
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			err = read(rows)
+		}
 	}
 	// Close reads up to the end of the implicit transaction: a failed
 	// commit must not pass for a lease.
@@ -95,7 +98,7 @@ func (s *Store) takeChecked(ctx context.Context, b batcher, h *historyStatements
 // CONFLICT would lock the row and take one even when it takes nothing. It
 // returns a *HeldError while the lease is live, and nil when it is free,
 // expired or has no row: then it is worth trying to take.
-func (s *Store) look(ctx context.Context, db DB, job string) error {
+func (s *Store) look(ctx context.Context, db querier, job string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
 	defer cancel()
 	e, err := s.readHolder(ctx, db, job)
@@ -111,7 +114,7 @@ func (s *Store) look(ctx context.Context, db DB, job string) error {
 }
 
 // lookThenTake tries to take job's lease only when a look finds it free.
-func (s *Store) lookThenTake(ctx context.Context, db DB, job string) (*Lease, error) {
+func (s *Store) lookThenTake(ctx context.Context, db querier, job string) (*Lease, error) {
 	// A look reads one row; a job of several slots is read, and taken, by
 	// the slot statement itself.
 	if s.cfg.slots > 1 {

@@ -231,8 +231,7 @@ func (l *Lease) extend(ctx context.Context, query, what string) error {
 	db, done := s.replicaDB(s.db)
 	defer done()
 	send := func() error {
-		return db.QueryRow(ctx, query, pgx.StrictNamedArgs{"row": l.row, "holder": s.cfg.holder, "token": l.token, "ttl": s.cfg.TTL.Microseconds()}).
-			Scan(&r.renewed, &r.token, &r.holder, &r.released)
+		return queryRow(ctx, db, query, pgx.StrictNamedArgs{"row": l.row, "holder": s.cfg.holder, "token": l.token, "ttl": s.cfg.TTL.Microseconds()}, into(&r))
 	}
 	err := send()
 	if connectionLost(err) && ctx.Err() == nil {
@@ -242,7 +241,7 @@ func (l *Lease) extend(ctx context.Context, query, what string) error {
 		// holder and token, and t0 is from before the first.
 		err = send()
 	}
-	if err == nil && !r.renewed && r.token != nil && *r.token == l.token && *r.holder == s.cfg.holder && !r.released {
+	if err == nil && !r.Renewed && r.Token != nil && *r.Token == l.token && *r.Holder == s.cfg.holder && !r.Released {
 		// The row changed while the UPDATE waited for it (an operator's
 		// release committing, say): the UPDATE saw the new row, the SELECT
 		// still shows the statement's snapshot. A second statement sees
@@ -255,7 +254,7 @@ func (l *Lease) extend(ctx context.Context, query, what string) error {
 		return err
 	}
 	s.cfg.observer.Contacted()
-	if !r.renewed {
+	if !r.Renewed {
 		return l.notRenewed(what, r)
 	}
 	// Under WithRequireReplicated, only once the standbys have it.
@@ -273,26 +272,26 @@ func (l *Lease) extend(ctx context.Context, query, what string) error {
 // renewal is a renewal's answer: whether it renewed, and the row as the
 // statement's snapshot saw it (nil when the row is gone).
 type renewal struct {
-	renewed  bool
-	token    *int64
-	holder   *string
-	released bool
+	Renewed  bool
+	Token    *int64
+	Holder   *string
+	Released bool
 }
 
 // notRenewed says why a renewal that renewed nothing lost the lease.
 func (l *Lease) notRenewed(what string, r renewal) error {
 	holder := l.store.cfg.holder
 	switch {
-	case r.token == nil || *r.token < l.token:
+	case r.Token == nil || *r.Token < l.token:
 		return fmt.Errorf("cannot %s %q with token %d: %w", what, l.job, l.token, ErrRowRegressed)
-	case *r.token == l.token && *r.holder == holder && r.released:
+	case *r.Token == l.token && *r.Holder == holder && r.Released:
 		return fmt.Errorf("cannot %s %q: %w", what, l.job, ErrReleasedByOperator)
 	default:
 		// This holder's lease was still valid (renewals stop before the local
 		// deadline, which is never later than the database's expiry), so no
 		// take could have been legitimate.
 		return fmt.Errorf("cannot %s %q: %w: taken over by %q with token %d while this holder's lease was valid (release --force, a write lost in a failover, or a change by hand?)",
-			what, l.job, ErrLost, *r.holder, *r.token)
+			what, l.job, ErrLost, *r.Holder, *r.Token)
 	}
 }
 

@@ -54,18 +54,22 @@ func (s *Store) ReleaseHeld(ctx context.Context, row, holder string, token int64
 	if token != 0 {
 		tokenArg = &token
 	}
-	var (
-		was      string
-		released int64
-	)
-	args := pgx.NamedArgs{"row": row, "holder": holderArg, "force": force, "token": tokenArg, "table_channel": s.channel,
+	args := pgx.StrictNamedArgs{"row": row, "holder": holderArg, "force": force, "token": tokenArg, "table_channel": s.channel,
 		"row_channel": jobChannel(s.channel, row), "slot_channel": jobChannel(s.channel, slotJob(row))}
-	err := s.db.QueryRow(ctx, s.sql.releaseAny, args).Scan(&was, &released, nil)
+	was, err := queryOne[releasedRow](ctx, s.db, s.sql.releaseAny, args)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows), pgerr.SQLState(err) == pgerr.CodeUndefinedTable:
 		return "", 0, fmt.Errorf("no live lease on %q to release: %w", row, ErrNoJob)
 	case err != nil:
 		return "", 0, fmt.Errorf("cannot release lease %q: %w", row, pgerr.Classify(err))
 	}
-	return was, released, nil
+	return was.Holder, was.Token, nil
+}
+
+// releasedRow reads releaseAnySQL: the holder and token released, and the
+// value of a forced release's notification.
+type releasedRow struct {
+	Holder   string
+	Token    int64
+	Notified *string
 }

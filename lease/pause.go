@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -59,7 +60,7 @@ const pauseSQL = `WITH p AS (
   ON CONFLICT (job_name) DO UPDATE SET paused_until = excluded.paused_until, paused_at = excluded.paused_at,
     paused_by = excluded.paused_by, pause_reason = excluded.pause_reason
   RETURNING paused_at, paused_until, CASE WHEN expires_at > now() THEN holder END AS running)
-SELECT paused_at, CASE WHEN paused_until < 'infinity' THEN paused_until END, running FROM p`
+SELECT paused_at, CASE WHEN paused_until < 'infinity' THEN paused_until END AS paused_until, running FROM p`
 
 // resumeSQL ends a job's pause: @job, and @job_channel its channel
 // (jobChannel). It answers the pause it ended (no row: none was in force),
@@ -70,8 +71,8 @@ const resumeSQL = `WITH was AS (
 resumed AS (
   UPDATE {lease} SET paused_until = NULL, paused_at = NULL, paused_by = NULL, pause_reason = NULL
   WHERE job_name = @job::text AND paused_until IS NOT NULL)
-SELECT paused_at, CASE WHEN paused_until < 'infinity' THEN paused_until END, coalesce(paused_by, ''), coalesce(pause_reason, ''),
-  pg_notify(@job_channel::text, @job::text)::text
+SELECT paused_at, CASE WHEN paused_until < 'infinity' THEN paused_until END AS paused_until,
+  coalesce(paused_by, '') AS paused_by, coalesce(pause_reason, '') AS pause_reason, pg_notify(@job_channel::text, @job::text)::text AS notified
 FROM was`
 
 // Pause pauses job until until (zero: until Resume), as who, for reason:
@@ -86,25 +87,46 @@ func (s *Store) Pause(ctx context.Context, job, reason string, until time.Time) 
 	if err := s.checkSchema(ctx, false); err != nil {
 		return Pause{}, "", err
 	}
-	var (
-		untilArg, end *time.Time
-		holder        *string
-	)
+	var untilArg *time.Time
 	if !until.IsZero() {
 		untilArg = &until
 	}
-	err = s.db.QueryRow(ctx, s.sql.pause, pgx.StrictNamedArgs{"job": job, "holder": s.cfg.holder, "until": untilArg, "reason": reason}).Scan(&p.Since, &end, &holder)
+	row, err := queryOne[pausedRow](ctx, s.db, s.sql.pause, pgx.StrictNamedArgs{"job": job, "holder": s.cfg.holder, "until": untilArg, "reason": reason})
 	if err != nil {
 		return Pause{}, "", fmt.Errorf("cannot pause %q: %w", job, pgerr.Classify(err))
 	}
-	p.By, p.Reason = s.cfg.holder, reason
-	if end != nil {
-		p.Until = *end
+	return row.pause(s.cfg.holder, reason), deref(row.Running), nil
+}
+
+// pauseTimes are a pause's start and end (nil: until resumed), as pauseSQL
+// and resumeSQL answer them.
+type pauseTimes struct {
+	PausedAt    time.Time
+	PausedUntil *time.Time
+}
+
+// pause is the pause, by who for reason.
+func (r *pauseTimes) pause(by, reason string) Pause {
+	p := Pause{Since: r.PausedAt, By: by, Reason: reason}
+	if r.PausedUntil != nil {
+		p.Until = *r.PausedUntil
 	}
-	if holder != nil {
-		running = *holder
-	}
-	return p, running, nil
+	return p
+}
+
+// pausedRow reads pauseSQL: the pause, and the holder of a live lease (a
+// command that goes on).
+type pausedRow struct {
+	pauseTimes
+	Running *string
+}
+
+// resumedRow reads resumeSQL: the pause ended, and the value of the
+// notification sent.
+type resumedRow struct {
+	pauseTimes
+	PausedBy, PauseReason string
+	Notified              string
 }
 
 // Resume ends job's pause, and wakes its standbys. It returns the pause
@@ -113,30 +135,13 @@ func (s *Store) Resume(ctx context.Context, job string) (*Pause, error) {
 	if err := CheckJob(job); err != nil {
 		return nil, err
 	}
-	var (
-		p   Pause
-		end *time.Time
-	)
-	rows, err := s.db.Query(ctx, s.sql.resume, pgx.NamedArgs{"job": job, "job_channel": jobChannel(s.channel, job)})
-	if err != nil {
-		return nil, fmt.Errorf("cannot resume %q: %w", job, pgerr.Classify(err))
-	}
-	defer rows.Close()
-	found := false
-	for rows.Next() {
-		found = true
-		if err := rows.Scan(&p.Since, &end, &p.By, &p.Reason, nil); err != nil {
-			return nil, fmt.Errorf("cannot resume %q: %w", job, pgerr.Classify(err))
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("cannot resume %q: %w", job, pgerr.Classify(err))
-	}
-	if !found {
+	row, err := queryOne[resumedRow](ctx, s.db, s.sql.resume, pgx.StrictNamedArgs{"job": job, "job_channel": jobChannel(s.channel, job)})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
 		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("cannot resume %q: %w", job, pgerr.Classify(err))
 	}
-	if end != nil {
-		p.Until = *end
-	}
+	p := row.pause(row.PausedBy, row.PauseReason)
 	return &p, nil
 }

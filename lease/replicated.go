@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/redbite/leasewrap/internal/pgerr"
@@ -96,8 +95,8 @@ const remoteApply = `SELECT pg_catalog.set_config('synchronous_commit', 'remote_
 // physical standbys stream, whether all of them have replayed that far,
 // and the slowest one's replay position.
 const standbysSQL = `WITH target AS (SELECT coalesce(@target::pg_lsn, pg_catalog.pg_current_wal_flush_lsn()) AS lsn)
-SELECT t.lsn::text, current_user::text, pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE'),
-  count(r.pid), coalesce(bool_and(r.replay_lsn >= t.lsn), false), coalesce(min(r.replay_lsn)::text, '')
+SELECT t.lsn::text AS target, current_user::text AS role, pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE') AS visible,
+  count(r.pid) AS streaming, coalesce(bool_and(r.replay_lsn >= t.lsn), false) AS replayed, coalesce(min(r.replay_lsn)::text, '') AS slowest
 FROM target t LEFT JOIN pg_catalog.pg_stat_replication r ON r.state = 'streaming' AND r.replay_lsn IS NOT NULL
   AND NOT EXISTS (SELECT FROM pg_catalog.pg_replication_slots s WHERE s.active_pid = r.pid AND s.slot_type = 'logical')
 GROUP BY t.lsn`
@@ -119,7 +118,7 @@ type oneConn interface {
 
 // replicaSession is the DB a take or renewal uses under
 // WithRequireReplicated: one connection (the standby's own, or one held
-// from the pool until done), on which every QueryRow commits with
+// from the pool until done), on which every Query commits with
 // remote_apply, and replayed then waits for the standbys.
 type replicaSession struct {
 	pool   *pgxpool.Pool // nil: conn is the caller's own connection
@@ -129,7 +128,7 @@ type replicaSession struct {
 
 // replicaDB returns db as it is without WithRequireReplicated, and
 // otherwise a replicaSession on one of its connections; done ends it.
-func (s *Store) replicaDB(db DB) (_ DB, done func()) {
+func (s *Store) replicaDB(db querier) (_ querier, done func()) {
 	if !s.cfg.requireReplicated {
 		return db, func() {}
 	}
@@ -145,7 +144,7 @@ func (s *Store) replicaDB(db DB) (_ DB, done func()) {
 
 // replicated is replicaDB for a take: it also refuses at once, before
 // anything is written, when no standby streams or the role cannot see them.
-func (s *Store) replicated(ctx context.Context, db DB, job string) (_ DB, done func(), err error) {
+func (s *Store) replicated(ctx context.Context, db querier, job string) (_ querier, done func(), err error) {
 	db, done = s.replicaDB(db)
 	rs, ok := db.(*replicaSession)
 	if !ok {
@@ -175,7 +174,7 @@ func (s *Store) standbysReady(ctx context.Context, job string) error {
 
 // confirmed returns l once the standbys have replayed its take, made on
 // db; otherwise it hands l back and says why.
-func (s *Store) confirmed(ctx context.Context, db DB, l *Lease) (*Lease, error) {
+func (s *Store) confirmed(ctx context.Context, db querier, l *Lease) (*Lease, error) {
 	rs, ok := db.(*replicaSession)
 	if !ok {
 		return l, nil
@@ -199,7 +198,7 @@ func (s *Store) confirmed(ctx context.Context, db DB, l *Lease) (*Lease, error) 
 
 // replayed returns nil once the standbys have replayed l's renewal, made
 // on db, and otherwise why not (a failed renewal).
-func (s *Store) replayed(ctx context.Context, db DB, l *Lease) error {
+func (s *Store) replayed(ctx context.Context, db querier, l *Lease) error {
 	rs, ok := db.(*replicaSession)
 	if !ok {
 		return nil
@@ -239,85 +238,50 @@ func (rs *replicaSession) done() {
 	}
 }
 
-// QueryRow runs sql in one pipeline behind remoteApply. The row's Scan
-// reads up to the end of the implicit transaction: a failed commit must
-// not pass for a take or renewal.
-func (rs *replicaSession) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return remoteApplyRow{rs: rs, ctx: ctx, sql: sql, args: args}
-}
-
-type remoteApplyRow struct {
-	rs   *replicaSession
-	ctx  context.Context
-	sql  string
-	args []any
-}
-
-func (r remoteApplyRow) Scan(dest ...any) error {
-	c, err := r.rs.use(r.ctx)
-	if err != nil {
-		return err
-	}
-	b := &pgx.Batch{}
-	b.Queue(remoteApply)
-	b.Queue(r.sql, r.args...)
-	br := c.SendBatch(r.ctx, b)
-	_, err = br.Exec()
-	if err == nil {
-		err = br.QueryRow().Scan(dest...)
-	}
-	if cerr := br.Close(); cerr != nil && (err == nil || errors.Is(err, pgx.ErrNoRows)) {
-		return cerr
-	}
-	return err
-}
-
-// Exec, Query and Begin run on the session's connection as they are.
-func (rs *replicaSession) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	c, err := rs.use(ctx)
-	if err != nil {
-		return pgconn.CommandTag{}, err
-	}
-	return c.Exec(ctx, sql, args...)
-}
-
+// Query runs sql in one pipeline behind remoteApply. Its rows end at the
+// end of the implicit transaction: a failed commit must not pass for a
+// take or renewal.
 func (rs *replicaSession) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	c, err := rs.use(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return c.Query(ctx, sql, args...)
-}
-
-func (rs *replicaSession) Begin(ctx context.Context) (pgx.Tx, error) {
-	c, err := rs.use(ctx)
-	if err != nil {
+	b := &pgx.Batch{}
+	b.Queue(remoteApply)
+	b.Queue(sql, args...)
+	br := c.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
 		return nil, err
 	}
-	return c.Begin(ctx)
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	return &pipelineRows{Rows: rows, br: br}, nil
 }
 
 // standbyState is one read of standbysSQL.
 type standbyState struct {
-	target, role, slowest string
-	visible               bool
-	streaming             int
-	replayed              bool
+	Target, Role, Slowest string
+	Visible               bool
+	Streaming             int
+	Replayed              bool
 }
 
 // standbys reads the standbys' state against target ("" for the flush
 // position now), on the connection as it is: after a commit, a connection
 // that broke must not be replaced by one that may reach another server.
 func (rs *replicaSession) standbys(ctx context.Context, target string) (standbyState, *replicationError) {
-	var st standbyState
 	if rs.conn == nil {
-		return st, &replicationError{msg: "the connection that committed was given back"}
+		return standbyState{}, &replicationError{msg: "the connection that committed was given back"}
 	}
 	var t *string
 	if target != "" {
 		t = &target
 	}
-	err := rs.conn.QueryRow(ctx, standbysSQL, pgx.StrictNamedArgs{"target": t}).Scan(&st.target, &st.role, &st.visible, &st.streaming, &st.replayed, &st.slowest)
+	st, err := queryOne[standbyState](ctx, rs.conn, standbysSQL, pgx.StrictNamedArgs{"target": t})
 	if err != nil {
 		err = pgerr.Classify(err)
 		return st, &replicationError{msg: "cannot read pg_stat_replication: " + err.Error(), cause: err, readFailed: true}
@@ -328,11 +292,11 @@ func (rs *replicaSession) standbys(ctx context.Context, target string) (standbyS
 // refusal says why no take or renewal can be confirmed, or nil.
 func (st standbyState) refusal() *replicationError {
 	switch {
-	case !st.visible:
-		role := pgx.Identifier{st.role}.Sanitize()
+	case !st.Visible:
+		role := pgx.Identifier{st.Role}.Sanitize()
 		return &replicationError{hidden: true, msg: fmt.Sprintf(
 			"role %s cannot read the standbys' replay positions in pg_stat_replication: GRANT pg_monitor TO %s (or connect as a superuser)", role, role)}
-	case st.streaming == 0:
+	case st.Streaming == 0:
 		return &replicationError{msg: "no standby streams from the primary (pg_stat_replication shows none in state streaming)"}
 	}
 	return nil
@@ -344,7 +308,7 @@ func (rs *replicaSession) replayed(ctx context.Context) *replicationError {
 	began := time.Now()
 	st, err := rs.standbys(ctx, "")
 	for delay := replayPollMin; err == nil; delay = min(2*delay, replayPollMax) {
-		if err = st.refusal(); err != nil || st.replayed {
+		if err = st.refusal(); err != nil || st.Replayed {
 			return err
 		}
 		t := time.NewTimer(delay)
@@ -354,13 +318,13 @@ func (rs *replicaSession) replayed(ctx context.Context) *replicationError {
 		case <-t.C:
 		}
 		var next standbyState
-		if next, err = rs.standbys(ctx, st.target); err == nil {
+		if next, err = rs.standbys(ctx, st.Target); err == nil {
 			st = next
 		}
 		if ctx.Err() != nil {
 			return &replicationError{cause: ctx.Err(), msg: fmt.Sprintf(
 				"not replayed in time (%s): the slowest of %d standbys streaming had replayed up to %s of %s",
-				time.Since(began).Round(time.Millisecond), st.streaming, st.slowest, st.target)}
+				time.Since(began).Round(time.Millisecond), st.Streaming, st.Slowest, st.Target)}
 		}
 	}
 	return err

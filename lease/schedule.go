@@ -108,37 +108,49 @@ func (s *Store) Register(ctx context.Context, job, spec string, rules ZoneRules)
 	}
 	sctx, cancel := context.WithTimeout(ctx, schemaTimeout)
 	defer cancel()
-	var (
-		found, zone, recorded *string
-		reg                   Registration
-		latest                *time.Time
-	)
+	var zone *string
 	if rules != nil {
 		if own := rules(time.Now().Year()); own != "" {
 			zone = &own
 		}
 	}
-	err := s.db.QueryRow(sctx, s.sql.sched.register, pgx.StrictNamedArgs{"job": job, "spec": spec, "holder": s.cfg.holder, "zone": zone}).Scan(&found, &recorded, &reg.Now, &latest)
+	row, err := queryOne[registerRow](sctx, s.db, s.sql.sched.register, pgx.StrictNamedArgs{"job": job, "spec": spec, "holder": s.cfg.holder, "zone": zone})
 	if err != nil {
 		err = fmt.Errorf("cannot register the schedule of %q: %w", job, pgerr.Classify(err))
 		s.cfg.observer.Failed(err)
 		return Registration{}, err
 	}
 	s.cfg.observer.Contacted()
-	if found != nil && *found != spec {
-		return Registration{}, &ScheduleError{Job: job, Want: spec, Found: *found}
+	if row.Schedule != nil && *row.Schedule != spec {
+		return Registration{}, &ScheduleError{Job: job, Want: spec, Found: *row.Schedule}
 	}
-	if recorded != nil && rules != nil {
+	if row.Zone != nil && rules != nil {
 		// Compared over the years the recorded one covers.
-		year, err := schedule.ZoneRulesYear(*recorded)
-		if own := rules(year); err != nil || own != *recorded {
-			return Registration{}, &ScheduleError{Job: job, Want: spec, Found: *found, ZoneData: true}
+		year, err := schedule.ZoneRulesYear(*row.Zone)
+		if own := rules(year); err != nil || own != *row.Zone {
+			return Registration{}, &ScheduleError{Job: job, Want: spec, Found: *row.Schedule, ZoneData: true}
 		}
 	}
-	if latest != nil {
-		reg.Latest = *latest
+	reg := Registration{Now: row.Now}
+	if row.Latest != nil {
+		reg.Latest = *row.Latest
 	}
 	return reg, nil
+}
+
+// markRow reads scheduleMarkSQL: the job's schedule, the database clock
+// and the job's mark.
+type markRow struct {
+	Schedule *string
+	Now      time.Time
+	Latest   *time.Time
+}
+
+// registerRow reads registerSQL: markRow, and the zone data's
+// fingerprint recorded.
+type registerRow struct {
+	markRow
+	Zone *string
 }
 
 // Claim is the answer to a scheduled take (TakeScheduled).
@@ -173,13 +185,10 @@ func (s *Store) TakeScheduled(ctx context.Context, job, spec string, at time.Tim
 	if err != nil {
 		return Claim{}, err
 	}
-	var (
-		c   Claim
-		row scheduledRow
-	)
+	var row scheduledRow
 	args := s.takeArgs(job)
 	args["at"], args["spec"], args["skip_held"] = at, spec, skipHeld
-	err = s.sendSchedulerTake(tk, s.sql.sched.take, s.sql.sched.takeRecording, args, row.dest(&c), s.claimConflict)
+	err = s.sendSchedulerTake(tk, s.sql.sched.take, s.sql.sched.takeRecording, args, into(&row), s.claimConflict)
 	if s.claimConflict(err) {
 		// A claim committed after the statement's snapshot: the time was
 		// accounted for elsewhere, and the take was rolled back with it.
@@ -192,13 +201,14 @@ func (s *Store) TakeScheduled(ctx context.Context, job, spec string, at time.Tim
 		return Claim{}, err
 	}
 	s.cfg.observer.Contacted()
-	if row.latest != nil {
-		c.Latest = *row.latest
+	c := Claim{Now: row.Now}
+	if row.Latest != nil {
+		c.Latest = *row.Latest
 	}
-	if !row.taken {
+	if !row.Taken {
 		return row.undecided(c, job, spec, s.table.Sanitize())
 	}
-	c.Lease, err = s.scheduledLease(tk.ctx, tk.db, job, row.token, at, tk.t0, tk.budget)
+	c.Lease, err = s.scheduledLease(tk.ctx, tk.db, job, row.Token, at, tk.t0, tk.budget)
 	if c.Lease == nil {
 		return Claim{}, err
 	}
@@ -210,7 +220,7 @@ func (s *Store) TakeScheduled(ctx context.Context, job, spec string, at time.Tim
 // that confirms replication where that is required.
 type schedulerTake struct {
 	ctx    context.Context
-	db     DB
+	db     querier
 	t0     time.Duration // the clock before the statement was sent
 	budget time.Duration
 }
@@ -226,29 +236,25 @@ func (s *Store) startSchedulerTake(ctx context.Context, job string) (tk schedule
 }
 
 // sendSchedulerTake runs the take, recording where runs are recorded and
-// else plain, into dest (see queryTake).
-func (s *Store) sendSchedulerTake(tk schedulerTake, plain, recording string, args pgx.StrictNamedArgs, dest []any, conflict func(error) bool) error {
+// else plain, reading its row with read (see queryTake).
+func (s *Store) sendSchedulerTake(tk schedulerTake, plain, recording string, args pgx.StrictNamedArgs, read reader, conflict func(error) bool) error {
 	query := plain
 	if s.hist() != nil {
 		query = recording
 	}
-	return s.queryTake(tk.ctx, tk.db, query, plain, args, dest, conflict)
+	return s.queryTake(tk.ctx, tk.db, query, plain, args, read, conflict)
 }
 
-// scheduledRow is the answer of a scheduler's take, in its columns' order.
+// scheduledRow is the answer of a scheduler's take (takeScheduledAnswer).
 type scheduledRow struct {
-	taken                          bool
-	token                          int64
-	holder, state, recorded, claim *string
-	by                             *string
-	expiresMicros                  *int64
-	latest                         *time.Time
-	slots                          int
-}
-
-// dest is where the take's columns are read to; its now goes to c.
-func (r *scheduledRow) dest(c *Claim) []any {
-	return []any{&r.taken, &r.token, &r.holder, &r.expiresMicros, &r.state, &r.slots, &r.recorded, &r.claim, &r.by, &c.Now, &r.latest}
+	Taken                   bool
+	Token                   int64
+	Holder, State, Schedule *string
+	ExpiresInMicros         *int64
+	Slots                   int
+	Claim, ClaimedBy        *string
+	Now                     time.Time
+	Latest                  *time.Time
 }
 
 // undecided is the claim of a take that took no lease: the time claimed
@@ -256,18 +262,15 @@ func (r *scheduledRow) dest(c *Claim) []any {
 // lease held, or nothing decided yet.
 func (r *scheduledRow) undecided(c Claim, job, spec, table string) (Claim, error) {
 	switch {
-	case r.claim != nil:
-		c.Outcome = *r.claim
-		if r.by != nil {
-			c.By = *r.by
-		}
-	case r.recorded != nil && *r.recorded != spec:
-		return c, &ScheduleError{Job: job, Want: spec, Found: *r.recorded}
-	case r.slots != 1:
-		return c, &SlotsError{Job: job, Table: table, Want: 1, Found: r.slots}
-	case r.holder != nil && r.expiresMicros != nil && *r.expiresMicros > 0:
-		c.Held = &HeldError{Job: job, Holder: *r.holder, Token: r.token, State: State(*r.state),
-			ExpiresIn: time.Duration(*r.expiresMicros) * time.Microsecond}
+	case r.Claim != nil:
+		c.Outcome, c.By = *r.Claim, deref(r.ClaimedBy)
+	case r.Schedule != nil && *r.Schedule != spec:
+		return c, &ScheduleError{Job: job, Want: spec, Found: *r.Schedule}
+	case r.Slots != 1:
+		return c, &SlotsError{Job: job, Table: table, Want: 1, Found: r.Slots}
+	case r.Holder != nil && r.ExpiresInMicros != nil && *r.ExpiresInMicros > 0:
+		c.Held = &HeldError{Job: job, Holder: *r.Holder, Token: r.Token, State: State(*r.State),
+			ExpiresIn: time.Duration(*r.ExpiresInMicros) * time.Microsecond}
 	}
 	// Not due yet, held at a late time, or a take another instance made
 	// after the snapshot: undecided.
@@ -279,7 +282,7 @@ func (r *scheduledRow) undecided(c Claim, job, spec, table string) (Claim, error
 // the standbys when that is asked for. An answer that came too late to
 // be used (see tryAcquireOnce) is handed back, the time recorded as a run
 // that could not start, and the lease is nil.
-func (s *Store) scheduledLease(ctx context.Context, db DB, job string, token int64, at time.Time, t0, budget time.Duration) (*Lease, error) {
+func (s *Store) scheduledLease(ctx context.Context, db querier, job string, token int64, at time.Time, t0, budget time.Duration) (*Lease, error) {
 	if took := s.cfg.clock.Now() - t0; took >= budget {
 		late := &Lease{store: s, job: job, row: job, slot: 1, token: token, scheduledAt: at}
 		_ = late.releaseRow(context.WithoutCancel(ctx), 0, End{Outcome: OutcomeCouldNotStart})
@@ -314,8 +317,8 @@ func (s *Store) ensureScheduleTables(ctx context.Context, again bool) error {
 // for months: when an operator dropped one of its tables under it, it
 // makes them again, as its start did, and tries once more, rather than
 // fail every time until restarted.
-func (s *Store) queryTake(ctx context.Context, db DB, query, plain string, args pgx.StrictNamedArgs, dest []any, conflict func(error) bool) error {
-	err := s.queryTakeOnce(ctx, db, query, plain, args, dest, conflict)
+func (s *Store) queryTake(ctx context.Context, db querier, query, plain string, args pgx.StrictNamedArgs, read reader, conflict func(error) bool) error {
+	err := s.queryTakeOnce(ctx, db, query, plain, args, read, conflict)
 	if pgerr.SQLState(err) != pgerr.CodeUndefinedTable || ctx.Err() != nil {
 		return err
 	}
@@ -323,23 +326,23 @@ func (s *Store) queryTake(ctx context.Context, db DB, query, plain string, args 
 	if rerr := s.ensureScheduleTables(ctx, true); rerr != nil {
 		return err
 	}
-	return s.queryTakeOnce(ctx, db, query, plain, args, dest, conflict)
+	return s.queryTakeOnce(ctx, db, query, plain, args, read, conflict)
 }
 
-// queryTakeOnce runs a scheduler's take, query (recording, or plain), into
-// dest. A scheduler's pooled connection idled since its last time, and
+// queryTakeOnce runs a scheduler's take, query (recording, or plain),
+// reading its row with read. A scheduler's pooled connection idled since its last time, and
 // the pool does not ping idle connections (see Connect): one that broke
 // meanwhile fails once, and the take is sent again on a fresh one (had
 // the first committed, the second finds its claim, and takes nothing).
 // A recording take that fails for the history's sake (and not for
 // conflict's) falls back to plain, as every recording statement does.
-func (s *Store) queryTakeOnce(ctx context.Context, db DB, query, plain string, args pgx.StrictNamedArgs, dest []any, conflict func(error) bool) error {
-	err := db.QueryRow(ctx, query, args).Scan(dest...)
+func (s *Store) queryTakeOnce(ctx context.Context, db querier, query, plain string, args pgx.StrictNamedArgs, read reader, conflict func(error) bool) error {
+	err := queryRow(ctx, db, query, args, read)
 	if connectionLost(err) && ctx.Err() == nil {
-		err = db.QueryRow(ctx, query, args).Scan(dest...)
+		err = queryRow(ctx, db, query, args, read)
 	}
 	if err != nil && query != plain && !conflict(err) {
-		err = s.withoutHistory(ctx, err, func() error { return db.QueryRow(ctx, plain, args).Scan(dest...) })
+		err = s.withoutHistory(ctx, err, func() error { return queryRow(ctx, db, plain, args, read) })
 	}
 	return err
 }
@@ -377,32 +380,28 @@ func (s *Store) RecordMissed(ctx context.Context, job, outcome string, times []M
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
 	defer cancel()
-	var (
-		count  int64
-		last   *time.Time
-		hasRow bool
-	)
+	var row missedRow
 	args := pgx.StrictNamedArgs{"job": job, "holder": s.cfg.holder, "ats": ats, "firsts": firsts, "outcome": outcome}
-	dest := []any{&count, &now, &last, &hasRow}
+	read := into(&row)
 	sql := s.sql.sched
 	query := sql.missed
 	if s.hist() != nil {
 		query = sql.missedRecording
 	}
 	record := func() error {
-		err := s.db.QueryRow(ctx, query, args).Scan(dest...)
+		err := queryRow(ctx, s.db, query, args, read)
 		if connectionLost(err) && ctx.Err() == nil {
 			// As in TakeScheduled: a connection that broke while idle. The
 			// claims make a second recording harmless.
-			err = s.db.QueryRow(ctx, query, args).Scan(dest...)
+			err = queryRow(ctx, s.db, query, args, read)
 		}
 		if err != nil && query != sql.missed {
-			err = s.withoutHistory(ctx, err, func() error { return s.db.QueryRow(ctx, sql.missed, args).Scan(dest...) })
+			err = s.withoutHistory(ctx, err, func() error { return queryRow(ctx, s.db, sql.missed, args, read) })
 		}
 		return err
 	}
 	err = record()
-	if err == nil && !hasRow {
+	if err == nil && !row.HasRow {
 		// An operator deleted the job's lease row, whose lock decides
 		// between instances: make it again, and record.
 		if _, err = s.db.Exec(ctx, sql.freeRow, pgx.StrictNamedArgs{"job": job, "holder": s.cfg.holder}); err == nil {
@@ -412,13 +411,22 @@ func (s *Store) RecordMissed(ctx context.Context, job, outcome string, times []M
 	if err != nil {
 		err = fmt.Errorf("cannot record missed times of %q: %w", job, pgerr.Classify(err))
 		s.cfg.observer.Failed(err)
-		return 0, now, latest, err
+		return 0, row.Now, latest, err
 	}
 	s.cfg.observer.Contacted()
-	if last != nil {
-		latest = *last
+	if row.Latest != nil {
+		latest = *row.Latest
 	}
-	return int(count), now, latest, nil
+	return int(row.Recorded), row.Now, latest, nil
+}
+
+// missedRow reads missedAnswer: how many times were recorded, the
+// database clock, the job's mark, and whether the job has a lease row.
+type missedRow struct {
+	Recorded int64
+	Now      time.Time
+	Latest   *time.Time
+	HasRow   bool
 }
 
 // BootClock returns the local clock leases keep their deadlines on: it
@@ -483,21 +491,16 @@ func (s *Store) Reschedule(ctx context.Context, job, spec string) (string, error
 	if err := s.ensureScheduleTables(ctx, false); err != nil {
 		return "", err
 	}
-	var (
-		was  *string
-		now  time.Time
-		last *time.Time
-	)
-	err := s.db.QueryRow(ctx, s.sql.scheduleMark, pgx.StrictNamedArgs{"job": job}).Scan(&was, &now, &last)
+	mark, err := queryOne[markRow](ctx, s.db, s.sql.scheduleMark, pgx.StrictNamedArgs{"job": job})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return "", fmt.Errorf("job %q has no lease row in %s: %w", job, s.table.Sanitize(), ErrNoJob)
 	case err != nil:
 		return "", fmt.Errorf("cannot reschedule %q: %w", job, pgerr.Classify(err))
 	}
-	if old, perr := schedule.Parse(deref(was), ""); perr == nil && deref(was) != spec && last != nil {
+	if old, perr := schedule.Parse(deref(mark.Schedule), ""); perr == nil && deref(mark.Schedule) != spec && mark.Latest != nil {
 		var owed []Missed
-		for _, at := range old.Between(*last, now, schedule.DefaultMaxMissed) {
+		for _, at := range old.Between(*mark.Latest, mark.Now, schedule.DefaultMaxMissed) {
 			owed = append(owed, Missed{At: at})
 		}
 		if len(owed) > 0 {
@@ -506,7 +509,7 @@ func (s *Store) Reschedule(ctx context.Context, job, spec string) (string, error
 			}
 		}
 	}
-	err = s.db.QueryRow(ctx, s.sql.reschedule, pgx.StrictNamedArgs{"job": job, "spec": spec}).Scan(&was)
+	was, err := queryValue[*string](ctx, s.db, s.sql.reschedule, pgx.StrictNamedArgs{"job": job, "spec": spec})
 	if err != nil {
 		return "", fmt.Errorf("cannot reschedule %q: %w", job, pgerr.Classify(err))
 	}

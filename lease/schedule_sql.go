@@ -94,13 +94,13 @@ const registerSQL = `WITH reg AS (
   RETURNING schedule, schedule_zone),
 cur AS (
   SELECT schedule, schedule_zone, accounted_through FROM {lease} WHERE job_name = @job::text)
-SELECT coalesce((SELECT schedule FROM reg), (SELECT schedule FROM cur)),
-  CASE WHEN EXISTS (SELECT FROM reg) THEN (SELECT schedule_zone FROM reg) ELSE (SELECT schedule_zone FROM cur) END,
-  now(), greatest((SELECT accounted_through FROM cur), ` + latestClaim + `)`
+SELECT coalesce((SELECT schedule FROM reg), (SELECT schedule FROM cur)) AS schedule,
+  CASE WHEN EXISTS (SELECT FROM reg) THEN (SELECT schedule_zone FROM reg) ELSE (SELECT schedule_zone FROM cur) END AS zone,
+  now() AS now, greatest((SELECT accounted_through FROM cur), ` + latestClaim + `) AS latest`
 
 // scheduleMarkSQL reads a job's schedule, the database clock and the
 // mark: @job. No row: the job has no lease row.
-const scheduleMarkSQL = `SELECT schedule, now(), greatest(accounted_through, ` + latestClaim + `)
+const scheduleMarkSQL = `SELECT schedule, now() AS now, greatest(accounted_through, ` + latestClaim + `) AS latest
 FROM {lease} WHERE job_name = @job::text`
 
 // takeScheduledSQL takes the lease of a single-slot job for one scheduled
@@ -171,12 +171,12 @@ skippedMark AS (
   WHERE job_name = @job::text AND EXISTS (SELECT FROM skipped))`
 
 const takeScheduledAnswer = `
-SELECT EXISTS (SELECT FROM taken) AND EXISTS (SELECT FROM claim),
-  coalesce((SELECT fencing_token FROM taken), l.fencing_token, 0),
-  l.holder, ` + schema.ExpiresInMicros + `, ` + schema.HeldState + `, coalesce(l.slots, 1), l.schedule,
-  coalesce((SELECT outcome FROM claimed), (SELECT outcome FROM skipped)),
-  coalesce((SELECT holder FROM claimed), (SELECT holder FROM skipped)),
-  now(), (SELECT at FROM mark)
+SELECT EXISTS (SELECT FROM taken) AND EXISTS (SELECT FROM claim) AS taken,
+  coalesce((SELECT fencing_token FROM taken), l.fencing_token, 0) AS token,
+  l.holder, ` + schema.ExpiresInMicros + ` AS expires_in_micros, ` + schema.HeldState + ` AS state, coalesce(l.slots, 1) AS slots, l.schedule,
+  coalesce((SELECT outcome FROM claimed), (SELECT outcome FROM skipped)) AS claim,
+  coalesce((SELECT holder FROM claimed), (SELECT holder FROM skipped)) AS claimed_by,
+  now() AS now, (SELECT at FROM mark) AS latest
 FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = @job::text`
 
 // missedSQL records scheduled times nobody ran: @job, @holder the recording
@@ -223,8 +223,8 @@ moved AS (
   WHERE job_name = @job::text AND EXISTS (SELECT FROM todo))`
 
 const missedAnswer = `
-SELECT (SELECT count(*) FROM m), now(), greatest((SELECT max(at) FROM todo), (SELECT mark FROM locked)),
-  EXISTS (SELECT FROM locked)`
+SELECT (SELECT count(*) FROM m) AS recorded, now() AS now, greatest((SELECT max(at) FROM todo), (SELECT mark FROM locked)) AS latest,
+  EXISTS (SELECT FROM locked) AS has_row`
 
 // freeRowSQL gives a job whose lease row an operator deleted a free one
 // again, as registerSQL does, without a schedule (its next take records

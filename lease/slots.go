@@ -67,32 +67,39 @@ func SlotRow(job string, slot int) string {
 	return job + "#" + strconv.Itoa(slot)
 }
 
+// slotsRow reads takeSlotsAnswer: the slot taken, with its token, or why
+// none was: the slot that expires first (its holder, time left and
+// state), the slots the job's first row records, a row of another job
+// in the way, whether a slot looked free (racing: another instance took
+// it first) and whether the job is paused.
+type slotsRow struct {
+	Taken           bool
+	Token           int64
+	Slot            int
+	Holder, State   *string
+	ExpiresInMicros *int64
+	Recorded        *int
+	ForeignName     *string
+	Racing, Paused  bool
+}
+
 // tryAcquireSlots is tryAcquire for a job with more than one slot. A slot
 // that looked free but was taken by another instance first is retried
 // with the next, so that N instances starting together take N slots.
-func (s *Store) tryAcquireSlots(ctx context.Context, db DB, job string, t0 time.Duration) (*Lease, error) {
+func (s *Store) tryAcquireSlots(ctx context.Context, db querier, job string, t0 time.Duration) (*Lease, error) {
 	n := s.cfg.slots
 	for range n + 1 {
-		var (
-			taken, racing, paused bool
-			token                 int64
-			slot                  int
-			holder, state         *string
-			expiresMicros         *int64
-			recorded              *int
-			foreign               *string
-		)
-		dest := []any{&taken, &token, &slot, &holder, &expiresMicros, &state, &recorded, &foreign, &racing, &paused}
+		var row slotsRow
 		query := s.sql.takeSlots
 		if h := s.hist(); h != nil {
 			query = h.takeSlots
 		}
 		args := s.takeArgs(job)
 		args["slots"] = n
-		err := db.QueryRow(ctx, query, args).Scan(dest...)
+		err := queryRow(ctx, db, query, args, into(&row))
 		if err != nil && query != s.sql.takeSlots {
 			err = s.withoutHistory(ctx, err, func() error {
-				return db.QueryRow(ctx, s.sql.takeSlots, args).Scan(dest...)
+				return queryRow(ctx, db, s.sql.takeSlots, args, into(&row))
 			})
 		}
 		if err != nil {
@@ -102,17 +109,17 @@ func (s *Store) tryAcquireSlots(ctx context.Context, db DB, job string, t0 time.
 		}
 		s.cfg.observer.Contacted()
 		switch {
-		case taken:
-			return s.confirmed(ctx, db, newSlotLease(s, job, slot, token, t0+s.cfg.TTL))
-		case paused:
+		case row.Taken:
+			return s.confirmed(ctx, db, newSlotLease(s, job, row.Slot, row.Token, t0+s.cfg.TTL))
+		case row.Paused:
 			return nil, s.pausedSlots(ctx, db, job)
-		case foreign != nil:
-			return nil, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: n, Row: *foreign}
-		case !racing && recorded != nil && *recorded != n:
-			return nil, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: n, Found: *recorded}
-		case !racing && expiresMicros != nil && *expiresMicros > 0:
-			return nil, &HeldError{Job: job, Holder: *holder, Token: token, State: State(*state), Slot: slot, Slots: n,
-				ExpiresIn: time.Duration(*expiresMicros) * time.Microsecond}
+		case row.ForeignName != nil:
+			return nil, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: n, Row: *row.ForeignName}
+		case !row.Racing && row.Recorded != nil && *row.Recorded != n:
+			return nil, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: n, Found: *row.Recorded}
+		case !row.Racing && row.ExpiresInMicros != nil && *row.ExpiresInMicros > 0:
+			return nil, &HeldError{Job: job, Holder: *row.Holder, Token: row.Token, State: State(*row.State), Slot: row.Slot, Slots: n,
+				ExpiresIn: time.Duration(*row.ExpiresInMicros) * time.Microsecond}
 		}
 		// Another instance took the slot this one picked: look again.
 	}
@@ -123,7 +130,7 @@ func (s *Store) tryAcquireSlots(ctx context.Context, db DB, job string, t0 time.
 
 // pausedSlots reads the pause of a job of several slots (its first row's)
 // that a take found paused.
-func (s *Store) pausedSlots(ctx context.Context, db DB, job string) error {
+func (s *Store) pausedSlots(ctx context.Context, db querier, job string) error {
 	e, err := s.readHolder(ctx, db, job)
 	if err != nil {
 		return err

@@ -116,7 +116,8 @@ var takeCTEs = `WITH old AS (
 	where:   "coalesce(l.slots, 1) = 1 AND NOT coalesce(l." + pausedCondition + ", false)"}.taken()
 
 const takeAnswer = `
-SELECT true, fencing_token, NULL::text, NULL::bigint, NULL::text, 1 FROM taken
+SELECT true AS taken, fencing_token AS token, NULL::text AS holder, NULL::bigint AS expires_in_micros, NULL::text AS state, 1 AS slots
+FROM taken
 UNION ALL
 SELECT false, fencing_token, holder, ` + schema.ExpiresInMicros + `, ` + schema.HeldState + `, coalesce(slots, 1)
 FROM {lease} WHERE job_name = @job::text AND NOT EXISTS (SELECT FROM taken)`
@@ -163,7 +164,8 @@ pick AS (
 	where:   "NOT EXISTS (SELECT FROM {lease} p WHERE p.job_name = @job::text AND p." + pausedCondition + ")", returning: ", slot"}.taken()
 
 const takeSlotsAnswer = `
-SELECT true, t.fencing_token, t.slot, NULL::text, NULL::bigint, NULL::text, NULL::integer, NULL::text, false, false
+SELECT true AS taken, t.fencing_token AS token, t.slot, NULL::text AS holder, NULL::bigint AS expires_in_micros,
+  NULL::text AS state, NULL::integer AS recorded, NULL::text AS foreign_name, false AS racing, false AS paused
 FROM taken t
 UNION ALL
 (SELECT false, coalesce(c.fencing_token, 0), c.slot, c.holder, ` + schema.ExpiresInMicros + `, ` + schema.HeldState + `,
@@ -177,9 +179,9 @@ ORDER BY (c.present AND c.expires_at > now()) DESC, c.expires_at LIMIT 1)`
 // when it polls, so the server only fetches the row: readHolder works out
 // the time left and the state (schema.HeldState) from these, which spares
 // the server about a fifth of the statement's cost (BenchmarkLook).
-const holderSQL = `SELECT holder, fencing_token, now(), expires_at, released_at, last_finished_at,
-  coalesce(` + pausedCondition + `, false), CASE WHEN paused_until < 'infinity' THEN paused_until END, paused_at, paused_by,
-  pause_reason
+const holderSQL = `SELECT holder, fencing_token AS token, now() AS now, expires_at, released_at, last_finished_at,
+  coalesce(` + pausedCondition + `, false) AS paused, CASE WHEN paused_until < 'infinity' THEN paused_until END AS paused_until,
+  paused_at, paused_by, pause_reason
 FROM {lease} WHERE job_name = @job::text`
 
 // renewSQL extends a lease: @row, @holder, @token, @ttl (microseconds). A lease
@@ -194,7 +196,7 @@ const renewSQL = `WITH renewed AS (
   WHERE job_name = @row::text AND holder = @holder::text AND fencing_token = @token::bigint
     AND released_at IS NULL
   RETURNING 1)
-SELECT EXISTS (SELECT FROM renewed), l.fencing_token, l.holder, coalesce(l.released_at IS NOT NULL, false)
+SELECT EXISTS (SELECT FROM renewed) AS renewed, l.fencing_token AS token, l.holder, coalesce(l.released_at IS NOT NULL, false) AS released
 FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = @row::text`
 
 // startAttemptSQL starts the next attempt of a run (--retries) now, under
@@ -211,7 +213,7 @@ const startAttemptSQL = `WITH started AS (
   WHERE job_name = @row::text AND holder = @holder::text AND fencing_token = @token::bigint
     AND released_at IS NULL
   RETURNING 1)
-SELECT EXISTS (SELECT FROM started), l.fencing_token, l.holder, coalesce(l.released_at IS NOT NULL, false)
+SELECT EXISTS (SELECT FROM started) AS renewed, l.fencing_token AS token, l.holder, coalesce(l.released_at IS NOT NULL, false) AS released
 FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = @row::text`
 
 // releaseSQL hands a lease back. Its parameters are named (releaseParams
@@ -295,9 +297,9 @@ const releaseAnySQL = `WITH released AS (
   WHERE job_name = @row::text AND (@holder::text IS NULL OR holder = @holder::text) AND expires_at > now()
     AND (released_at IS NULL OR @force::boolean) AND (@token::bigint IS NULL OR fencing_token = @token::bigint)
   RETURNING job_name, slot, holder, fencing_token)
-SELECT holder, fencing_token, CASE WHEN @force::boolean
+SELECT holder, fencing_token AS token, CASE WHEN @force::boolean
   THEN pg_notify(CASE WHEN slot > 1 THEN @slot_channel::text ELSE @row_channel::text END, ` + schema.BaseJob + `)::text
-    || pg_notify(@table_channel::text, ` + schema.BaseJob + `)::text END
+    || pg_notify(@table_channel::text, ` + schema.BaseJob + `)::text END AS notified
 FROM released`
 
 // recordAttemptSQL records an attempt that ended while a retry follows:

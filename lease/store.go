@@ -239,7 +239,7 @@ func (s *Store) TryAcquire(ctx context.Context, job string) (*Lease, error) {
 // be used (its deadline is unknown) nor safely handed back (another
 // instance may share the id), so the error wraps ErrTakeInDoubt and the
 // lease expires by itself.
-func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, error) {
+func (s *Store) tryAcquire(ctx context.Context, db querier, job string) (*Lease, error) {
 	if err := CheckJob(job); err != nil {
 		return nil, err
 	}
@@ -261,8 +261,19 @@ func (s *Store) tryAcquire(ctx context.Context, db DB, job string) (*Lease, erro
 	return l, err
 }
 
+// takeRow reads takeAnswer: the lease taken, with its token, or the row
+// that kept it from being taken (its token, holder, time left, state and
+// slots).
+type takeRow struct {
+	Taken           bool
+	Token           int64
+	Holder, State   *string
+	ExpiresInMicros *int64
+	Slots           int
+}
+
 // tryAcquireOnce is one try of tryAcquire, within budget.
-func (s *Store) tryAcquireOnce(ctx context.Context, db DB, job string, budget time.Duration) (*Lease, error) {
+func (s *Store) tryAcquireOnce(ctx context.Context, db querier, job string, budget time.Duration) (*Lease, error) {
 	t0 := s.cfg.clock.Now()
 	// A lease that takes longer than this to come back would be in doubt
 	// (Done closed) before work could start.
@@ -279,15 +290,8 @@ func (s *Store) tryAcquireOnce(ctx context.Context, db DB, job string, budget ti
 		}
 		return s.tryAcquireSlots(ctx, db, job, t0)
 	}
-	slots := 1
-	var (
-		taken         bool
-		token         int64
-		holder, state *string
-		expiresMicros *int64
-	)
-	checkErr, err := s.take(ctx, db, s.takeArgs(job),
-		[]any{&taken, &token, &holder, &expiresMicros, &state, &slots})
+	var row takeRow
+	checkErr, err := s.take(ctx, db, s.takeArgs(job), into(&row))
 	if checkErr != nil {
 		return nil, checkErr
 	}
@@ -298,22 +302,22 @@ func (s *Store) tryAcquireOnce(ctx context.Context, db DB, job string, budget ti
 	}
 	s.cfg.observer.Contacted()
 	switch {
-	case err == nil && taken:
+	case err == nil && row.Taken:
 		if took := s.cfg.clock.Now() - t0; took >= budget {
 			// An answer read after the budget ran out (the process stalled
 			// with it on the way): the lease is this holder's, by its token,
 			// but too late to use. Hand it back at once, as a failed take,
 			// without a keeper that would report it lost.
-			late := &Lease{store: s, job: job, row: SlotRow(job, 1), slot: 1, token: token}
+			late := &Lease{store: s, job: job, row: SlotRow(job, 1), slot: 1, token: row.Token}
 			_ = late.releaseRow(context.WithoutCancel(ctx), 0, End{})
 			return nil, fmt.Errorf("cannot acquire lease %q: the answer came after %s: %w", job, took.Round(time.Millisecond), context.DeadlineExceeded)
 		}
-		return s.confirmed(ctx, db, newLease(s, job, token, t0+s.cfg.TTL))
-	case err == nil && slots != 1:
-		return nil, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: 1, Found: slots}
-	case err == nil && *expiresMicros > 0:
-		return nil, &HeldError{Job: job, Holder: *holder, Token: token, State: State(*state),
-			ExpiresIn: time.Duration(*expiresMicros) * time.Microsecond}
+		return s.confirmed(ctx, db, newLease(s, job, row.Token, t0+s.cfg.TTL))
+	case err == nil && row.Slots != 1:
+		return nil, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: 1, Found: row.Slots}
+	case err == nil && *row.ExpiresInMicros > 0:
+		return nil, &HeldError{Job: job, Holder: *row.Holder, Token: row.Token, State: State(*row.State),
+			ExpiresIn: time.Duration(*row.ExpiresInMicros) * time.Microsecond}
 	default:
 		// The snapshot showed a free lease that another instance took first
 		// (or a row deleted by hand): read who holds it now.
@@ -322,7 +326,7 @@ func (s *Store) tryAcquireOnce(ctx context.Context, db DB, job string, budget ti
 }
 
 // held reads the current holder after an acquisition lost a race.
-func (s *Store) held(ctx context.Context, db DB, job string) error {
+func (s *Store) held(ctx context.Context, db querier, job string) error {
 	e, err := s.readHolder(ctx, db, job)
 	if err != nil {
 		return err
@@ -335,35 +339,37 @@ func (s *Store) held(ctx context.Context, db DB, job string) error {
 // left: free (deleted by hand, or never taken). A paused job's has
 // StatePaused and its Pause, and no holder (whoever runs a command
 // meanwhile, nobody takes the lease after it).
-func (s *Store) readHolder(ctx context.Context, db DB, job string) (*HeldError, error) {
-	e := &HeldError{Job: job}
-	var (
-		now, expires                              time.Time
-		released, finished, pausedUntil, pausedAt *time.Time
-		pausedBy, reason                          *string
-		paused                                    bool
-	)
-	err := db.QueryRow(ctx, s.sql.holder, pgx.StrictNamedArgs{"job": job}).
-		Scan(&e.Holder, &e.Token, &now, &expires, &released, &finished, &paused, &pausedUntil, &pausedAt, &pausedBy, &reason)
+func (s *Store) readHolder(ctx context.Context, db querier, job string) (*HeldError, error) {
+	row, err := queryOne[holderRow](ctx, db, s.sql.holder, pgx.StrictNamedArgs{"job": job})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return e, nil
+		return &HeldError{Job: job}, nil
 	case err != nil:
 		return nil, fmt.Errorf("cannot read holder of lease %q: %w", job, pgerr.Classify(err))
 	}
-	e.ExpiresIn = expires.Sub(now)
-	e.State = schema.StateOf(expires, released, finished)
-	if paused {
-		e.Paused = &Pause{By: deref(pausedBy), Reason: deref(reason)}
-		if pausedAt != nil {
-			e.Paused.Since = *pausedAt
+	e := &HeldError{Job: job, Holder: row.Holder, Token: row.Token, ExpiresIn: row.ExpiresAt.Sub(row.Now),
+		State: schema.StateOf(row.ExpiresAt, row.ReleasedAt, row.LastFinishedAt)}
+	if row.Paused {
+		e.Paused = &Pause{By: deref(row.PausedBy), Reason: deref(row.PauseReason)}
+		if row.PausedAt != nil {
+			e.Paused.Since = *row.PausedAt
 		}
 		e.Holder, e.State, e.ExpiresIn = "", StatePaused, maxPauseLook
-		if pausedUntil != nil {
-			e.Paused.Until, e.ExpiresIn = *pausedUntil, min(pausedUntil.Sub(now), maxPauseLook)
+		if row.PausedUntil != nil {
+			e.Paused.Until, e.ExpiresIn = *row.PausedUntil, min(row.PausedUntil.Sub(row.Now), maxPauseLook)
 		}
 	}
 	return e, nil
+}
+
+// holderRow reads holderSQL.
+type holderRow struct {
+	Holder                                            string
+	Token                                             int64
+	Now, ExpiresAt                                    time.Time
+	ReleasedAt, LastFinishedAt, PausedUntil, PausedAt *time.Time
+	Paused                                            bool
+	PausedBy, PauseReason                             *string
 }
 
 // pausedBy marks, in a standby's last logged holder, a pause's author.

@@ -57,12 +57,12 @@ const requestSQL = `WITH job AS (
 req AS (
   INSERT INTO {claims} (job_name, scheduled_at, outcome, holder, fencing_token, claimed_at)
   SELECT @job::text, now(), '` + ClaimRequested + `', @holder::text, 0, now() FROM job WHERE schedule IS NOT NULL)
-SELECT EXISTS (SELECT FROM job), s.schedule, CASE WHEN s.schedule IS NOT NULL THEN now() END,
-  CASE WHEN s.schedule IS NOT NULL THEN pg_notify(@channel::text, @payload::text)::text END
+SELECT EXISTS (SELECT FROM job) AS has_row, s.schedule, CASE WHEN s.schedule IS NOT NULL THEN now() END AS at,
+  CASE WHEN s.schedule IS NOT NULL THEN pg_notify(@channel::text, @payload::text)::text END AS notified
 FROM (SELECT (SELECT schedule FROM job) AS schedule) AS s`
 
 // scheduleOfSQL reads the schedule recorded with a job: @job.
-const scheduleOfSQL = `SELECT true, schedule FROM {lease} WHERE job_name = @job::text`
+const scheduleOfSQL = `SELECT schedule FROM {lease} WHERE job_name = @job::text`
 
 // takeRequestedSQL takes the lease of a scheduled job for its oldest
 // request and turns the request into a manual claim (see above): @job,
@@ -98,8 +98,8 @@ claim AS (
   RETURNING 1)`
 
 const takeRequestedAnswer = `
-SELECT EXISTS (SELECT FROM taken) AND EXISTS (SELECT FROM claim), coalesce((SELECT fencing_token FROM taken), 0),
-  (SELECT scheduled_at FROM req), l.holder, ` + schema.ExpiresInMicros + `, ` + schema.HeldState + `, now()
+SELECT EXISTS (SELECT FROM taken) AND EXISTS (SELECT FROM claim) AS taken, coalesce((SELECT fencing_token FROM taken), 0) AS token,
+  (SELECT scheduled_at FROM req) AS at, l.holder, ` + schema.ExpiresInMicros + ` AS expires_in_micros, ` + schema.HeldState + ` AS state, now() AS now
 FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = @job::text`
 
 // requestStatements are the statements of manual runs, rendered for a
@@ -136,21 +136,15 @@ func (s *Store) RequestRun(ctx context.Context, job string) (time.Time, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
-	var (
-		exists   bool
-		schedule *string
-		at       *time.Time
-	)
 	channel, payload := s.requestChannel(job)
-	err := s.db.QueryRow(ctx, s.sql.req.request, pgx.StrictNamedArgs{"job": job, "holder": s.cfg.holder, "channel": channel, "payload": payload}).Scan(&exists, &schedule, &at, nil)
+	req, err := queryOne[requestRow](ctx, s.db, s.sql.req.request, pgx.StrictNamedArgs{"job": job, "holder": s.cfg.holder, "channel": channel, "payload": payload})
 	if pgerr.SQLState(err) == pgerr.CodeUndefinedTable {
 		// No claims table (no job of this table ever ran on a schedule),
 		// or no tables at all: which one decides the answer.
-		err = s.db.QueryRow(ctx, s.sql.scheduleOf, pgx.StrictNamedArgs{"job": job}).
-			Scan(&exists, &schedule)
+		req.Schedule, err = queryValue[*string](ctx, s.db, s.sql.scheduleOf, pgx.StrictNamedArgs{"job": job})
 		switch {
-		case errors.Is(err, pgx.ErrNoRows) || err == nil && schedule == nil:
-			exists, err = err == nil, nil
+		case errors.Is(err, pgx.ErrNoRows) || err == nil && req.Schedule == nil:
+			req.HasRow, err = err == nil, nil
 		case err == nil || pgerr.SQLState(err) == pgerr.CodeUndefinedTable:
 			return time.Time{}, fmt.Errorf("cannot request a run of %q: %w: %s (or its claims table) does not exist; no scheduler has run on it",
 				job, ErrNoLeaseTable, s.table.Sanitize())
@@ -159,14 +153,23 @@ func (s *Store) RequestRun(ctx context.Context, job string) (time.Time, error) {
 	switch {
 	case err != nil:
 		return time.Time{}, fmt.Errorf("cannot request a run of %q: %w", job, pgerr.Classify(err))
-	case !exists:
+	case !req.HasRow:
 		return time.Time{}, fmt.Errorf("job %q has no lease row in %s: %w (start its schedulers with --schedule first)",
 			job, s.table.Sanitize(), ErrNotScheduled)
-	case schedule == nil || at == nil:
+	case req.Schedule == nil || req.At == nil:
 		return time.Time{}, fmt.Errorf("job %q has %w: no scheduler would run it (start its schedulers with --schedule)",
 			job, ErrNotScheduled)
 	}
-	return *at, nil
+	return *req.At, nil
+}
+
+// requestRow reads requestSQL. Notified is the notification's (empty)
+// value: sending it is why the column is there.
+type requestRow struct {
+	HasRow   bool
+	Schedule *string
+	At       *time.Time
+	Notified *string
 }
 
 // requestFateSQL reads what became of a request, from the lease table
@@ -177,8 +180,9 @@ func (s *Store) RequestRun(ctx context.Context, job string) (time.Time, error) {
 // row records a take for the request, its holder, microseconds left and
 // state, and whether the job is paused (no take takes a paused job's
 // lease) and by whom.
-const requestFateSQL = `SELECT last_scheduled_at IS NOT DISTINCT FROM @at::timestamptz, holder, ` +
-	schema.ExpiresInMicros + `, ` + schema.HeldState + `, coalesce(` + pausedCondition + `, false), coalesce(paused_by, '')
+const requestFateSQL = `SELECT last_scheduled_at IS NOT DISTINCT FROM @at::timestamptz AS taken, holder, ` +
+	schema.ExpiresInMicros + ` AS expires_in_micros, ` + schema.HeldState + ` AS state, coalesce(` + pausedCondition + `, false) AS paused,
+  coalesce(paused_by, '') AS paused_by
 FROM {lease} WHERE job_name = @job::text`
 
 // withdrawSQL deletes a request that no scheduler took: @job, @at the
@@ -281,26 +285,31 @@ func (s *Store) AwaitRequest(ctx context.Context, job string, at time.Time, with
 func (s *Store) requestFate(ctx context.Context, job string, at time.Time) (Awaited, error) {
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
-	var (
-		taken, paused           bool
-		holder, state, pausedBy string
-		expiresMicros           int64
-	)
-	err := s.db.QueryRow(ctx, s.sql.requestFate, pgx.StrictNamedArgs{"job": job, "at": at}).Scan(&taken, &holder, &expiresMicros, &state, &paused, &pausedBy)
+	fate, err := queryOne[fateRow](ctx, s.db, s.sql.requestFate, pgx.StrictNamedArgs{"job": job, "at": at})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return Awaited{}, nil
 	case err != nil:
 		return Awaited{}, fmt.Errorf("cannot learn whether a scheduler took the request of %q: %w", job, pgerr.Classify(err))
-	case taken:
-		return Awaited{Taken: true, By: holder}, nil
-	case paused:
-		return Awaited{Paused: true, PausedBy: pausedBy}, nil
-	case expiresMicros > 0:
-		return Awaited{Held: &HeldError{Job: job, Holder: holder, State: State(state),
-			ExpiresIn: time.Duration(expiresMicros) * time.Microsecond}}, nil
+	case fate.Taken:
+		return Awaited{Taken: true, By: fate.Holder}, nil
+	case fate.Paused:
+		return Awaited{Paused: true, PausedBy: fate.PausedBy}, nil
+	case fate.ExpiresInMicros > 0:
+		return Awaited{Held: &HeldError{Job: job, Holder: fate.Holder, State: State(fate.State),
+			ExpiresIn: time.Duration(fate.ExpiresInMicros) * time.Microsecond}}, nil
 	}
 	return Awaited{}, nil
+}
+
+// fateRow reads requestFateSQL.
+type fateRow struct {
+	Taken           bool
+	Holder          string
+	ExpiresInMicros int64
+	State           string
+	Paused          bool
+	PausedBy        string
 }
 
 // Requested is the answer to TakeRequested.
@@ -328,39 +337,42 @@ func (s *Store) TakeRequested(ctx context.Context, job, spec string) (Requested,
 	if err != nil {
 		return Requested{}, err
 	}
-	var (
-		r             Requested
-		taken         bool
-		token         int64
-		at            *time.Time
-		holder, state *string
-		expiresMicros *int64
-	)
+	var row requestedRow
 	args := s.takeArgs(job)
 	args["spec"] = spec
-	dest := []any{&taken, &token, &at, &holder, &expiresMicros, &state, &r.Now}
-	err = s.sendSchedulerTake(tk, s.sql.req.take, s.sql.req.takeRecording, args, dest, func(error) bool { return false })
+	err = s.sendSchedulerTake(tk, s.sql.req.take, s.sql.req.takeRecording, args, into(&row), func(error) bool { return false })
 	if err != nil {
 		err = fmt.Errorf("cannot take lease %q for a requested run: %w", job, pgerr.Classify(err))
 		s.cfg.observer.Failed(err)
 		return Requested{}, err
 	}
 	s.cfg.observer.Contacted()
-	if at != nil {
-		r.At = *at
+	r := Requested{Now: row.Now}
+	if row.At != nil {
+		r.At = *row.At
 	}
 	switch {
-	case taken:
-		r.Lease, err = s.scheduledLease(tk.ctx, tk.db, job, token, r.At, tk.t0, tk.budget)
+	case row.Taken:
+		r.Lease, err = s.scheduledLease(tk.ctx, tk.db, job, row.Token, r.At, tk.t0, tk.budget)
 		if r.Lease == nil {
 			return Requested{}, err
 		}
 		return r, err
-	case at != nil && holder != nil && expiresMicros != nil && *expiresMicros > 0:
-		r.Held = &HeldError{Job: job, Holder: *holder, Token: token, State: State(*state),
-			ExpiresIn: time.Duration(*expiresMicros) * time.Microsecond}
+	case row.At != nil && row.Holder != nil && row.ExpiresInMicros != nil && *row.ExpiresInMicros > 0:
+		r.Held = &HeldError{Job: job, Holder: *row.Holder, Token: row.Token, State: State(*row.State),
+			ExpiresIn: time.Duration(*row.ExpiresInMicros) * time.Microsecond}
 	}
 	return r, nil
+}
+
+// requestedRow reads takeRequestedAnswer.
+type requestedRow struct {
+	Taken           bool
+	Token           int64
+	At              *time.Time
+	Holder, State   *string
+	ExpiresInMicros *int64
+	Now             time.Time
 }
 
 // RequestWatch tells a scheduler when to look for requested runs of its
