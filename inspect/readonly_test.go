@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/redbite/leasewrap/inspect"
+	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/lease"
 )
@@ -147,16 +148,7 @@ func TestStatusWithoutPrivilegeSaysSo(t *testing.T) {
 		pool.Close()
 		admin.Exec(context.Background(), `DROP OWNED BY `+r+`; DROP ROLE `+r)
 	})
-	if _, err := reader(t, pool, table).Status(ctx, ""); !errors.Is(err, lease.ErrPermission) {
+	if _, err := lwtest.Reader(t, pool, table).Status(ctx, ""); !errors.Is(err, lease.ErrPermission) {
 		t.Errorf("status without SELECT: %v, want an error matching ErrPermission", err)
 	}
-}
-
-func reader(t *testing.T, db inspect.DB, table string) *inspect.Reader {
-	t.Helper()
-	r, err := inspect.Open(db, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
 }

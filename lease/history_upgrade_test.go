@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/redbite/leasewrap/inspect"
+	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/lease"
 )
@@ -41,7 +42,7 @@ func TestUpgradesAnOlderHistoryTable(t *testing.T) {
 VALUES ('job', 'old', 1, now() - interval '1 hour', now() - interval '1 hour', 0, 'exited')`)
 
 	before := snapshot(t, admin, schema)
-	runs, err := reader(t, admin, table).History(ctx(t), inspect.HistoryQuery{Job: "job"})
+	runs, err := lwtest.Reader(t, admin, table).History(ctx(t), inspect.HistoryQuery{Job: "job"})
 	if err != nil || len(runs) != 1 || runs[0].ScheduledAt != nil || runs[0].OutputBytes != 0 {
 		t.Fatalf("history of the older table: %+v, %v; want its one run, without schedule or output", runs, err)
 	}
@@ -62,7 +63,7 @@ VALUES ('job', 'old', 1, now() - interval '1 hour', now() - interval '1 hour', 0
 	if len(upgraded) != 1 || !strings.HasSuffix(upgraded[0]["message"].(string), ": added scheduled_at, output") {
 		t.Errorf("log = %v, want one line saying scheduled_at and output were added", upgraded)
 	}
-	runs, err = reader(t, admin, table).History(ctx(t), inspect.HistoryQuery{Job: "job"})
+	runs, err = lwtest.Reader(t, admin, table).History(ctx(t), inspect.HistoryQuery{Job: "job"})
 	if err != nil || len(runs) != 2 || runs[0].Holder != "a" {
 		t.Errorf("history after the upgrade: %+v, %v; want a's run recorded on top of the old one", runs, err)
 	}

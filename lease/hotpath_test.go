@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/redbite/leasewrap/inspect"
+	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/internal/stall"
 	"github.com/redbite/leasewrap/lease"
@@ -120,7 +121,7 @@ func TestFirstAcquireIsOneRoundTrip(t *testing.T) {
 	if trips = tr.since(1); len(trips) != 1 || len(trips[0].sql) != 1 {
 		t.Errorf("release made round trips %v, want one of one statement", trips)
 	}
-	runs, err := reader(t, pool, table).History(ctx(t), inspect.HistoryQuery{Job: "job"})
+	runs, err := lwtest.Reader(t, pool, table).History(ctx(t), inspect.HistoryQuery{Job: "job"})
 	if err != nil || len(runs) != 1 || runs[0].Outcome != lease.OutcomeExited {
 		t.Errorf("history after the release: %+v, %v; want the one run, exited", runs, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/redbite/leasewrap/inspect"
+	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/lease"
 )
@@ -49,16 +50,6 @@ func newStore(t *testing.T, db lease.DB, table, holder string, opts ...lease.Opt
 		t.Fatal(err)
 	}
 	return s
-}
-
-// reader opens an inspect.Reader of table.
-func reader(t *testing.T, db inspect.DB, table string) *inspect.Reader {
-	t.Helper()
-	r, err := inspect.Open(db, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
 }
 
 func ctx(t *testing.T) context.Context {
@@ -449,7 +440,7 @@ func TestOperatorReleaseEndsTheHoldersLease(t *testing.T) {
 	if r := readRow(t, pool, table, "job"); !r.expired || r.token != l.Token() {
 		t.Errorf("after forced release: %+v, want expired with the token kept", r)
 	}
-	jobs, err := reader(t, pool, table).Status(ctx(t), "job")
+	jobs, err := lwtest.Reader(t, pool, table).Status(ctx(t), "job")
 	if err != nil || len(jobs) != 1 || jobs[0].State != lease.StateReleased {
 		t.Errorf("status = %+v, %v; want one released job", jobs, err)
 	}
@@ -460,7 +451,7 @@ func TestStatusStates(t *testing.T) {
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
 	s := newStore(t, pool, table, "a", patient)
-	if _, err := reader(t, pool, table).Status(ctx(t), "held"); !errors.Is(err, inspect.ErrNoTable) {
+	if _, err := lwtest.Reader(t, pool, table).Status(ctx(t), "held"); !errors.Is(err, inspect.ErrNoTable) {
 		t.Errorf("status before the table exists: %v, want ErrNoTable", err)
 	}
 	held := mustAcquire(t, s, "held")
@@ -474,7 +465,7 @@ func TestStatusStates(t *testing.T) {
 	pool.Exec(ctx(t), `UPDATE `+pgx.Identifier{table}.Sanitize()+` SET expires_at = now() - interval '1 second' WHERE job_name = 'stale'`)
 	defer stale.Release(ctx(t), nil)
 
-	jobs, err := reader(t, pool, table).Status(ctx(t), "")
+	jobs, err := lwtest.Reader(t, pool, table).Status(ctx(t), "")
 	if err != nil {
 		t.Fatal(err)
 	}

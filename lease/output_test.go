@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/redbite/leasewrap/inspect"
+	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/lease"
 )
@@ -53,7 +54,7 @@ func TestEveryRecordedRunKeepsItsOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := reader(t, pool, table)
+	r := lwtest.Reader(t, pool, table)
 	for _, tc := range []struct {
 		q    inspect.OutputQuery
 		want string
