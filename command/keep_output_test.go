@@ -422,14 +422,14 @@ func TestABackgroundProcessHoldingTheOutputDoesNotHoldTheRun(t *testing.T) {
 func TestPingOutputSendsTheKeptTail(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	m := newMonitor(t, false)
+	m := lwtest.NewMonitor(t, nil)
 	r := runLeasewrap(t, 30*time.Second, d.args("--job", "pinged", "--keep-output", "1KiB", "--ping-url", m.URL+"/check",
 		"--ping-output", "--", "sh", "-c", `echo to-stdout; echo to-stderr >&2; exit 4`)...)
 	if r.code != 4 {
 		t.Fatalf("exit %d, want 4: %s", r.code, r.stderr)
 	}
 	var got []string
-	pgtest.Eventually(t, 5*time.Second, "the final ping", func() bool { got = m.received(); return len(got) >= 2 })
+	pgtest.Eventually(t, 5*time.Second, "the final ping", func() bool { got = m.Lines(); return len(got) >= 2 })
 	final := got[len(got)-1]
 	if !strings.HasPrefix(final, "POST /check/4 ") || !strings.Contains(final, "to-stdout") || !strings.Contains(final, "to-stderr") {
 		t.Errorf("final ping %q, want status 4 and both streams", final)

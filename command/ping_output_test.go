@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
 )
 
@@ -20,7 +21,7 @@ import (
 func TestPingOutputKeepsDrainingWhenStderrCloses(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	m := newMonitor(t, false)
+	m := lwtest.NewMonitor(t, nil)
 	start := filepath.Join(t.TempDir(), "go")
 	// A megabyte is far more than a pipe holds: a copy that stopped at the
 	// first failed write would leave the command blocked.
@@ -56,7 +57,7 @@ func TestPingOutputKeepsDrainingWhenStderrCloses(t *testing.T) {
 		t.Fatal("leasewrap still running 60s after its stderr closed: the command is blocked writing to a pipe nobody reads")
 	}
 	var got []string
-	pgtest.Eventually(t, 5*time.Second, "the final ping", func() bool { got = m.received(); return len(got) >= 2 })
+	pgtest.Eventually(t, 5*time.Second, "the final ping", func() bool { got = m.Lines(); return len(got) >= 2 })
 	final := got[len(got)-1]
 	if !strings.HasPrefix(final, "POST /check/3 ") || !strings.Contains(final, "xxxxEND\n") ||
 		!strings.Contains(final, "could not be copied to leasewrap's own") {

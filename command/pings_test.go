@@ -1,55 +1,13 @@
 package command
 
 import (
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redbite/leasewrap/command/wrap"
+	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
 )
-
-// monitorServer records the pings it receives, as "METHOD path body".
-type monitorServer struct {
-	*httptest.Server
-	mu    sync.Mutex
-	pings []string
-	hang  chan struct{} // when set, requests wait on it
-}
-
-func newMonitor(t *testing.T, hang bool) *monitorServer {
-	m := &monitorServer{}
-	if hang {
-		m.hang = make(chan struct{})
-	}
-	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		m.mu.Lock()
-		m.pings = append(m.pings, r.Method+" "+r.URL.Path+" "+strings.TrimSpace(string(body)))
-		m.mu.Unlock()
-		if m.hang != nil {
-			<-m.hang
-		}
-		_, _ = io.WriteString(w, "OK")
-	}))
-	t.Cleanup(func() {
-		if m.hang != nil {
-			close(m.hang)
-		}
-		m.Close()
-	})
-	return m
-}
-
-func (m *monitorServer) received() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]string(nil), m.pings...)
-}
 
 func TestPingsTellTheMonitorHowTheRunEnded(t *testing.T) {
 	t.Parallel()
@@ -62,13 +20,13 @@ func TestPingsTellTheMonitorHowTheRunEnded(t *testing.T) {
 		{"exit 0", 0, []string{"POST /check/start ", "POST /check "}},
 		{"echo boom >&2; exit 3", 3, []string{"POST /check/start ", "POST /check/3 boom"}},
 	} {
-		m := newMonitor(t, false)
+		m := lwtest.NewMonitor(t, nil)
 		p := lw(t, nil, d.args("--job", "pinged", "--ping-url", m.URL+"/check", "--ping-output", "--", "sh", "-c", tc.script)...)
 		if got := p.Wait(t, 15*time.Second); got != tc.code {
 			t.Errorf("%q: exit %d, want %d", tc.script, got, tc.code)
 		}
 		var got []string
-		pgtest.Eventually(t, 5*time.Second, "both pings", func() bool { got = m.received(); return len(got) >= 2 })
+		pgtest.Eventually(t, 5*time.Second, "both pings", func() bool { got = m.Lines(); return len(got) >= 2 })
 		if len(got) != 2 || got[0] != tc.want[0] || got[1] != tc.want[1] {
 			t.Errorf("%q: monitor received %q, want %q", tc.script, got, tc.want)
 		}
@@ -80,13 +38,13 @@ func TestASkippedRunPingsNothing(t *testing.T) {
 	d := newDB(t)
 	leader := lw(t, []string{child("trap ready block")}, d.args("--job", "j", "--", self())...)
 	leader.Expect(t, "ready")
-	m := newMonitor(t, false)
+	m := lwtest.NewMonitor(t, nil)
 	skip := lw(t, nil, d.args("--job", "j", "--ping-url", m.URL+"/check", "--", "true")...)
 	if got := skip.Wait(t, 10*time.Second); got != 0 {
 		t.Errorf("skip exited %d", got)
 	}
 	skip.WaitLog(t, "skipped: lease held by another instance")
-	if got := m.received(); len(got) != 0 {
+	if got := m.Lines(); len(got) != 0 {
 		t.Errorf("a skipped run pinged %q", got)
 	}
 }
@@ -99,7 +57,7 @@ func TestASkippedRunPingsNothing(t *testing.T) {
 func TestAHangingMonitorDelaysNothing(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	m := newMonitor(t, true)
+	m := lwtest.NewHangingMonitor(t)
 	p := lw(t, nil, d.args("--job", "hung-monitor", "--ping-url", m.URL+"/check", "--", "true")...)
 	window := p.Window()
 	released := logTime(t, p.WaitLog(t, "released"))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/ping"
 )
 
@@ -24,75 +24,8 @@ const secret = "5f1c2d3e-0000-4000-8000-00000000beef"
 
 var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
-// received is one request as the monitor saw it.
-type received struct {
-	Method, Path, UA, ContentType string
-	Query                         url.Values
-	Body                          string
-}
-
-// monitor is a local HTTP server that records every request, then answers
-// with handle (200 "OK" when nil).
-type monitor struct {
-	srv    *httptest.Server
-	mu     sync.Mutex
-	reqs   []received
-	arrive chan struct{}
-}
-
-func newMonitor(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, n int)) *monitor {
-	t.Helper()
-	m := &monitor{arrive: make(chan struct{}, 100)}
-	m.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		m.mu.Lock()
-		n := len(m.reqs)
-		m.reqs = append(m.reqs, received{
-			Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Body: string(body),
-			UA: r.UserAgent(), ContentType: r.Header.Get("Content-Type"),
-		})
-		m.mu.Unlock()
-		m.arrive <- struct{}{}
-		if handle != nil {
-			handle(w, r, n)
-			return
-		}
-		_, _ = io.WriteString(w, "OK")
-	}))
-	t.Cleanup(m.srv.Close)
-	return m
-}
-
-// url is the check's ping URL on this monitor.
-func (m *monitor) url() string { return m.srv.URL + "/" + secret }
-
-// wait returns the requests once n have arrived, failing after a deadline.
-func (m *monitor) wait(t *testing.T, n int) []received {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		m.mu.Lock()
-		got := len(m.reqs)
-		m.mu.Unlock()
-		if got >= n {
-			break
-		}
-		select {
-		case <-m.arrive:
-		case <-deadline:
-			t.Fatalf("monitor got %d requests, want %d", got, n)
-		}
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]received(nil), m.reqs...)
-}
-
-func (m *monitor) count() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.reqs)
-}
+// pingURL is the check's ping URL on m.
+func pingURL(m *lwtest.Monitor) string { return m.URL + "/" + secret }
 
 // logBuf is a log sink safe for the sender goroutine and the test.
 type logBuf struct {
@@ -159,14 +92,14 @@ func noSecret(t *testing.T, logs *logBuf) {
 }
 
 func TestStartThenSuccess(t *testing.T) {
-	m := newMonitor(t, nil)
-	p, logs := newPinger(t, m.url(), ping.WithUserAgent("leasewrap/test"))
+	m := lwtest.NewMonitor(t, nil)
+	p, logs := newPinger(t, pingURL(m), ping.WithUserAgent("leasewrap/test"))
 	p.Start()
 	p.Finish(0, nil)
 	if err := closeIn(t, p, 5*time.Second); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	reqs := m.wait(t, 2)
+	reqs := m.Wait(t, 2)
 	if len(reqs) != 2 {
 		t.Fatalf("got %d requests, want 2: %+v", len(reqs), reqs)
 	}
@@ -183,8 +116,8 @@ func TestStartThenSuccess(t *testing.T) {
 }
 
 func TestFailureCarriesExitCodeAndBoundedTail(t *testing.T) {
-	m := newMonitor(t, nil)
-	p, _ := newPinger(t, m.url())
+	m := lwtest.NewMonitor(t, nil)
+	p, _ := newPinger(t, pingURL(m))
 	tail := ping.NewTail(100)
 	var all strings.Builder
 	for i := range 200 {
@@ -194,7 +127,7 @@ func TestFailureCarriesExitCodeAndBoundedTail(t *testing.T) {
 	}
 	p.Start()
 	p.Finish(3, tail.Bytes())
-	reqs := m.wait(t, 2)
+	reqs := m.Wait(t, 2)
 	final := reqs[1]
 	if final.Path != "/"+secret+"/3" {
 		t.Errorf("final ping path = %q, want /<uuid>/3", final.Path)
@@ -219,10 +152,10 @@ func TestFinalPingPathByStatus(t *testing.T) {
 		{0, ""}, {1, "/1"}, {2, "/2"}, {75, "/75"}, {143, "/143"}, {255, "/255"}, {256, "/fail"}, {-1, "/fail"},
 	} {
 		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
-			m := newMonitor(t, nil)
-			p, _ := newPinger(t, m.url())
+			m := lwtest.NewMonitor(t, nil)
+			p, _ := newPinger(t, pingURL(m))
 			p.Finish(tc.status, nil)
-			if r := m.wait(t, 1)[0]; r.Path != "/"+secret+tc.suffix {
+			if r := m.Wait(t, 1)[0]; r.Path != "/"+secret+tc.suffix {
 				t.Errorf("Finish(%d) pinged %q, want /<uuid>%s", tc.status, r.Path, tc.suffix)
 			}
 		})
@@ -230,21 +163,21 @@ func TestFinalPingPathByStatus(t *testing.T) {
 }
 
 func TestBodyCutToTheServersLimit(t *testing.T) {
-	m := newMonitor(t, func(w http.ResponseWriter, r *http.Request, n int) {
+	m := lwtest.NewMonitor(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		w.Header().Set("Ping-Body-Limit", "10")
 		_, _ = io.WriteString(w, "OK")
 	})
-	p, _ := newPinger(t, m.url())
+	p, _ := newPinger(t, pingURL(m))
 	p.Start()
-	m.wait(t, 1) // the limit is learned from the start ping's answer
+	m.Wait(t, 1) // the limit is learned from the start ping's answer
 	p.Finish(1, []byte("early output\nthe end\n"))
-	if r := m.wait(t, 2)[1]; r.Body != "t\nthe end\n" {
+	if r := m.Wait(t, 2)[1]; r.Body != "t\nthe end\n" {
 		t.Errorf("body = %q, want its last 10 bytes", r.Body)
 	}
 }
 
 func TestTooLargeIsSentAgainCut(t *testing.T) {
-	m := newMonitor(t, func(w http.ResponseWriter, r *http.Request, n int) {
+	m := lwtest.NewMonitor(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		w.Header().Set("Ping-Body-Limit", "4")
 		if n == 0 {
 			w.WriteHeader(http.StatusRequestEntityTooLarge)
@@ -252,31 +185,31 @@ func TestTooLargeIsSentAgainCut(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "OK")
 	})
-	p, _ := newPinger(t, m.url())
+	p, _ := newPinger(t, pingURL(m))
 	p.Finish(0, []byte("line one\nlast"))
 	if err := closeIn(t, p, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	reqs := m.wait(t, 2)
+	reqs := m.Wait(t, 2)
 	if reqs[0].Body != "line one\nlast" || reqs[1].Body != "last" {
 		t.Errorf("bodies = %q, %q; want the whole, then its last 4 bytes", reqs[0].Body, reqs[1].Body)
 	}
 }
 
 func TestRetryAfter500ThenSuccess(t *testing.T) {
-	m := newMonitor(t, func(w http.ResponseWriter, r *http.Request, n int) {
+	m := lwtest.NewMonitor(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		if n == 0 {
 			http.Error(w, "boom", http.StatusInternalServerError)
 			return
 		}
 		_, _ = io.WriteString(w, "OK")
 	})
-	p, logs := newPinger(t, m.url())
+	p, logs := newPinger(t, pingURL(m))
 	p.Finish(0, []byte("out"))
 	if err := closeIn(t, p, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	reqs := m.wait(t, 2)
+	reqs := m.Wait(t, 2)
 	if len(reqs) != 2 || reqs[0].Path != reqs[1].Path || reqs[1].Body != "out" ||
 		reqs[0].Query.Get("rid") != reqs[1].Query.Get("rid") {
 		t.Errorf("want the same success ping twice, got %+v", reqs)
@@ -288,15 +221,15 @@ func TestRetryAfter500ThenSuccess(t *testing.T) {
 }
 
 func TestRetriesAreBoundedAndFailureIsLogged(t *testing.T) {
-	m := newMonitor(t, func(w http.ResponseWriter, r *http.Request, n int) {
+	m := lwtest.NewMonitor(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		http.Error(w, "unavailable", http.StatusServiceUnavailable)
 	})
-	p, logs := newPinger(t, m.url(), ping.WithRetries(2))
+	p, logs := newPinger(t, pingURL(m), ping.WithRetries(2))
 	p.Finish(1, nil)
 	if err := closeIn(t, p, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if n := m.count(); n != 3 {
+	if n := len(m.Requests()); n != 3 {
 		t.Errorf("monitor got %d attempts, want 1 + 2 retries", n)
 	}
 	l := logs.String()
@@ -307,15 +240,15 @@ func TestRetriesAreBoundedAndFailureIsLogged(t *testing.T) {
 }
 
 func TestNotFoundIsNotRetried(t *testing.T) {
-	m := newMonitor(t, func(w http.ResponseWriter, r *http.Request, n int) {
+	m := lwtest.NewMonitor(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		http.Error(w, "not found", http.StatusNotFound)
 	})
-	p, logs := newPinger(t, m.url())
+	p, logs := newPinger(t, pingURL(m))
 	p.Finish(0, nil)
 	if err := closeIn(t, p, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if n := m.count(); n != 1 {
+	if n := len(m.Requests()); n != 1 {
 		t.Errorf("monitor got %d attempts, want 1: a 404 is final", n)
 	}
 	if l := logs.String(); !strings.Contains(l, "404 Not Found: not found") {
@@ -325,9 +258,9 @@ func TestNotFoundIsNotRetried(t *testing.T) {
 }
 
 func TestUnreachableMonitorIsLoggedWithoutTheSecret(t *testing.T) {
-	m := newMonitor(t, nil)
-	raw := m.url()
-	m.srv.Close() // nothing listens there any more
+	m := lwtest.NewMonitor(t, nil)
+	raw := pingURL(m)
+	m.Close() // nothing listens there any more
 	p, logs := newPinger(t, raw, ping.WithRetries(1))
 	p.Finish(0, nil)
 	if err := closeIn(t, p, 5*time.Second); err != nil {
@@ -343,18 +276,18 @@ func TestUnreachableMonitorIsLoggedWithoutTheSecret(t *testing.T) {
 func TestHangingMonitorBlocksNothing(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
-	m := newMonitor(t, func(w http.ResponseWriter, r *http.Request, n int) {
+	m := lwtest.NewMonitor(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		select {
 		case <-release:
 		case <-r.Context().Done():
 		}
 	})
-	p, logs := newPinger(t, m.url(), ping.WithTimeout(time.Minute))
+	p, logs := newPinger(t, pingURL(m), ping.WithTimeout(time.Minute))
 	t.Cleanup(func() { close(release) }) // runs first, so no cleanup hangs on the handler
 
 	const quick = 50 * time.Millisecond // generous for -race on a busy machine
 	took(t, "Start", quick, p.Start)
-	m.wait(t, 1) // the start ping is now in flight, and hangs
+	m.Wait(t, 1) // the start ping is now in flight, and hangs
 	took(t, "Finish", quick, func() { p.Finish(1, bytes.Repeat([]byte("x"), 10_000)) })
 
 	const bound = 200 * time.Millisecond
@@ -366,7 +299,7 @@ func TestHangingMonitorBlocksNothing(t *testing.T) {
 	if d < bound {
 		t.Errorf("Close returned after %s, before its bound %s", d, bound)
 	}
-	if n := m.count(); n != 1 {
+	if n := len(m.Requests()); n != 1 {
 		t.Errorf("monitor got %d requests, want only the hung start", n)
 	}
 	if l := logs.String(); !strings.Contains(l, `"ping":"exit 1"`) || !strings.Contains(l, "exiting") {
@@ -378,16 +311,16 @@ func TestHangingMonitorBlocksNothing(t *testing.T) {
 func TestCloseWithoutDeadlineIsBounded(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
-	m := newMonitor(t, func(w http.ResponseWriter, r *http.Request, n int) {
+	m := lwtest.NewMonitor(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		select {
 		case <-release:
 		case <-r.Context().Done():
 		}
 	})
-	p, _ := newPinger(t, m.url(), ping.WithTimeout(time.Minute))
+	p, _ := newPinger(t, pingURL(m), ping.WithTimeout(time.Minute))
 	t.Cleanup(func() { close(release) })
 	p.Start()
-	m.wait(t, 1)
+	m.Wait(t, 1)
 	var err error
 	d := took(t, "Close", ping.DefaultDrainTimeout+2*time.Second, func() { err = p.Close(context.Background()) })
 	if err == nil || d < ping.DefaultDrainTimeout {
@@ -397,7 +330,7 @@ func TestCloseWithoutDeadlineIsBounded(t *testing.T) {
 
 func TestFinishCutsStartRetriesShort(t *testing.T) {
 	t.Parallel()
-	m := newMonitor(t, func(w http.ResponseWriter, r *http.Request, n int) {
+	m := lwtest.NewMonitor(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		if strings.HasSuffix(r.URL.Path, "/start") {
 			http.Error(w, "down", http.StatusBadGateway)
 			return
@@ -405,14 +338,14 @@ func TestFinishCutsStartRetriesShort(t *testing.T) {
 		_, _ = io.WriteString(w, "OK")
 	})
 	// The start ping would wait an hour before its retry.
-	p, logs := newPinger(t, m.url(), ping.WithBackoff(time.Hour))
+	p, logs := newPinger(t, pingURL(m), ping.WithBackoff(time.Hour))
 	p.Start()
-	m.wait(t, 1)
+	m.Wait(t, 1)
 	p.Finish(0, nil)
 	if err := closeIn(t, p, 5*time.Second); err != nil {
 		t.Fatalf("Close: %v (the final ping was held behind the start's retries)", err)
 	}
-	reqs := m.wait(t, 2)
+	reqs := m.Wait(t, 2)
 	if len(reqs) != 2 || reqs[1].Path != "/"+secret {
 		t.Errorf("want start then success, got %+v", reqs)
 	}
@@ -422,9 +355,9 @@ func TestFinishCutsStartRetriesShort(t *testing.T) {
 }
 
 func TestRunIDPairsStartAndEnd(t *testing.T) {
-	m := newMonitor(t, nil)
-	a, _ := newPinger(t, m.url())
-	b, _ := newPinger(t, m.url())
+	m := lwtest.NewMonitor(t, nil)
+	a, _ := newPinger(t, pingURL(m))
+	b, _ := newPinger(t, pingURL(m))
 	if !uuidRE.MatchString(a.RunID()) || a.RunID() == b.RunID() {
 		t.Fatalf("run ids %q and %q: want two different UUIDs", a.RunID(), b.RunID())
 	}
@@ -436,7 +369,7 @@ func TestRunIDPairsStartAndEnd(t *testing.T) {
 	_ = closeIn(t, a, 5*time.Second)
 	_ = closeIn(t, b, 5*time.Second)
 	byRID := map[string][]string{}
-	for _, r := range m.wait(t, 4) {
+	for _, r := range m.Wait(t, 4) {
 		rid := r.Query.Get("rid")
 		byRID[rid] = append(byRID[rid], strings.TrimPrefix(r.Path, "/"+secret))
 	}
@@ -447,28 +380,28 @@ func TestRunIDPairsStartAndEnd(t *testing.T) {
 }
 
 func TestRunIDCanBeSetOrLeftOut(t *testing.T) {
-	m := newMonitor(t, nil)
-	p, _ := newPinger(t, m.url()+"?create=1", ping.WithRunID(""))
+	m := lwtest.NewMonitor(t, nil)
+	p, _ := newPinger(t, pingURL(m)+"?create=1", ping.WithRunID(""))
 	p.Start()
-	r := m.wait(t, 1)[0]
+	r := m.Wait(t, 1)[0]
 	if _, ok := r.Query["rid"]; ok || r.Query.Get("create") != "1" {
 		t.Errorf("query = %v, want create=1 kept and no rid", r.Query)
 	}
 }
 
 func TestCronitor(t *testing.T) {
-	m := newMonitor(t, nil)
+	m := lwtest.NewMonitor(t, nil)
 	if got := ping.ProtocolFor(&url.URL{Host: "cronitor.link"}); got != ping.Cronitor {
 		t.Errorf("ProtocolFor(cronitor.link) = %v", got)
 	}
 	if got := ping.ProtocolFor(&url.URL{Host: "hc-ping.com"}); got != ping.Healthchecks {
 		t.Errorf("ProtocolFor(hc-ping.com) = %v", got)
 	}
-	p, _ := newPinger(t, m.srv.URL+"/p/"+secret+"/nightly?env=prod", ping.WithProtocol(ping.Cronitor))
+	p, _ := newPinger(t, m.URL+"/p/"+secret+"/nightly?env=prod", ping.WithProtocol(ping.Cronitor))
 	p.Start()
 	long := strings.Repeat("é", 1500) + "the end" // 3,007 bytes
 	p.Finish(3, []byte(long))
-	reqs := m.wait(t, 2)
+	reqs := m.Wait(t, 2)
 	for i, want := range []string{"run", "fail"} {
 		r := reqs[i]
 		if r.Method != http.MethodGet || r.Path != "/p/"+secret+"/nightly" || r.Query.Get("state") != want ||
@@ -538,8 +471,8 @@ func TestParseProtocol(t *testing.T) {
 }
 
 func TestCallsOutOfOrderAreIgnored(t *testing.T) {
-	m := newMonitor(t, nil)
-	p, _ := newPinger(t, m.url())
+	m := lwtest.NewMonitor(t, nil)
+	p, _ := newPinger(t, pingURL(m))
 	p.Finish(0, nil)
 	p.Start()        // after Finish: ignored
 	p.Finish(1, nil) // second Finish: ignored
@@ -551,7 +484,7 @@ func TestCallsOutOfOrderAreIgnored(t *testing.T) {
 	if err := closeIn(t, p, time.Second); err != nil {
 		t.Errorf("second Close = %v", err)
 	}
-	if reqs := m.wait(t, 1); len(reqs) != 1 || reqs[0].Path != "/"+secret {
+	if reqs := m.Wait(t, 1); len(reqs) != 1 || reqs[0].Path != "/"+secret {
 		t.Errorf("want exactly one success ping, got %+v", reqs)
 	}
 }

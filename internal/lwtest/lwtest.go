@@ -1,6 +1,8 @@
 // Package lwtest runs the real leasewrap binary in tests: it builds it once,
 // starts it with a scripted child, reads the child's output and leasewrap's
-// JSON logs, and parses the run history the child records.
+// JSON logs, and parses the run history the child records. It also holds
+// the helpers several packages' tests share: an HTTP get, a stand-in ping
+// monitor and an inspect.Reader.
 package lwtest
 
 import (
