@@ -10,10 +10,17 @@ import (
 // The first take of a Store is sent behind the tables' shape checks, in
 // one pipeline (see schema.Objects.QueueShapeChecks). Their failure, or a
 // take that fails for want of a table, column, unique index or the like,
-// sends the Store down the slow path: ensureSchema reads the catalog,
-// creates or upgrades the tables (or refuses the lease table with a
-// *SchemaError, nothing altered), and the plain take follows. After one
-// success either way, a Store uses the plain take: its tables were checked.
+// sends the Store down the slow path: tryAcquire has ensureSchema read the
+// catalog, create or upgrade the tables (or refuse the lease table with a
+// *SchemaError, nothing altered), and then takes again, with the plain
+// take. DDL is no part of a take's budget: a lock or a slow server may hold
+// it up for seconds, which a short TTL's budget would not have, and the
+// take's own clock starts after it. After one success either way, a Store
+// uses the plain take: its tables were checked.
+
+// errTablesUnchecked is a take's answer when the Store's tables want the
+// catalog read first (see above).
+var errTablesUnchecked = errors.New("tables not checked yet")
 
 // batcher is what *pgxpool.Pool and *pgx.Conn offer for pipelines.
 type batcher interface {
@@ -28,9 +35,8 @@ func (s *Store) takeArgs(job string) pgx.StrictNamedArgs {
 
 // take runs the single-slot take (see takeSQL) with args, reading its
 // row with read: with the shape checks in front until the Store's tables
-// are known to be right, and through ensureSchema when that fails (see
-// above). checkErr is ensureSchema's error, to be returned as it is (a
-// *SchemaError, say); err is the take's.
+// are known to be right. checkErr is errTablesUnchecked when the catalog
+// must decide first (see above); err is the take's.
 func (s *Store) take(ctx context.Context, db querier, args pgx.StrictNamedArgs, read reader) (checkErr, err error) {
 	if s.checked.Load() == nil {
 		if b, ok := db.(batcher); ok {
@@ -51,9 +57,7 @@ func (s *Store) take(ctx context.Context, db querier, args pgx.StrictNamedArgs, 
 		// ensureSchema decides, too, whether runs are recorded: a history
 		// table that failed its shape check is not written to, and the
 		// take goes on without it.
-		if err := s.ensureSchema(ctx); err != nil {
-			return err, nil
-		}
+		return errTablesUnchecked, nil
 	}
 	h := s.hist()
 	if h == nil {

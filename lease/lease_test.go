@@ -308,6 +308,59 @@ INSERT INTO `+ident+` VALUES ('old', 'someone', now() - interval '1 minute')`); 
 	}
 }
 
+// DDL before a first take is no part of the take's budget: a table that
+// needs an upgrade while a reader holds it (the ALTER waits for its lock)
+// is taken once the reader lets go, even with a TTL whose take budget (about
+// 0.6s here, tried twice) is far shorter than the wait.
+func TestATakeWaitsForItsTablesOutsideItsBudget(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	ident := pgx.Identifier{table}.Sanitize()
+	if _, err := pool.Exec(ctx(t), `CREATE TABLE `+ident+` (job_name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at TIMESTAMPTZ NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := pool.Begin(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Rollback(context.Background())
+	if _, err := reader.Exec(ctx(t), `LOCK TABLE `+ident+` IN ACCESS SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		l   *lease.Lease
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		l, err := newStore(t, pool, table, "a").TryAcquire(ctx(t), "job")
+		answered <- answer{l, err}
+	}()
+	pgtest.Eventually(t, 10*time.Second, "the upgrade waiting for the reader's lock", func() bool {
+		var waiting bool
+		err := pool.QueryRow(ctx(t), `SELECT EXISTS (SELECT FROM pg_locks WHERE relation = $1::regclass AND NOT granted)`, ident).Scan(&waiting)
+		return err == nil && waiting
+	})
+	select {
+	case a := <-answered:
+		t.Fatalf("the take answered while the upgrade waited (lease %v, error %v); want it to wait for its tables", a.l != nil, a.err)
+	case <-time.After(1500 * time.Millisecond): // past both tries' budgets
+	}
+	if err := reader.Rollback(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-answered:
+		if a.err != nil {
+			t.Fatalf("take after the upgrade: %v", a.err)
+		}
+		_ = a.l.Release(ctx(t), nil)
+	case <-time.After(20 * time.Second):
+		t.Fatal("no answer 20s after the reader let go")
+	}
+}
+
 // An up-to-date table must not be locked at start: a reader holding ACCESS
 // SHARE (any open SELECT) would block an ALTER, and the ALTER every reader.
 func TestStartupTakesNoLockOnACompleteTable(t *testing.T) {

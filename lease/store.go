@@ -246,6 +246,13 @@ func (s *Store) tryAcquire(ctx context.Context, db querier, job string) (*Lease,
 	budget := s.cfg.TTL - s.cfg.StopBefore()
 	began := s.cfg.clock.Now()
 	l, err := s.tryAcquireOnce(ctx, db, job, budget)
+	if errors.Is(err, errTablesUnchecked) {
+		if err := s.ensureSchema(ctx); err != nil {
+			return nil, err
+		}
+		began = s.cfg.clock.Now()
+		l, err = s.tryAcquireOnce(ctx, db, job, budget)
+	}
 	if !timedOut(err) || ctx.Err() != nil {
 		return l, err
 	}
@@ -285,8 +292,8 @@ func (s *Store) tryAcquireOnce(ctx context.Context, db querier, job string, budg
 		return nil, err
 	}
 	if s.cfg.slots > 1 {
-		if err := s.ensureSchema(ctx); err != nil {
-			return nil, err
+		if s.checked.Load() == nil {
+			return nil, errTablesUnchecked
 		}
 		return s.tryAcquireSlots(ctx, db, job, t0)
 	}
