@@ -280,7 +280,7 @@ func (r *scheduledRow) undecided(c Claim, job, spec, table string) (Claim, error
 // scheduledLease is the lease a scheduler's take (started at t0 on the
 // local clock, with budget to answer) got for the time at, confirmed by
 // the standbys when that is asked for. An answer that came too late to
-// be used (see tryAcquireOnce) is handed back, the time recorded as a run
+// be used (see takeWithin) is handed back, the time recorded as a run
 // that could not start, and the lease is nil.
 func (s *Store) scheduledLease(ctx context.Context, db querier, job string, token int64, at time.Time, t0, budget time.Duration) (*Lease, error) {
 	if took := s.cfg.clock.Now() - t0; took >= budget {

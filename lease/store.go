@@ -246,13 +246,6 @@ func (s *Store) tryAcquire(ctx context.Context, db querier, job string) (*Lease,
 	budget := s.cfg.TTL - s.cfg.StopBefore()
 	began := s.cfg.clock.Now()
 	l, err := s.tryAcquireOnce(ctx, db, job, budget)
-	if errors.Is(err, errTablesUnchecked) {
-		if err := s.ensureSchema(ctx); err != nil {
-			return nil, err
-		}
-		began = s.cfg.clock.Now()
-		l, err = s.tryAcquireOnce(ctx, db, job, budget)
-	}
 	if !timedOut(err) || ctx.Err() != nil {
 		return l, err
 	}
@@ -279,8 +272,22 @@ type takeRow struct {
 	Slots           int
 }
 
-// tryAcquireOnce is one try of tryAcquire, within budget.
+// tryAcquireOnce is one try of tryAcquire: a take within budget, and when
+// the tables want the catalog read first (see errTablesUnchecked), that,
+// outside the budget, and the take again.
 func (s *Store) tryAcquireOnce(ctx context.Context, db querier, job string, budget time.Duration) (*Lease, error) {
+	l, err := s.takeWithin(ctx, db, job, budget)
+	if !errors.Is(err, errTablesUnchecked) {
+		return l, err
+	}
+	if err := s.ensureSchema(ctx); err != nil {
+		return nil, err
+	}
+	return s.takeWithin(ctx, db, job, budget)
+}
+
+// takeWithin is one take of job within budget.
+func (s *Store) takeWithin(ctx context.Context, db querier, job string, budget time.Duration) (*Lease, error) {
 	t0 := s.cfg.clock.Now()
 	// A lease that takes longer than this to come back would be in doubt
 	// (Done closed) before work could start.
