@@ -83,15 +83,12 @@ func TestAcquireIsExclusiveAndTokensRise(t *testing.T) {
 	a := newStore(t, pool, table, "a")
 	b := newStore(t, pool, table, "b")
 
-	la, err := a.TryAcquire(ctx(t), "job")
-	if err != nil {
-		t.Fatalf("first acquire: %v", err)
-	}
+	la := mustAcquire(t, a, "job")
 	// A first token is the database clock in microseconds.
 	if since := time.Since(time.UnixMicro(la.Token())); since < 0 || since > time.Minute {
 		t.Errorf("first token = %d, want the database clock in microseconds (%s ago)", la.Token(), since)
 	}
-	_, err = b.TryAcquire(ctx(t), "job")
+	_, err := b.TryAcquire(ctx(t), "job")
 	var held *lease.HeldError
 	if !errors.As(err, &held) || !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("second acquire: got %v, want a *HeldError", err)
@@ -390,7 +387,9 @@ func TestDoCancelsWorkWhenTheLeaseIsLost(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	s := newStore(t, pool, table, "a")
+	// patient: the take has time on a loaded machine; the loss is found
+	// by the first renewal, 200ms in.
+	s := newStore(t, pool, table, "a", patient)
 	err := s.Do(ctx(t), "job", func(ctx context.Context, l *lease.Lease) error {
 		if _, err := pool.Exec(ctx, `UPDATE `+pgx.Identifier{table}.Sanitize()+` SET holder = 'thief'`); err != nil {
 			return err
@@ -771,8 +770,8 @@ func mustAcquire(t *testing.T, s *lease.Store, job string) *lease.Lease {
 	t.Helper()
 	l, err := s.TryAcquire(ctx(t), job)
 	if errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) || errors.Is(err, lease.ErrTakeInDoubt) {
-		// The fast timings leave an acquire 650ms (TTL less grace and
-		// margin), DDL included, which a loaded machine and database can
+		// The fast timings leave a take 650ms (TTL less grace and
+		// margin; the tables are made before it), which a loaded machine can
 		// outrun (the take times out, or answers too late to be used):
 		// then wait for the lease as a standby would, which also covers a
 		// take that committed after we gave up on it.
