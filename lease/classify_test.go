@@ -18,7 +18,7 @@ func TestReleaseWithoutPrivilegeSaysSo(t *testing.T) {
 	pool := leastPrivileged(t, admin, schema)
 	// A TTL that leaves a first take on a loaded machine time to answer:
 	// nothing here waits for an expiry.
-	l, err := newStore(t, pool, table, "low", patient).TryAcquire(ctx(t), "job")
+	l, err := newStore(t, pool, table, "low").TryAcquire(ctx(t), "job")
 	if err != nil {
 		t.Fatal(err)
 	}

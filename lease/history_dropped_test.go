@@ -16,9 +16,7 @@ func TestHistoryDroppedUnderItIsMadeAgain(t *testing.T) {
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
 	history := pgx.Identifier{table + "_history"}.Sanitize()
-	// A TTL long enough that a loaded machine's slow DDL stays within
-	// the take's budget: this test is about the table, not timings.
-	s := newStore(t, pool, table, "a", patient)
+	s := newStore(t, pool, table, "a")
 	run := func() {
 		t.Helper()
 		l, err := s.TryAcquire(ctx(t), "job")

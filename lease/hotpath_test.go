@@ -308,7 +308,7 @@ func TestRenewalSurvivesACutIdleConnection(t *testing.T) {
 		t.Error("Connect's pool pings connections idle for an hour before use")
 	}
 	obs := &renewals{}
-	l := mustAcquire(t, newStore(t, pool, table, "a", append(roomy, lease.WithObserver(obs))...), "job")
+	l := mustAcquire(t, newStore(t, pool, table, "a", lease.WithObserver(obs)), "job")
 	defer l.Release(ctx(t), nil)
 	pgtest.Eventually(t, 15*time.Second, "a first renewal", func() bool { ok, _ := obs.counts(); return ok >= 1 })
 	mustExec(t, admin, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '`+app+`'`)

@@ -20,23 +20,20 @@ import (
 	"github.com/redbite/leasewrap/lease"
 )
 
-// fast are timings short enough for tests: renew 200ms, grace 300ms, TTL 1s.
+// fast are timings short enough for tests: renew 200ms, grace 300ms. The
+// TTL is long (10s) because a take's budget is the TTL less grace and margin,
+// and a loaded machine can outrun a short one; a test that waits for an
+// expiry sets a short TTL of its own.
 var fast = []lease.Option{
-	lease.WithTTL(time.Second),
+	lease.WithTTL(10 * time.Second),
 	lease.WithRenewInterval(200 * time.Millisecond),
 	lease.WithRetryInterval(50 * time.Millisecond),
 	lease.WithGrace(300 * time.Millisecond),
 }
 
-// patient gives a take on a loaded machine the time it needs (a TTL of
-// 10s): for tests about what a take decides, none of which waits for an
-// expiry.
-var patient = lease.WithTTL(10 * time.Second)
-
-// roomy renews about as often as fast but gives each renewal more time before
-// the lease is lost: for tests that assert nothing is lost, which on a
-// loaded machine a renewal slower than fast's grace would be.
-var roomy = []lease.Option{
+// threeSeconds is a TTL a test can outlast, with a second of grace for a
+// renewal a loaded machine delays: for a test that only renewals can pass.
+var threeSeconds = []lease.Option{
 	lease.WithTTL(3 * time.Second),
 	lease.WithRenewInterval(300 * time.Millisecond),
 	lease.WithGrace(time.Second),
@@ -80,10 +77,8 @@ func TestAcquireIsExclusiveAndTokensRise(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	// patient: a's lease must stay live through b's tries on a loaded
-	// machine, which the 1s TTL's renewals may not keep it.
-	a := newStore(t, pool, table, "a", patient)
-	b := newStore(t, pool, table, "b", patient)
+	a := newStore(t, pool, table, "a")
+	b := newStore(t, pool, table, "b")
 
 	la := mustAcquire(t, a, "job")
 	// A first token is the database clock in microseconds.
@@ -169,7 +164,7 @@ func TestRenewalsKeepTheLease(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	l := mustAcquire(t, newStore(t, pool, table, "a", roomy...), "job")
+	l := mustAcquire(t, newStore(t, pool, table, "a", threeSeconds...), "job")
 	defer l.Release(ctx(t), nil)
 	// Three TTLs later the lease is still held, so it was renewed.
 	end := time.After(9 * time.Second)
@@ -198,7 +193,7 @@ func TestUnreachableDatabaseEndsLeaseBeforeExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer viaProxy.Close()
-	s := newStore(t, viaProxy, table, "a")
+	s := newStore(t, viaProxy, table, "a", lease.WithTTL(time.Second))
 	l := mustAcquire(t, s, "job")
 	defer l.Release(ctx(t), nil)
 	proxy.Blackhole()
@@ -389,9 +384,8 @@ func TestDoCancelsWorkWhenTheLeaseIsLost(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	// patient: the take has time on a loaded machine; the loss is found
-	// by the first renewal, 200ms in.
-	s := newStore(t, pool, table, "a", patient)
+	// The loss is found by the first renewal, 200ms in.
+	s := newStore(t, pool, table, "a")
 	err := s.Do(ctx(t), "job", func(ctx context.Context, l *lease.Lease) error {
 		if _, err := pool.Exec(ctx, `UPDATE `+pgx.Identifier{table}.Sanitize()+` SET holder = 'thief'`); err != nil {
 			return err
@@ -464,15 +458,14 @@ func TestTableNamesAreQuoted(t *testing.T) {
 	pool := pgtest.Pool(t)
 	odd := pgtest.Table(t, pool) + `"; DROP TABLE x; --`
 	t.Cleanup(func() { pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+pgx.Identifier{odd}.Sanitize()) })
-	mustAcquire(t, newStore(t, pool, odd, "a", patient), "job").Release(ctx(t), nil)
+	mustAcquire(t, newStore(t, pool, odd, "a"), "job").Release(ctx(t), nil)
 }
 
 func TestOperatorReleaseEndsTheHoldersLease(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	// patient: the lease must still be live when the operator releases it.
-	s := newStore(t, pool, table, "a", patient)
+	s := newStore(t, pool, table, "a")
 	l := mustAcquire(t, s, "job")
 	defer l.Release(ctx(t), nil)
 	for _, force := range []bool{false, true} {
@@ -505,7 +498,7 @@ func TestStatusStates(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	s := newStore(t, pool, table, "a", patient)
+	s := newStore(t, pool, table, "a")
 	if _, err := lwtest.Reader(t, pool, table).Status(ctx(t), "held"); !errors.Is(err, inspect.ErrNoTable) {
 		t.Errorf("status before the table exists: %v, want ErrNoTable", err)
 	}
@@ -664,7 +657,7 @@ func TestReleaseActsOnce(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	l := mustAcquire(t, newStore(t, pool, table, "a", patient), "job")
+	l := mustAcquire(t, newStore(t, pool, table, "a"), "job")
 	code := 5
 	if err := l.Release(ctx(t), &code); err != nil {
 		t.Fatal(err)
@@ -773,11 +766,11 @@ func mustAcquire(t *testing.T, s *lease.Store, job string) *lease.Lease {
 	t.Helper()
 	l, err := s.TryAcquire(ctx(t), job)
 	if errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) || errors.Is(err, lease.ErrTakeInDoubt) {
-		// The fast timings leave a take 650ms (TTL less grace and
-		// margin; the tables are made before it), which a loaded machine can
-		// outrun (the take times out, or answers too late to be used):
-		// then wait for the lease as a standby would, which also covers a
-		// take that committed after we gave up on it.
+		// A short TTL leaves a take little time (1s leaves 650ms: TTL
+		// less grace and margin), which a loaded machine can outrun (the
+		// take times out, or answers too late to be used): then wait for
+		// the lease as a standby would, which also covers a take that
+		// committed after we gave up on it.
 		t.Logf("acquire %q timed out (%v): waiting for the lease", job, err)
 		l, err = s.Acquire(ctx(t), job)
 	}
@@ -794,13 +787,11 @@ func TestTokensNeverRepeatAfterTheRowIsGone(t *testing.T) {
 	table := pgtest.Table(t, pool)
 	quoted := pgx.Identifier{table}.Sanitize()
 	for _, wipe := range []string{`DELETE FROM ` + quoted, `TRUNCATE ` + quoted} {
-		// Nothing waits for an expiry here: roomy timings give a take on
-		// a loaded machine time to answer.
-		first := mustAcquire(t, newStore(t, pool, table, "a", roomy...), "job")
+		first := mustAcquire(t, newStore(t, pool, table, "a"), "job")
 		if _, err := pool.Exec(ctx(t), wipe); err != nil {
 			t.Fatal(err)
 		}
-		second := mustAcquire(t, newStore(t, pool, table, "b", roomy...), "job")
+		second := mustAcquire(t, newStore(t, pool, table, "b"), "job")
 		if second.Token() <= first.Token() {
 			t.Errorf("after %s: token %d, want more than the running holder's %d", wipe, second.Token(), first.Token())
 		}

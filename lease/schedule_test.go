@@ -18,12 +18,12 @@ import (
 const everySpec = "@every 2s"
 
 // twoSchedulers registers two stores on a fresh table for job "job" on
-// everySpec, patient: these tests are about claims.
+// everySpec.
 func twoSchedulers(t *testing.T) (*pgxpool.Pool, string, *lease.Store, *lease.Store, lease.Registration) {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	a, b := newStore(t, pool, table, "a", patient), newStore(t, pool, table, "b", patient)
+	a, b := newStore(t, pool, table, "a"), newStore(t, pool, table, "b")
 	reg, err := a.Register(ctx(t), "job", everySpec, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +50,7 @@ func TestScheduledTakeClaimsEachTimeOnce(t *testing.T) {
 		wg     sync.WaitGroup
 	)
 	for _, h := range []string{"a", "b", "c", "d", "e"} {
-		s := newStore(t, pool, table, h, patient)
+		s := newStore(t, pool, table, h)
 		if _, err := s.Register(ctx(t), "job", everySpec, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +82,7 @@ func TestScheduledTakeClaimsEachTimeOnce(t *testing.T) {
 	if err := l.Finish(ctx(t), lease.End{ExitCode: &code, Outcome: lease.OutcomeExited}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := newStore(t, pool, table, "late", patient).TakeScheduled(ctx(t), "job", everySpec, at, true)
+	c, err := newStore(t, pool, table, "late").TakeScheduled(ctx(t), "job", everySpec, at, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestScheduledTakeSurvivesAConnectionThatBrokeWhileIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	s := newStore(t, pool, table, "a", patient)
+	s := newStore(t, pool, table, "a")
 	reg, err := s.Register(ctx(t), "job", everySpec, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +206,7 @@ func TestScheduledTakeMakesAgainATableDroppedUnderIt(t *testing.T) {
 			t.Parallel()
 			pool := pgtest.Pool(t)
 			table := pgtest.Table(t, pool)
-			s := newStore(t, pool, table, "a", patient)
+			s := newStore(t, pool, table, "a")
 			reg, err := s.Register(ctx(t), "job", everySpec, nil)
 			if err != nil {
 				t.Fatal(err)

@@ -22,7 +22,7 @@ func TestRequestedRunIsTakenOnce(t *testing.T) {
 	for _, h := range []string{"a", "b", "c", "d", "e"} {
 		// Five takes at once on a loaded machine need more than a 1s
 		// TTL's budget; nothing here waits for an expiry.
-		s := newStore(t, pool, table, h, patient)
+		s := newStore(t, pool, table, h)
 		if _, err := s.Register(ctx(t), "job", everySpec, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -147,8 +147,8 @@ func TestWithdrawalRacesATake(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	asker := newStore(t, pool, table, "operator", patient)
-	sched := newStore(t, pool, table, "sched", patient)
+	asker := newStore(t, pool, table, "operator")
+	sched := newStore(t, pool, table, "sched")
 	if _, err := sched.Register(ctx(t), "job", everySpec, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -199,11 +199,11 @@ func TestAwaitRequestBehindAHeldLease(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	s := newStore(t, pool, table, "a", patient)
+	s := newStore(t, pool, table, "a")
 	if _, err := s.Register(ctx(t), "job", everySpec, nil); err != nil {
 		t.Fatal(err)
 	}
-	l, err := newStore(t, pool, table, "runner", patient).TryAcquire(ctx(t), "job")
+	l, err := newStore(t, pool, table, "runner").TryAcquire(ctx(t), "job")
 	if err != nil {
 		t.Fatal(err)
 	}
