@@ -50,6 +50,53 @@ type Pause struct {
 // pausedCondition is true of a lease row whose job is paused now.
 const pausedCondition = `paused_until > now()`
 
+// pauseColumns reads the pause of the lease row aliased row, with the
+// database's now(), for pauseRow: a row that is missing (a LEFT JOIN)
+// reads as not paused. A take's answer carries them, so that a take which
+// found the job paused says so from its own snapshot: a second read could
+// find the pause just ended, and the job neither paused nor held.
+func pauseColumns(row string) string {
+	return `coalesce(` + row + `.` + pausedCondition + `, false) AS paused,
+  CASE WHEN ` + row + `.paused_until < 'infinity' THEN ` + row + `.paused_until END AS paused_until,
+  ` + row + `.paused_at, ` + row + `.paused_by, ` + row + `.pause_reason, now() AS now`
+}
+
+// noPauseColumns stands for pauseColumns in the branch of an answer that
+// took the lease.
+const noPauseColumns = `false AS paused, NULL::timestamptz AS paused_until, NULL::timestamptz AS paused_at,
+  NULL::text AS paused_by, NULL::text AS pause_reason, now() AS now`
+
+// pauseRow reads pauseColumns.
+type pauseRow struct {
+	Paused                bool
+	PausedUntil, PausedAt *time.Time
+	PausedBy, PauseReason *string
+	Now                   time.Time
+}
+
+// maxPauseLook bounds how long a standby of a paused job waits before it
+// looks again: resuming wakes it, and a look costs one read.
+const maxPauseLook = time.Minute
+
+// markPaused makes e, read with p, say the job is paused when it is: state
+// StatePaused, its Pause, no holder (whoever runs a command meanwhile,
+// nobody takes the lease after it), and as time left the pause's, at most
+// maxPauseLook.
+func (p pauseRow) markPaused(e *HeldError) *HeldError {
+	if !p.Paused {
+		return e
+	}
+	e.Paused = &Pause{By: deref(p.PausedBy), Reason: deref(p.PauseReason)}
+	if p.PausedAt != nil {
+		e.Paused.Since = *p.PausedAt
+	}
+	e.Holder, e.State, e.ExpiresIn = "", StatePaused, maxPauseLook
+	if p.PausedUntil != nil {
+		e.Paused.Until, e.ExpiresIn = *p.PausedUntil, min(p.PausedUntil.Sub(p.Now), maxPauseLook)
+	}
+	return e
+}
+
 // pauseSQL pauses a job: @job, @holder who, @until (NULL: until resumed),
 // @reason. A job without a row gets a free one. It answers the pause
 // recorded and the row's holder when its lease is live (a command that

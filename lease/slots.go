@@ -80,7 +80,8 @@ type slotsRow struct {
 	ExpiresInMicros *int64
 	Recorded        *int
 	ForeignName     *string
-	Racing, Paused  bool
+	Racing          bool
+	pauseRow
 }
 
 // tryAcquireSlots is tryAcquire for a job with more than one slot. A slot
@@ -112,7 +113,7 @@ func (s *Store) tryAcquireSlots(ctx context.Context, db querier, job string, t0 
 		case row.Taken:
 			return s.confirmed(ctx, db, newSlotLease(s, job, row.Slot, row.Token, t0+s.cfg.TTL))
 		case row.Paused:
-			return nil, s.pausedSlots(ctx, db, job)
+			return nil, row.markPaused(&HeldError{Job: job, Slots: n})
 		case row.ForeignName != nil:
 			return nil, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: n, Row: *row.ForeignName}
 		case !row.Racing && row.Recorded != nil && *row.Recorded != n:
@@ -126,15 +127,4 @@ func (s *Store) tryAcquireSlots(ctx context.Context, db querier, job string, t0 
 	// Every slot was taken under this instance's nose: busy, so a standby
 	// waits its retry interval rather than an expiry it does not know.
 	return nil, &HeldError{Job: job, Slots: n, State: StateHeld, ExpiresIn: s.cfg.RetryInterval}
-}
-
-// pausedSlots reads the pause of a job of several slots (its first row's)
-// that a take found paused.
-func (s *Store) pausedSlots(ctx context.Context, db querier, job string) error {
-	e, err := s.readHolder(ctx, db, job)
-	if err != nil {
-		return err
-	}
-	e.Slots = s.cfg.slots
-	return e
 }

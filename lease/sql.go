@@ -80,7 +80,8 @@ const clockToken = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 
 // takeSQL is the take of a single-slot job: @job, @holder, @ttl (microseconds). It
 // answers one row: taken, token, and when not taken the holder, its
-// microseconds left, its state (schema.HeldState) and the row's slots.
+// microseconds left, its state (schema.HeldState), the row's slots and its
+// pause (pauseColumns).
 //
 // Takes a free or expired row; a live one (even our own id's) is left
 // alone, so RETURNING gives no row. The token rises on every take and
@@ -115,12 +116,14 @@ var takeCTEs = `WITH old AS (
 	columns: []takeColumn{{name: "last_scheduled_at", update: "NULL"}},
 	where:   "coalesce(l.slots, 1) = 1 AND NOT coalesce(l." + pausedCondition + ", false)"}.taken()
 
-const takeAnswer = `
-SELECT true AS taken, fencing_token AS token, NULL::text AS holder, NULL::bigint AS expires_in_micros, NULL::text AS state, 1 AS slots
+var takeAnswer = `
+SELECT true AS taken, fencing_token AS token, NULL::text AS holder, NULL::bigint AS expires_in_micros, NULL::text AS state, 1 AS slots,
+  ` + noPauseColumns + `
 FROM taken
 UNION ALL
-SELECT false, fencing_token, holder, ` + schema.ExpiresInMicros + `, ` + schema.HeldState + `, coalesce(slots, 1)
-FROM {lease} WHERE job_name = @job::text AND NOT EXISTS (SELECT FROM taken)`
+SELECT false, fencing_token, holder, ` + schema.ExpiresInMicros + `, ` + schema.HeldState + `, coalesce(slots, 1),
+  ` + pauseColumns("l") + `
+FROM {lease} AS l WHERE job_name = @job::text AND NOT EXISTS (SELECT FROM taken)`
 
 // takeSlotsSQL takes the lowest free slot of a job with @slots: @job,
 // @holder, @ttl (microseconds). It takes nothing when the job's first row records
@@ -132,7 +135,7 @@ FROM {lease} WHERE job_name = @job::text AND NOT EXISTS (SELECT FROM taken)`
 // it is conditional on the token it read. When no slot is free it reports
 // the live slot that expires first. It answers: taken, token, slot,
 // holder, microseconds left, state, the slots recorded, the foreign row,
-// whether a slot looked free, and whether the job is paused.
+// whether a slot looked free, and the job's pause (pauseColumns).
 var takeSlotsSQL = takeSlotsCTEs + takeSlotsAnswer
 
 // takeSlotsRecordingSQL is takeSlotsSQL that also closes the run of a
@@ -151,26 +154,28 @@ cur AS (
 verdict AS (
   SELECT (SELECT recorded FROM cur WHERE slot = 1) AS recorded,
     (SELECT NOT present OR expires_at <= now() FROM cur WHERE slot = 1) AS first_free,
-    (SELECT min(name) FROM cur WHERE foreign_row) AS foreign_name,
-    EXISTS (SELECT FROM {lease} p WHERE p.job_name = @job::text AND p.` + pausedCondition + `) AS paused),
+    (SELECT min(name) FROM cur WHERE foreign_row) AS foreign_name),
+pause AS (
+  SELECT ` + pauseColumns("p") + `
+  FROM (VALUES (1)) AS one LEFT JOIN {lease} AS p ON p.job_name = @job::text),
 pick AS (
-  SELECT c.* FROM cur c, verdict v
+  SELECT c.* FROM cur c, verdict v, pause z
   WHERE (NOT c.present OR c.expires_at <= now()) AND v.foreign_name IS NULL
     AND (coalesce(v.recorded, @slots) = @slots OR v.recorded = 1 AND v.first_free)
-    AND NOT v.paused
+    AND NOT z.paused
   ORDER BY c.slot LIMIT 1),
 ` + takeSpec{row: "name", from: "pick", read: "pick",
 	columns: []takeColumn{{name: "slot", value: "slot"}, {name: "slots", value: "@slots"}, {name: "last_scheduled_at", update: "NULL"}},
 	where:   "NOT EXISTS (SELECT FROM {lease} p WHERE p.job_name = @job::text AND p." + pausedCondition + ")", returning: ", slot"}.taken()
 
-const takeSlotsAnswer = `
+var takeSlotsAnswer = `
 SELECT true AS taken, t.fencing_token AS token, t.slot, NULL::text AS holder, NULL::bigint AS expires_in_micros,
-  NULL::text AS state, NULL::integer AS recorded, NULL::text AS foreign_name, false AS racing, false AS paused
+  NULL::text AS state, NULL::integer AS recorded, NULL::text AS foreign_name, false AS racing, ` + noPauseColumns + `
 FROM taken t
 UNION ALL
 (SELECT false, coalesce(c.fencing_token, 0), c.slot, c.holder, ` + schema.ExpiresInMicros + `, ` + schema.HeldState + `,
-  v.recorded, v.foreign_name, EXISTS (SELECT FROM pick), v.paused
-FROM cur c, verdict v WHERE NOT EXISTS (SELECT FROM taken)
+  v.recorded, v.foreign_name, EXISTS (SELECT FROM pick), z.*
+FROM cur c, verdict v, pause z WHERE NOT EXISTS (SELECT FROM taken)
 ORDER BY (c.present AND c.expires_at > now()) DESC, c.expires_at LIMIT 1)`
 
 // holderSQL reads who holds @job (a job's row) with a plain SELECT that
@@ -179,10 +184,9 @@ ORDER BY (c.present AND c.expires_at > now()) DESC, c.expires_at LIMIT 1)`
 // when it polls, so the server only fetches the row: readHolder works out
 // the time left and the state (schema.HeldState) from these, which spares
 // the server about a fifth of the statement's cost (BenchmarkLook).
-const holderSQL = `SELECT holder, fencing_token AS token, now() AS now, expires_at, released_at, last_finished_at,
-  coalesce(` + pausedCondition + `, false) AS paused, CASE WHEN paused_until < 'infinity' THEN paused_until END AS paused_until,
-  paused_at, paused_by, pause_reason
-FROM {lease} WHERE job_name = @job::text`
+var holderSQL = `SELECT holder, fencing_token AS token, expires_at, released_at, last_finished_at,
+  ` + pauseColumns("l") + `
+FROM {lease} AS l WHERE job_name = @job::text`
 
 // renewSQL extends a lease: @row, @holder, @token, @ttl (microseconds). A lease
 // an operator released is not renewed: the holder must stop. It answers

@@ -262,14 +262,15 @@ func (s *Store) tryAcquire(ctx context.Context, db querier, job string) (*Lease,
 }
 
 // takeRow reads takeAnswer: the lease taken, with its token, or the row
-// that kept it from being taken (its token, holder, time left, state and
-// slots).
+// that kept it from being taken (its token, holder, time left, state,
+// slots and pause).
 type takeRow struct {
 	Taken           bool
 	Token           int64
 	Holder, State   *string
 	ExpiresInMicros *int64
 	Slots           int
+	pauseRow
 }
 
 // tryAcquireOnce is one try of tryAcquire: a take within budget, and when
@@ -329,6 +330,8 @@ func (s *Store) takeWithin(ctx context.Context, db querier, job string, budget t
 		return s.confirmed(ctx, db, newLease(s, job, row.Token, t0+s.cfg.TTL))
 	case err == nil && row.Slots != 1:
 		return nil, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: 1, Found: row.Slots}
+	case err == nil && row.Paused:
+		return nil, row.markPaused(&HeldError{Job: job})
 	case err == nil && *row.ExpiresInMicros > 0:
 		return nil, &HeldError{Job: job, Holder: *row.Holder, Token: row.Token, State: State(*row.State),
 			ExpiresIn: time.Duration(*row.ExpiresInMicros) * time.Microsecond}
@@ -350,9 +353,8 @@ func (s *Store) held(ctx context.Context, db querier, job string) error {
 
 // readHolder reads who holds job's lease and for how long, with a plain
 // SELECT. A job without a row has a HeldError with no holder and no time
-// left: free (deleted by hand, or never taken). A paused job's has
-// StatePaused and its Pause, and no holder (whoever runs a command
-// meanwhile, nobody takes the lease after it).
+// left: free (deleted by hand, or never taken). A paused job's says so
+// (see markPaused).
 func (s *Store) readHolder(ctx context.Context, db querier, job string) (*HeldError, error) {
 	row, err := queryOne[holderRow](ctx, db, s.sql.holder, pgx.StrictNamedArgs{"job": job})
 	switch {
@@ -361,37 +363,21 @@ func (s *Store) readHolder(ctx context.Context, db querier, job string) (*HeldEr
 	case err != nil:
 		return nil, fmt.Errorf("cannot read holder of lease %q: %w", job, pgerr.Classify(err))
 	}
-	e := &HeldError{Job: job, Holder: row.Holder, Token: row.Token, ExpiresIn: row.ExpiresAt.Sub(row.Now),
-		State: schema.StateOf(row.ExpiresAt, row.ReleasedAt, row.LastFinishedAt)}
-	if row.Paused {
-		e.Paused = &Pause{By: deref(row.PausedBy), Reason: deref(row.PauseReason)}
-		if row.PausedAt != nil {
-			e.Paused.Since = *row.PausedAt
-		}
-		e.Holder, e.State, e.ExpiresIn = "", StatePaused, maxPauseLook
-		if row.PausedUntil != nil {
-			e.Paused.Until, e.ExpiresIn = *row.PausedUntil, min(row.PausedUntil.Sub(row.Now), maxPauseLook)
-		}
-	}
-	return e, nil
+	return row.markPaused(&HeldError{Job: job, Holder: row.Holder, Token: row.Token, ExpiresIn: row.ExpiresAt.Sub(row.Now),
+		State: schema.StateOf(row.ExpiresAt, row.ReleasedAt, row.LastFinishedAt)}), nil
 }
 
 // holderRow reads holderSQL.
 type holderRow struct {
-	Holder                                            string
-	Token                                             int64
-	Now, ExpiresAt                                    time.Time
-	ReleasedAt, LastFinishedAt, PausedUntil, PausedAt *time.Time
-	Paused                                            bool
-	PausedBy, PauseReason                             *string
+	Holder                     string
+	Token                      int64
+	ExpiresAt                  time.Time
+	ReleasedAt, LastFinishedAt *time.Time
+	pauseRow
 }
 
 // pausedBy marks, in a standby's last logged holder, a pause's author.
 const pausedBy = "\x00paused:"
-
-// maxPauseLook bounds how long a standby of a paused job waits before it
-// looks again: resuming wakes it, and a look costs one read.
-const maxPauseLook = time.Minute
 
 func deref(s *string) string {
 	if s == nil {
