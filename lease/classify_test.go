@@ -16,8 +16,6 @@ func TestReleaseWithoutPrivilegeSaysSo(t *testing.T) {
 	t.Parallel()
 	admin, schema, table, quoted := migratedSchema(t)
 	pool := leastPrivileged(t, admin, schema)
-	// A TTL that leaves a first take on a loaded machine time to answer:
-	// nothing here waits for an expiry.
 	l, err := newStore(t, pool, table, "low").TryAcquire(ctx(t), "job")
 	if err != nil {
 		t.Fatal(err)

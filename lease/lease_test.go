@@ -305,7 +305,7 @@ INSERT INTO `+ident+` VALUES ('old', 'someone', now() - interval '1 minute')`); 
 // DDL before a first take is no part of the take's budget: a table that
 // needs an upgrade while a reader holds it (the ALTER waits for its lock)
 // is taken once the reader lets go, even with a TTL whose take budget (about
-// 0.6s here, tried twice) is far shorter than the wait.
+// 0.6s with a 1s TTL, tried twice) is far shorter than the wait.
 func TestATakeWaitsForItsTablesOutsideItsBudget(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
@@ -328,7 +328,7 @@ func TestATakeWaitsForItsTablesOutsideItsBudget(t *testing.T) {
 	}
 	answered := make(chan answer, 1)
 	go func() {
-		l, err := newStore(t, pool, table, "a").TryAcquire(ctx(t), "job")
+		l, err := newStore(t, pool, table, "a", lease.WithTTL(time.Second)).TryAcquire(ctx(t), "job")
 		answered <- answer{l, err}
 	}()
 	pgtest.Eventually(t, 10*time.Second, "the upgrade waiting for the reader's lock", func() bool {

@@ -20,8 +20,6 @@ func TestRequestedRunIsTakenOnce(t *testing.T) {
 	pool, table, a, _, _ := twoSchedulers(t)
 	var stores []*lease.Store
 	for _, h := range []string{"a", "b", "c", "d", "e"} {
-		// Five takes at once on a loaded machine need more than a 1s
-		// TTL's budget; nothing here waits for an expiry.
 		s := newStore(t, pool, table, h)
 		if _, err := s.Register(ctx(t), "job", everySpec, nil); err != nil {
 			t.Fatal(err)
