@@ -88,6 +88,10 @@ func tracedPool(t *testing.T, url string, tr *tracer) *pgxpool.Pool {
 func isLook(tr trip) bool   { return len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "SELECT holder,") }
 func isTake(tr trip) bool   { return strings.Contains(tr.sql[len(tr.sql)-1], "taken AS (\nINSERT INTO") }
 func isListen(tr trip) bool { return len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "LISTEN ") }
+func isEnter(tr trip) bool  { return len(tr.sql) == 1 && strings.Contains(tr.sql[0], "SET queue =") }
+func isAdopt(tr trip) bool {
+	return len(tr.sql) == 1 && strings.Contains(tr.sql[0], "last_started_at = now()\nWHERE")
+}
 func isProbe(tr trip) bool {
 	return len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "SELECT pg_notify(@channel, @payload)")
 }
@@ -195,11 +199,12 @@ func TestStandbyLookTakesNoTransactionID(t *testing.T) {
 }
 
 // A listening standby is quiet between notifications: after its LISTEN,
-// one look and the probe that proves it hears (see probe) it sends
-// no statement while the leader renews (its pings are no
-// statements, see TestStandbyPingIsNoStatement), not even a keepalive look
-// every renew interval, until the expiry it saw; a release wakes it and
-// its next statement is the take, with no look in front.
+// its entry into the queue, one look and the probe that proves it hears
+// (see probe) it sends no statement while the leader renews (its pings
+// are no statements, see TestStandbyPingIsNoStatement), not even a
+// keepalive look every renew interval, until the expiry it saw; the
+// release hands it the lease, and its next statement adopts it, with no
+// look in front.
 func TestListeningStandbyOnlyKeepsAlive(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
@@ -226,15 +231,15 @@ func TestListeningStandbyOnlyKeepsAlive(t *testing.T) {
 				listened = i
 			}
 		}
-		return listened >= 0 && len(tr.since(listened+1)) >= 2
+		return listened >= 0 && len(tr.since(listened+1)) >= 3
 	})
 	// Four renewals of the leader: a standby that kept alive with a look
 	// every renew interval would have sent three or more by then; the
 	// expiry it saw is 19 s or more away.
 	renewed, _ := obs.counts()
 	pgtest.Eventually(t, 20*time.Second, "four renewals", func() bool { ok, _ := obs.counts(); return ok >= renewed+4 })
-	if trips := tr.since(listened + 1); len(trips) != 2 || !isLook(trips[0]) || !isProbe(trips[1]) {
-		t.Fatalf("standing by through four renewals, the standby sent %d statements after its LISTEN (trip %d of %d), want one look and its probe: %v", len(trips), listened, tr.len(), trips)
+	if trips := tr.since(listened + 1); len(trips) != 3 || !isEnter(trips[0]) || !isLook(trips[1]) || !isProbe(trips[2]) {
+		t.Fatalf("standing by through four renewals, the standby sent %d statements after its LISTEN (trip %d of %d), want its entry into the queue, one look and its probe: %v", len(trips), listened, tr.len(), trips)
 	}
 	n := tr.len()
 	if err := leader.Release(ctx(t), nil); err != nil {
@@ -246,8 +251,8 @@ func TestListeningStandbyOnlyKeepsAlive(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("standby was not woken by the release")
 	}
-	if after := tr.since(n); len(after) == 0 || !isTake(after[0]) {
-		t.Errorf("after the release the standby sent %v, want the take first", after)
+	if after := tr.since(n); len(after) == 0 || !isAdopt(after[0]) {
+		t.Errorf("after the release the standby sent %v, want the adoption of the lease handed to it first", after)
 	}
 }
 

@@ -493,6 +493,9 @@ func (s *Store) releaseArgs(l *Lease, holdFor time.Duration, end End) (string, p
 	args := pgx.NamedArgs(l.runArgs(end))
 	args["row"], args["hold_for"], args["keep"] = l.row, holdFor.Microseconds(), s.cfg.historyKeep.Microseconds()
 	args["job_channel"], args["table_channel"] = jobChannel(s.channel, l.job), s.channel
+	// A scheduled run's lease is not handed on: schedulers do not queue,
+	// and each scheduled time is claimed with its own take.
+	args["handoff"], args["first"] = l.scheduledAt.IsZero(), FirstExpiry(s.cfg.Timings).Microseconds()
 	if h := s.hist(); h != nil {
 		return h.release, args
 	}

@@ -30,6 +30,8 @@ type config struct {
 	historyKeep time.Duration
 	// requireReplicated: see WithRequireReplicated.
 	requireReplicated bool
+	// priority orders this instance in its job's queue of standbys.
+	priority int
 }
 
 func defaultConfig() config {
@@ -119,3 +121,8 @@ func WithHistoryKeep(d time.Duration) Option { return func(c *config) { c.histor
 // superuser. Off by default, when takes and renewals cost no extra round
 // trip.
 func WithRequireReplicated(on bool) Option { return func(c *config) { c.requireReplicated = on } }
+
+// WithPriority sets this instance's place among its job's standbys: a
+// release hands the lease to the standby with the highest priority, and
+// among equals to the one that has waited longest (default 0).
+func WithPriority(n int) Option { return func(c *config) { c.priority = n } }

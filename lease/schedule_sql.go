@@ -132,7 +132,7 @@ var lostScheduledRun = lostRun("old", "1", "", `CASE WHEN NOT EXISTS (SELECT FRO
       AND c.scheduled_at = o.last_scheduled_at AND c.fencing_token <> o.fencing_token) THEN o.last_scheduled_at END`)
 
 var takeScheduledCTEs = `WITH old AS (
-  SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at, last_scheduled_at, schedule, slots,
+  SELECT fencing_token, holder, expires_at, acquired_at, renewed_at, last_started_at, last_finished_at, last_scheduled_at, schedule, slots,
     accounted_through
   FROM {lease} WHERE job_name = @job::text),
 mark AS (

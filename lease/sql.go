@@ -23,6 +23,7 @@ type statements struct {
 	release, releaseRecording, releasePruning          string
 	releaseAny, recordAttempt, recordLost              string
 	pause, resume                                      string
+	enterQueue, leaveQueue, adopt, queueLook, pin      string
 	scheduleMark, reschedule                           string
 	scheduleOf, withdraw, requestFate                  string
 	// sched are the statements of scheduled runs, req those of manual
@@ -47,6 +48,11 @@ func newStatements(o schema.Objects) statements {
 		recordAttempt:      o.Render(recordAttemptSQL),
 		recordLost:         o.Render(recordLostSQL),
 		pause:              o.Render(pauseSQL),
+		enterQueue:         o.Render(enterQueueSQL),
+		leaveQueue:         o.Render(leaveQueueSQL),
+		adopt:              o.Render(adoptSQL),
+		queueLook:          o.Render(queueLookSQL),
+		pin:                o.Render(pinSQL),
 		resume:             o.Render(resumeSQL),
 		scheduleMark:       o.Render(scheduleMarkSQL),
 		reschedule:         o.Render(rescheduleSQL),
@@ -111,7 +117,7 @@ var takeSQL = takeCTEs + takeAnswer
 var takeRecordingSQL = takeCTEs + lostRun("old", "1", "", "") + takeAnswer
 
 var takeCTEs = `WITH old AS (
-  SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at FROM {lease} WHERE job_name = @job::text),
+  SELECT fencing_token, holder, expires_at, acquired_at, renewed_at, last_started_at, last_finished_at FROM {lease} WHERE job_name = @job::text),
 ` + takeSpec{row: "@job::text", read: "old",
 	columns: []takeColumn{{name: "last_scheduled_at", update: "NULL"}},
 	where:   "coalesce(l.slots, 1) = 1 AND NOT coalesce(l." + pausedCondition + ", false)"}.taken()
@@ -148,7 +154,7 @@ var takeSlotsCTEs = `WITH want AS (
 cur AS (
   SELECT w.slot, w.name, l.job_name IS NOT NULL AS present,
     l.job_name IS NOT NULL AND coalesce(l.slot, 1) <> w.slot AS foreign_row,
-    l.fencing_token, l.holder, l.expires_at, l.released_at, l.last_started_at, l.last_finished_at,
+    l.fencing_token, l.holder, l.expires_at, l.acquired_at, l.renewed_at, l.released_at, l.last_started_at, l.last_finished_at,
     CASE WHEN w.slot = 1 AND l.job_name IS NOT NULL THEN coalesce(l.slots, 1) END AS recorded
   FROM want w LEFT JOIN {lease} AS l ON l.job_name = w.name),
 verdict AS (
@@ -226,13 +232,13 @@ FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = @row::text`
 // lease that already expired keeps its expiry: hold-for must not bring it
 // back after an operator released it. The notification goes out with the
 // commit.
-const releaseSQL = releaseCTE + releaseAnswer
+var releaseSQL = releaseCTE + releaseAnswer
 
 // releaseRecordingSQL is releaseSQL that also records the run, only if the
 // release happened: @slot, @outcome (NULL: no run to record), @attempt,
 // @output (NULL: none kept) and @scheduled_at (NULL: a run without a
 // schedule).
-const releaseRecordingSQL = releaseCTE + releaseRun + releaseAnswer
+var releaseRecordingSQL = releaseCTE + releaseRun + releaseAnswer
 
 // releasePruningSQL is releaseRecordingSQL that also deletes at most 100 of
 // this job's own runs older than @keep microseconds, the history to keep:
@@ -243,26 +249,30 @@ const releaseRecordingSQL = releaseCTE + releaseRun + releaseAnswer
 // first, so a release never scans the history. It is a statement of its
 // own, not releaseRecordingSQL with @keep 0, because a role without DELETE
 // on the history cannot run a statement that names the DELETE at all.
-const releasePruningSQL = releaseCTE + releaseRun + `,
+var releasePruningSQL = releaseCTE + releaseRun + `,
 pruned AS (
   DELETE FROM {history} WHERE ctid = ANY (ARRAY(SELECT ctid FROM {history}
     WHERE job_name = @job::text AND finished_at < now() - @keep::bigint * interval '1 microsecond'
     ORDER BY job_name, finished_at LIMIT 100)))` + releaseAnswer
 
-// releaseCTE hands the lease back. It commits durably, as the server's
-// synchronous_commit says: a release a crash of the database lost would
-// leave the row held until its expiry (safe), but the run it recorded
-// would be closed by the next holder as lost, its exit status gone from
-// the history.
-const releaseCTE = `WITH released AS (
-  UPDATE {lease} SET
-    expires_at = CASE WHEN expires_at <= now() THEN expires_at
-      ELSE greatest(now(), acquired_at + @hold_for::bigint * interval '1 microsecond') END,
-    released_at = now(),
-    last_finished_at = now(),
-    last_exit_code = @exit_code::integer
+// releaseCTE hands the lease back, or on to the first live standby in
+// the job's queue (handoffSet: @first, @handoff) when the release frees it
+// now. It commits durably, as the server's synchronous_commit says: a
+// release a crash of the database lost would leave the row held until its
+// expiry (safe), but the run it recorded would be closed by the next
+// holder as lost, its exit status gone from the history. It returns
+// whether the lease is free, or handed (to next_holder, with second the
+// queue's next entry and first_micros the time it has to adopt it), and
+// the run's start (from before the statement: a handoff clears it) and
+// end.
+var releaseCTE = `WITH was AS (
+  SELECT last_started_at FROM {lease} WHERE job_name = @row::text),
+released AS (
+  UPDATE {lease} AS l SET ` + handoffSet + `
   WHERE job_name = @row::text AND holder = @holder::text AND fencing_token = @token::bigint
-  RETURNING expires_at <= now() AS free, last_started_at, last_finished_at)`
+  RETURNING l.expires_at <= now() AS free, l.fencing_token <> @token::bigint AS handed, l.holder AS next_holder,
+    ` + nextInQueue + ` AS second, ` + micros("l.expires_at") + ` - ` + micros("now()") + ` AS first_micros,
+    (SELECT last_started_at FROM was) AS last_started_at, now() AS last_finished_at)`
 
 // releaseRun records the run, once: a release sent again because its
 // connection broke before the answer (a switchover ending every session)
@@ -280,10 +290,12 @@ run AS (
 // releaseAnswer announces a release that freed the lease on the job's own
 // channel (jobChannel), where its standbys listen, so that it reaches only
 // them; and on the table's channel, where standbys of earlier versions
-// listen for every job of the table.
-const releaseAnswer = `
-SELECT CASE WHEN free THEN pg_notify(@job_channel::text, @job::text)::text
-  || pg_notify(@table_channel::text, @job::text)::text END
+// listen for every job of the table. A handoff is announced to the job's
+// standbys as one (see handoffNotice), and as a release to the earlier
+// versions, which find the lease held.
+var releaseAnswer = `
+SELECT CASE WHEN free OR handed THEN pg_notify(@job_channel::text, CASE WHEN free THEN @job::text
+    ELSE ` + handoffPayload + ` END)::text || pg_notify(@table_channel::text, @job::text)::text END
 FROM released`
 
 // releaseAnySQL is an operator's release of a live lease: @row, @holder

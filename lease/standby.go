@@ -54,6 +54,9 @@ type standby struct {
 	// deaf is set when the probe went unheard: the standby then polls,
 	// as with --listen=false.
 	deaf bool
+	// entry is its queue entry's id ("": not queued), for the handoffs
+	// that concern it.
+	entry string
 }
 
 func (s *Store) newStandby(ctx context.Context, job string) *standby {
@@ -87,15 +90,17 @@ func (sb *standby) db() DB {
 	return sb.store.db
 }
 
-// wait returns after d, or earlier when the job's lease is released
-// (notified is then true), when the listening connection breaks (the caller
-// looks at once, through the pool, and listens again), or when ctx ends.
-// While it listens it pings the connection every renew interval, so that a
-// connection that died without a word (a cut cable, a crashed host) is
-// noticed then rather than at the expiry the caller waits for.
-func (sb *standby) wait(ctx context.Context, d time.Duration) (notified bool, err error) {
+// wait returns after d, or earlier with the announcement's payload when
+// the job's lease is released, or handed on to this standby or to the one
+// before it in the queue (see wants); when the listening connection breaks
+// (the caller looks at once, through the pool, and listens again); or when
+// ctx ends. While it listens it pings the connection every renew
+// interval, so that a connection that died without a word (a cut cable, a
+// crashed host) is noticed then rather than at the expiry the caller
+// waits for.
+func (sb *standby) wait(ctx context.Context, d time.Duration) (payload string, err error) {
 	if !sb.listening() {
-		return false, bootClock{}.Wait(ctx, d)
+		return "", bootClock{}.Wait(ctx, d)
 	}
 	if d >= sb.store.probeWindow() {
 		// A wait this long sends nothing on the connection: see probe.
@@ -106,30 +111,42 @@ func (sb *standby) wait(ctx context.Context, d time.Duration) (notified bool, er
 		payload, err := sb.await(ctx, min(time.Until(until), jitter(sb.store.cfg.RenewInterval)))
 		switch {
 		case ctx.Err() != nil:
-			return false, ctx.Err()
+			return "", ctx.Err()
 		case err != nil:
 			sb.lost(ctx, err)
-			return false, nil
-		case payload == sb.job:
-			return true, nil
+			return "", nil
+		case sb.wants(payload):
+			return payload, nil
 		case sb.probe.lost():
 			// The caller looks now, and every retry interval from here.
 			sb.goDeaf(ctx)
-			return false, nil
+			return "", nil
 		case time.Until(until) <= 0:
-			return false, nil
+			return "", nil
 		case payload != "":
-			// Not a release (a request to run): wait on.
+			// Not for this standby (a request to run, another's handoff):
+			// wait on.
 			continue
 		}
 		if err := sb.ping(ctx); err != nil {
 			if ctx.Err() != nil {
-				return false, ctx.Err()
+				return "", ctx.Err()
 			}
 			sb.lost(ctx, err)
-			return false, nil
+			return "", nil
 		}
 	}
+}
+
+// wants reports whether an announcement concerns this standby: a release
+// of its job, or a handoff to its holder id, or to the entry before its
+// own in the queue (it is next if that one never adopts the lease).
+func (sb *standby) wants(payload string) bool {
+	if payload == sb.job {
+		return true
+	}
+	n, ok := parseHandoff(payload)
+	return ok && n.job == sb.job && (n.holder == sb.store.cfg.holder || sb.entry != "" && n.next == sb.entry)
 }
 
 // lost gives up the listening connection after err: a release may have

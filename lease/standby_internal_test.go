@@ -107,11 +107,11 @@ func TestListeningStandbyNoticesASilentConnection(t *testing.T) {
 	proxy.Blackhole()
 	done := make(chan bool, 1)
 	go func() {
-		notified, err := sb.wait(ctx, time.Hour)
+		payload, err := sb.wait(ctx, time.Hour)
 		if err != nil {
 			t.Error(err)
 		}
-		done <- notified
+		done <- payload != ""
 	}()
 	select {
 	case notified := <-done:

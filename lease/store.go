@@ -453,26 +453,44 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 	return s.standBy(ctx, job, held)
 }
 
-// standBy waits for the lease on job, held as held says, and takes it
-// when it is released or expires: woken by a release's NOTIFY where it
-// can listen, else polling every retry interval.
-func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (*Lease, error) {
+// standBy waits for the lease on job, held as held says, in the job's
+// queue: it takes the lease when it is handed to it, or when it is
+// released or expires with nobody live ahead of it; woken by a release's
+// NOTIFY where it can listen, else polling (every retry interval at the
+// head of the queue, pollBehind times as seldom behind it).
+func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (_ *Lease, err error) {
 	sb := s.newStandby(ctx, job)
-	// Closing the listening connection waits for nothing the caller needs:
-	// a new leader starts its work meanwhile.
-	defer func() { go sb.close(context.WithoutCancel(ctx)) }()
+	var q *queueEntry
+	if s.cfg.slots == 1 {
+		// A job of several slots has no queue: a freed slot goes to
+		// whichever standby takes it first.
+		q = &queueEntry{sb: sb, id: newEntryID()}
+		sb.entry = q.id
+		q.enter(ctx)
+	}
+	defer func() {
+		// Out of the queue before the command starts: its release must
+		// not find this standby's entry still there.
+		q.leave(ctx)
+		// Closing the listening connection waits for nothing the caller
+		// needs: a new leader starts its work meanwhile.
+		go sb.close(context.WithoutCancel(ctx))
+	}()
 	// Once listening, look again at once: a release that came before the
 	// LISTEN would not be announced to this standby.
 	recheck := sb.listening()
 	lastHolder := ""
 	var lastFailure failureLog
-	failed := false
+	failed, behind := false, false
 	for {
 		wait := jitter(s.cfg.RetryInterval)
-		if sb.listening() && !failed {
+		switch {
+		case sb.listening() && !failed && !behind:
 			// Up to the expiry below: a release is announced, and
 			// the wait pings the connection every renew interval.
 			wait = s.cfg.TTL
+		case !sb.listening() && behind:
+			wait = jitter(pollBehind * s.cfg.RetryInterval)
 		}
 		if recheck || sb.listen(ctx) {
 			wait, recheck = 0, false
@@ -482,22 +500,36 @@ func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (*Leas
 			// Try again just after the expiry it observed, if that comes first.
 			wait = min(wait, held.ExpiresIn+time.Millisecond)
 		}
-		notified, err := sb.wait(ctx, max(wait, time.Millisecond))
+		payload, err := sb.wait(ctx, max(wait, time.Millisecond))
 		if err != nil {
 			return nil, err
 		}
 		var l *Lease
-		if notified {
+		n, handoff := parseHandoff(payload)
+		switch {
+		case handoff && n.holder != s.cfg.holder:
+			// Handed to the entry before this one: it has until its
+			// first expiry to adopt the lease, then this one is next.
+			held, failed = &HeldError{Job: job, Holder: n.holder, ExpiresIn: n.first, State: StateHeld}, false
+			continue
+		case handoff && q != nil:
+			// Handed to this holder id: adopt it without looking first. An
+			// instance sharing the id, still queued, adopts nothing.
+			if l, err = q.adopt(ctx); l == nil && err == nil {
+				l, behind, err = s.lookThenTakeQueued(ctx, sb, q)
+			}
+		case payload == job:
 			// The release that announced itself freed the lease: take it
 			// without looking first, one round trip sooner.
 			l, err = s.tryAcquire(ctx, sb.db(), job)
-		} else {
-			l, err = s.lookThenTake(ctx, sb.db(), job)
+		default:
+			l, behind, err = s.lookThenTakeQueued(ctx, sb, q)
 		}
 		held, failed = nil, false
 		switch {
-		case err == nil:
+		case err == nil && l != nil:
 			return l, nil
+		case err == nil:
 		case errors.As(err, &held):
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
@@ -508,6 +540,29 @@ func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (*Leas
 			s.logFailure(err, job, &lastFailure)
 		}
 	}
+}
+
+// lookThenTakeQueued is a queued standby's look: it adopts a lease handed
+// to it, and takes a free one only when no live entry is ahead of its own
+// (behind says there is one: the head of the queue takes it). Without a
+// queue, it is lookThenTake.
+func (s *Store) lookThenTakeQueued(ctx context.Context, sb *standby, q *queueEntry) (_ *Lease, behind bool, err error) {
+	if q == nil {
+		l, err := s.lookThenTake(ctx, sb.db(), sb.job)
+		return l, false, err
+	}
+	handed, ahead, err := q.look(ctx)
+	switch {
+	case handed:
+		l, err := q.adopt(ctx)
+		return l, false, err
+	case err != nil:
+		return nil, ahead > 0, err
+	case ahead > 0:
+		return nil, true, nil
+	}
+	l, err := s.tryAcquire(ctx, sb.db(), sb.job)
+	return l, false, err
 }
 
 // sayStandingBy logs why a standby waits when that changed since last

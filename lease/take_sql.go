@@ -68,12 +68,14 @@ RETURNING fencing_token` + t.returning + `)`
 
 // lostRun is the CTE "lost", added after a take's CTEs: it closes as lost
 // the run of a holder that never released (it crashed, or was cut off),
-// from the row as the statement found it (read, aliased o, with the
-// columns fencing_token, holder, expires_at, last_started_at and
-// last_finished_at), when the take happened. The run's attempt is one more
-// than the attempts of its lease (job, token) already recorded
-// (--retries). slot is the run's slot, where its row (o) may be absent,
-// and scheduledAt its scheduled time ("": a take that records none).
+// and as could_not_start a lease handed to a standby that never adopted
+// it (handed), from the row as the statement found it (read,
+// aliased o, with the columns fencing_token, holder, expires_at,
+// acquired_at, renewed_at, last_started_at and last_finished_at), when the
+// take happened. The run's attempt is one more than the attempts of its
+// lease (job, token) already recorded (--retries). slot is the run's
+// slot, where its row (o) may be absent, and scheduledAt its scheduled
+// time ("": a take that records none).
 func lostRun(read, slot, where, scheduledAt string) string {
 	columns, values := "", ""
 	if scheduledAt != "" {
@@ -84,6 +86,8 @@ lost AS (
   INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome` + columns + `)
   SELECT @job::text, ` + slot + `, o.holder, o.fencing_token,
     1 + (SELECT count(*) FROM {history} h WHERE h.job_name = @job::text AND h.fencing_token = o.fencing_token),
-    o.last_started_at, greatest(o.expires_at, o.last_started_at), '` + OutcomeLost + `'` + values + `
-  FROM ` + read + ` o WHERE EXISTS (SELECT FROM taken)` + where + ` AND o.last_started_at IS NOT NULL AND o.last_finished_at IS NULL)`
+    coalesce(o.last_started_at, o.acquired_at), greatest(o.expires_at, o.last_started_at, o.acquired_at),
+    CASE WHEN o.last_started_at IS NULL THEN '` + OutcomeCouldNotStart + `' ELSE '` + OutcomeLost + `' END` + values + `
+  FROM ` + read + ` o WHERE EXISTS (SELECT FROM taken)` + where + `
+    AND (o.last_started_at IS NOT NULL AND o.last_finished_at IS NULL OR ` + handed("o") + `))`
 }

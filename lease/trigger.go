@@ -79,7 +79,7 @@ var takeRequestedSQL = takeRequestedCTEs + takeRequestedAnswer
 var takeRequestedRecordingSQL = takeRequestedCTEs + lostScheduledRun + takeRequestedAnswer
 
 var takeRequestedCTEs = `WITH old AS (
-  SELECT fencing_token, holder, expires_at, last_started_at, last_finished_at, last_scheduled_at, schedule, slots, paused_until
+  SELECT fencing_token, holder, expires_at, acquired_at, renewed_at, last_started_at, last_finished_at, last_scheduled_at, schedule, slots, paused_until
   FROM {lease} WHERE job_name = @job::text),
 req AS (
   SELECT scheduled_at FROM {claims} WHERE job_name = @job::text AND outcome = '` + ClaimRequested + `'

@@ -127,6 +127,11 @@ var Leases = Table{
 		{"paused_at", "timestamp with time zone", "timestamptz", Nullable, false},
 		{"paused_by", "text", "text", Nullable, false},
 		{"pause_reason", "text", "text", Nullable, false},
+		// queue is the job's standbys in line for the lease, a JSON array
+		// of entries (NULL: none ever queued): a release hands the lease
+		// to the first live one in the same statement (see package lease,
+		// queue_sql.go).
+		{"queue", "jsonb", "jsonb", NullsAny, false},
 	},
 	Kinds: []string{"r", "p"},
 	Kind:  "a table",

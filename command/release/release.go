@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -19,12 +20,13 @@ import (
 func Command() *cli.Command {
 	return &cli.Command{
 		Name:      "release",
-		Usage:     "ask a live holder to hand its lease back, or free a dead holder's lease with --force",
-		UsageText: "leasewrap release --job NAME [--slot K] (--id ID | --force [--yes])",
+		Usage:     "ask a live holder to hand its lease back (or on, to a standby of your choice), or free a dead holder's lease with --force",
+		UsageText: "leasewrap release --job NAME [--slot K] (--id ID | --to STANDBY | --force [--yes])",
 		Flags: append([]cli.Flag{
 			cmdutil.JobFlag("lease name (required)"),
 			cmdutil.IDFlag("release only if this holder id has it"),
 			&cli.StringFlag{Name: "slot", Value: "1", Usage: "which slot of a job run with --slots"},
+			&cli.StringFlag{Name: "to", Usage: "hand the lease to this standby (its holder id, as status lists the queue) once the holder has stopped its command"},
 			&cli.BoolFlag{Name: "force", Usage: "free the lease at once, without waiting for the holder to stop (for a holder that died)"},
 			&cli.BoolFlag{Name: "yes", Usage: "with --force: free it even though its holder renewed within the TTL"},
 		}, cmdutil.StoreFlags()...),
@@ -39,9 +41,12 @@ func releaseAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	id, force := c.String("id"), c.Bool("force")
-	if id == "" && !force {
-		return cmdutil.Usagef("release needs --id (the holder id the lease was taken under) or --force (for a holder that died)")
+	id, force, to := c.String("id"), c.Bool("force"), c.String("to")
+	switch {
+	case to != "" && force:
+		return cmdutil.Usagef("--to hands the lease on when its holder has stopped its command, --force frees it at once: use one")
+	case id == "" && !force && to == "":
+		return cmdutil.Usagef("release needs --id (the holder id the lease was taken under), --to (the standby to hand it to) or --force (for a holder that died)")
 	}
 	slot, err := strconv.Atoi(c.String("slot"))
 	if err != nil || slot < 1 || slot > lease.MaxSlots {
@@ -78,6 +83,11 @@ func releaseAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if to != "" {
+		if err := pin(c, a, store, jobs[i], to); err != nil {
+			return err
+		}
+	}
 	holder, token, err := store.ReleaseHeld(c.Context, lease.SlotRow(job, slot), id, jobs[i].FencingToken, force)
 	switch {
 	case errors.Is(err, lease.ErrNoJob):
@@ -86,11 +96,34 @@ func releaseAction(c *cli.Context) error {
 		return a.DB.Unavailable(err, a.Log)
 	}
 	msg := fmt.Sprintf("released the lease on %s held by %s (token %d)", job, holder, token)
-	if !force {
+	if to != "" {
+		msg = fmt.Sprintf("switchover requested: %s stops its command at its next renewal (within its --renew-interval), then hands the lease on %s (token %d) to %s",
+			holder, job, token, to)
+	} else if !force {
 		msg = fmt.Sprintf("release requested: %s stops its command at its next renewal (within its --renew-interval), then hands the lease on %s back (token %d)",
 			holder, job, token)
 	}
 	return cmdutil.Printed(fmt.Fprintln(c.App.Writer, escape.Printable(msg)))
+}
+
+// pin makes standby the next holder of j's lease, or says who is queued.
+func pin(c *cli.Context, a *cmdutil.Admin, store *lease.Store, j inspect.JobStatus, standby string) error {
+	if j.Slots > 1 {
+		return cmdutil.Usagef("--to hands a lease to a queued standby; %s has %d slots, whose standbys do not queue", escape.Printable(j.Job), j.Slots)
+	}
+	queued, pinned, err := store.Pin(c.Context, j.Job, standby)
+	if err != nil {
+		return a.DB.Unavailable(err, a.Log)
+	}
+	if pinned {
+		return nil
+	}
+	who := "no standby is queued"
+	if len(queued) > 0 {
+		who = "queued: " + strings.Join(queued, ", ")
+	}
+	return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: fmt.Errorf("%s is not in the queue of %s (%s)",
+		escape.Printable(standby), escape.Printable(j.Job), escape.Printable(who))}
 }
 
 // releasable says why the lease in j cannot or should not be released as

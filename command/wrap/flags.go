@@ -24,6 +24,8 @@ func RunFlags() []cli.Flag {
 			DefaultText: "ttl*2/45, 2s", Usage: "standby poll and renewal retry period"},
 		&cli.BoolFlag{Name: "wait", EnvVars: []string{"LEASEWRAP_WAIT"},
 			Usage: "stand by until leader instead of skipping"},
+		&cli.StringFlag{Name: "priority", EnvVars: []string{"LEASEWRAP_PRIORITY"}, Value: "0",
+			Usage: "with --wait: a release hands the lease to the standby with the highest priority, among equals to the one waiting longest"},
 		&cli.StringFlag{Name: "wait-timeout", EnvVars: []string{"LEASEWRAP_WAIT_TIMEOUT"}, Value: "0s",
 			Usage: "give up standing by after this long and exit 124 (0s: never)"},
 		&cli.BoolFlag{Name: "listen", EnvVars: []string{"LEASEWRAP_LISTEN"}, Value: true,

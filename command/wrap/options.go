@@ -34,6 +34,8 @@ type runOptions struct {
 	retries      int
 	retryDelay   time.Duration
 	slots        int
+	// priority orders this standby in the job's queue.
+	priority int
 	historyKeep  time.Duration
 	keepOutput   int // bytes of each attempt's output kept in the history; 0: none
 	// requireReplicated: see lease.WithRequireReplicated.
@@ -102,6 +104,9 @@ func parseRunOptions(c *cli.Context, child []string, hasChild bool) (runOptions,
 	if o.historyKeep, err = s.Duration("history-keep"); err != nil {
 		return o, err
 	}
+	if err := parsePriority(s, &o); err != nil {
+		return o, err
+	}
 	if o.keepOutput, err = s.Size("keep-output", maxKeepOutput); err != nil {
 		return o, err
 	}
@@ -109,6 +114,25 @@ func parseRunOptions(c *cli.Context, child []string, hasChild bool) (runOptions,
 		return o, err
 	}
 	return o, parseSchedule(s, &o)
+}
+
+// parsePriority reads --priority, which orders standbys in their job's
+// queue: it means something only for an instance that queues.
+func parsePriority(s cmdutil.Settings, o *runOptions) error {
+	if !s.Ctx.IsSet("priority") {
+		return nil
+	}
+	p, err := strconv.ParseInt(s.Ctx.String("priority"), 10, 32)
+	switch {
+	case err != nil:
+		return cmdutil.Usagef("invalid %s %q: must be a whole number, as in 10 (higher goes first; default 0)", s.Source("priority"), s.Ctx.String("priority"))
+	case !o.wait:
+		return cmdutil.Usagef("%s orders standbys: it needs --wait", s.Source("priority"))
+	case o.slots != 1:
+		return cmdutil.Usagef("%s cannot be combined with %s: a freed slot goes to whichever standby takes it first", s.Source("priority"), s.Source("slots"))
+	}
+	o.priority = int(p)
+	return nil
 }
 
 // parseSchedule reads --schedule and what goes with it, and refuses the

@@ -67,7 +67,7 @@ func Action(c *cli.Context, child []string, hasChild bool) error {
 	store, err := lease.New(db.Pool, lease.WithTable(o.store.Table), lease.WithHolder(o.holder),
 		lease.WithTimings(o.timings), lease.WithHoldFor(o.holdFor), lease.WithListen(o.listen),
 		lease.WithSlots(o.slots), lease.WithHistoryKeep(o.historyKeep), lease.WithRequireReplicated(o.requireReplicated),
-		lease.WithLogger(storeLog), lease.WithObserver(mon))
+		lease.WithPriority(o.priority), lease.WithLogger(storeLog), lease.WithObserver(mon))
 	if err != nil {
 		return cmdutil.Usagef("%v", err)
 	}

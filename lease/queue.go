@@ -1,0 +1,226 @@
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/redbite/leasewrap/internal/pgerr"
+	"github.com/redbite/leasewrap/schema"
+)
+
+// How the queue works (queue_sql.go has its statements):
+//
+//   - A standby of a single-slot job enters the queue when it starts
+//     waiting, and leaves it when it gives up or exits.
+//   - A release that frees the lease hands it, in the same statement, to
+//     the first live entry (pinned first, then by priority, then first
+//     come), with a new token and a short first expiry (FirstExpiry), and
+//     announces it to the job's standbys (handoffNotice).
+//   - That standby renews the lease and starts its run in one statement
+//     (adoptSQL) before its command starts; one that never does loses
+//     the lease at the first expiry, and the next take records the run
+//     could_not_start.
+//   - A lease that expires unreleased (its holder died) is taken by the
+//     head of the queue: the others look and see someone ahead of them.
+
+// handoffTag starts a handoff's notification (handoffPayload).
+const handoffTag = "handoff"
+
+// handoffNotice is a handoff's notification, parsed.
+type handoffNotice struct {
+	// holder is who the lease was handed to; next the id of the queue
+	// entry after it ("": none).
+	holder, next string
+	// first is how long the holder has to adopt the lease.
+	first time.Duration
+	job   string
+}
+
+// parseHandoff reads payload as a handoff's notification; ok is false for
+// any other payload.
+func parseHandoff(payload string) (n handoffNotice, ok bool) {
+	parts := strings.SplitN(payload, "\n", 5)
+	if len(parts) != 5 || parts[0] != handoffTag {
+		return n, false
+	}
+	us, err := strconv.ParseInt(parts[3], 10, 64)
+	if err != nil {
+		return n, false
+	}
+	return handoffNotice{holder: parts[1], next: parts[2], first: time.Duration(us) * time.Microsecond, job: parts[4]}, true
+}
+
+// FirstExpiry is how long a standby a lease was handed to has to adopt it
+// (hear or see the handoff, and renew): two retry intervals, the time a
+// polling head of the queue takes to look, and once more for the
+// statement; at least a second, for a loaded machine. A standby that
+// froze or died costs the job this long.
+func FirstExpiry(t Timings) time.Duration { return max(2*t.RetryInterval, time.Second) }
+
+// pollHead and pollBehind are how often a polling standby looks: at the
+// head of the queue every retry interval, since a handoff may come to it;
+// behind it every pollBehind retry intervals, since it only has to notice
+// that it moved up or that the lease expired unreleased, and the
+// release hands a polling standby its own look's interval more to adopt
+// the lease (its entry's every).
+const pollBehind = 4
+
+// queueEntry is a standby's entry in its job's queue.
+type queueEntry struct {
+	sb *standby
+	// id is the entry's own: two instances may share a holder id.
+	id string
+	// in is set once it entered, listening whether as a listening
+	// standby.
+	in, listening bool
+}
+
+func newEntryID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// entryLife is how long a polling standby's entry counts after it said it
+// looks: a TTL, refreshed when half of it is gone.
+func (s *Store) entryLife() time.Duration { return s.cfg.TTL }
+
+// enter puts the standby in the queue, or refreshes its entry, on the
+// standby's own connection (a listening one's backend is what keeps its
+// entry alive). A failure is logged and left: the standby still takes the
+// lease when it is free, as before queues.
+func (q *queueEntry) enter(ctx context.Context) {
+	s := q.sb.store
+	listening := q.sb.listening()
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
+	defer cancel()
+	tag, err := q.sb.db().Exec(ctx, s.sql.enterQueue, pgx.StrictNamedArgs{"job": q.sb.job, "holder": s.cfg.holder, "id": q.id,
+		"priority": s.cfg.priority, "listening": listening, "live": s.entryLife().Microseconds(),
+		"every": (pollBehind * s.cfg.RetryInterval).Microseconds()})
+	if err != nil {
+		s.log.Debug().Err(pgerr.Classify(err)).Str("job", q.sb.job).Msg("cannot enter the queue; standing by without it")
+		return
+	}
+	q.in, q.listening = tag.RowsAffected() > 0, listening
+}
+
+// leave takes the standby's entry out of the queue, if it entered.
+func (q *queueEntry) leave(ctx context.Context) {
+	if q == nil || !q.in {
+		return
+	}
+	s := q.sb.store
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
+	defer cancel()
+	if _, err := s.db.Exec(ctx, s.sql.leaveQueue, pgx.StrictNamedArgs{"job": q.sb.job, "id": q.id}); err != nil {
+		s.log.Debug().Err(pgerr.Classify(err)).Str("job", q.sb.job).Msg("cannot leave the queue; the entry lapses by itself")
+	}
+	q.in = false
+}
+
+// place is a queued standby's look (see queueLookSQL).
+type place struct {
+	holderRow
+	Ahead       int64
+	UntilMicros *int64
+	Queued      bool
+	Handed      bool
+}
+
+// look reads the lease and the standby's place in the queue, and enters
+// it again when the entry is gone (an operator emptied the queue, or the
+// row was made anew), is a listening one's and the standby polls now (or
+// the other way round), or is a polling one's that would soon stop
+// counting. It returns a *HeldError, as Store.look does, while the lease
+// is live; ahead, how many live entries come before this standby's while
+// it is free; handed, that it was handed to this holder id and is
+// waiting to be adopted.
+func (q *queueEntry) look(ctx context.Context) (handed bool, ahead int, err error) {
+	s := q.sb.store
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
+	defer cancel()
+	p, err := queryOne[place](ctx, q.sb.db(), s.sql.queueLook, pgx.StrictNamedArgs{"job": q.sb.job, "holder": s.cfg.holder, "id": q.id})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		s.cfg.observer.Contacted()
+		return false, 0, nil
+	case err != nil:
+		err = fmt.Errorf("cannot read holder of lease %q: %w", q.sb.job, pgerr.Classify(err))
+		s.cfg.observer.Failed(err)
+		return false, 0, err
+	}
+	s.cfg.observer.Contacted()
+	if p.Handed && !p.Queued {
+		return true, 0, nil
+	}
+	lapsing := p.UntilMicros != nil && time.Duration(*p.UntilMicros)*time.Microsecond < s.entryLife()/2
+	if !p.Queued || q.listening != q.sb.listening() || lapsing {
+		q.enter(ctx)
+	}
+	h := p.markPaused(&HeldError{Job: q.sb.job, Holder: p.Holder, Token: p.Token, ExpiresIn: p.ExpiresAt.Sub(p.Now),
+		State: schema.StateOf(p.ExpiresAt, p.ReleasedAt, p.LastFinishedAt)})
+	if h.ExpiresIn > 0 || h.Paused != nil {
+		return false, int(p.Ahead), h
+	}
+	return false, int(p.Ahead), nil
+}
+
+// adopt takes a lease handed to this standby: it renews it and starts the
+// run in one statement. It returns nil, nil when nothing was handed to it.
+func (q *queueEntry) adopt(ctx context.Context) (*Lease, error) {
+	s := q.sb.store
+	budget := s.cfg.TTL - s.cfg.StopBefore()
+	t0 := s.cfg.clock.Now()
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	db, done, err := s.replicated(ctx, q.sb.db(), q.sb.job)
+	defer done()
+	if err != nil {
+		return nil, err
+	}
+	token, err := queryValue[int64](ctx, db, s.sql.adopt, pgx.StrictNamedArgs{"row": q.sb.job, "holder": s.cfg.holder,
+		"id": q.id, "ttl": s.cfg.TTL.Microseconds()})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		err = fmt.Errorf("cannot take the lease %q handed to this instance: %w", q.sb.job, pgerr.Classify(err))
+		s.cfg.observer.Failed(err)
+		return nil, err
+	}
+	s.cfg.observer.Contacted()
+	q.in = false // the handoff took the entry out
+	if took := s.cfg.clock.Now() - t0; took >= budget {
+		late := &Lease{store: s, job: q.sb.job, row: q.sb.job, slot: 1, token: token}
+		_ = late.releaseRow(context.WithoutCancel(ctx), 0, End{})
+		return nil, fmt.Errorf("cannot take the lease %q handed to this instance: the answer came after %s: %w", q.sb.job, took.Round(time.Millisecond), context.DeadlineExceeded)
+	}
+	return s.confirmed(ctx, db, newLease(s, q.sb.job, token, t0+s.cfg.TTL))
+}
+
+// Pin makes holder the next to be handed job's lease (release --to): its
+// entry goes ahead of every other in the queue. It returns the queue's
+// live holders, in order; pinned is false (and nothing changed) when
+// holder is not among them.
+func (s *Store) Pin(ctx context.Context, job, holder string) (holders []string, pinned bool, err error) {
+	if err := s.ensureSchema(ctx); err != nil {
+		return nil, false, err
+	}
+	var r struct {
+		Holders []string
+		Pinned  bool
+	}
+	err = queryRow(ctx, s.db, s.sql.pin, pgx.StrictNamedArgs{"row": job, "to": holder}, into(&r))
+	if err != nil {
+		return nil, false, fmt.Errorf("cannot read the queue of %q: %w", job, pgerr.Classify(err))
+	}
+	return r.Holders, r.Pinned, nil
+}
