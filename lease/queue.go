@@ -112,7 +112,8 @@ func (q *queueEntry) enter(ctx context.Context) {
 	q.in, q.listening = tag.RowsAffected() > 0, listening
 }
 
-// leave takes the standby's entry out of the queue, if it entered.
+// leave takes the standby's entry out of the queue, if it entered, and
+// frees a lease handed to it meanwhile (see leaveQueueSQL).
 func (q *queueEntry) leave(ctx context.Context) {
 	if q == nil || !q.in {
 		return
@@ -120,7 +121,8 @@ func (q *queueEntry) leave(ctx context.Context) {
 	s := q.sb.store
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
 	defer cancel()
-	if _, err := s.db.Exec(ctx, s.sql.leaveQueue, pgx.StrictNamedArgs{"job": q.sb.job, "id": q.id}); err != nil {
+	if _, err := s.db.Exec(ctx, s.sql.leaveQueue, pgx.StrictNamedArgs{"job": q.sb.job, "id": q.id, "holder": s.cfg.holder,
+		"job_channel": jobChannel(s.channel, q.sb.job)}); err != nil {
 		s.log.Debug().Err(pgerr.Classify(err)).Str("job", q.sb.job).Msg("cannot leave the queue; the entry lapses by itself")
 	}
 	q.in = false

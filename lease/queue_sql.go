@@ -103,9 +103,23 @@ var enterQueueSQL = `UPDATE {lease} AS l SET queue = ` + queueWithout("l", `x->>
 WHERE job_name = @job::text
 RETURNING 1`
 
-// leaveQueueSQL takes a standby's entry (@id) out of @job's queue.
-var leaveQueueSQL = `UPDATE {lease} AS l SET queue = ` + queueWithout("l", `x->>'id' = @id::text`) + `
-WHERE job_name = @job::text AND l.queue @> jsonb_build_array(jsonb_build_object('id', @id::text))`
+// leaveQueueSQL takes a standby's entry (@id) out of @job's queue. A
+// lease handed to it that it has not adopted (@holder's: it is leaving
+// as a release chose it) it frees, and says so on @job_channel as a
+// release does: the next take records it could_not_start.
+var leaveQueueSQL = `WITH left_queue AS (
+  UPDATE {lease} AS l SET queue = ` + queueWithout("l", `x->>'id' = @id::text`) + `,
+    expires_at = CASE WHEN ` + handedHere + ` THEN now() ELSE l.expires_at END
+  WHERE job_name = @job::text AND (l.queue @> jsonb_build_array(jsonb_build_object('id', @id::text)) OR ` + handedHere + `)
+  RETURNING l.expires_at = now() AND l.holder = @holder::text AND ` + handed("l") + ` AS freed)
+SELECT pg_notify(@job_channel::text, @job::text) FROM left_queue WHERE freed`
+
+// handedHere is true of the lease row l while it is handed to @holder
+// and not adopted, the entry @id out of the queue: handed to this
+// standby (or to one sharing its holder id, which then cannot adopt it
+// either: safe).
+var handedHere = `(l.holder = @holder::text AND ` + handed("l") + ` AND l.expires_at > now()
+    AND NOT coalesce(l.queue @> jsonb_build_array(jsonb_build_object('id', @id::text)), false))`
 
 // adoptSQL is a standby's first statement on a lease handed to it: @row,
 // @holder, @id, @ttl (microseconds). It renews the lease and starts the

@@ -481,15 +481,17 @@ func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (_ *Le
 	recheck := sb.listening()
 	lastHolder := ""
 	var lastFailure failureLog
-	failed, behind := false, false
+	failed, ahead := false, 0
 	for {
 		wait := jitter(s.cfg.RetryInterval)
 		switch {
-		case sb.listening() && !failed && !behind:
+		case sb.listening() && !failed && (held != nil || ahead == 0):
 			// Up to the expiry below: a release is announced, and
-			// the wait pings the connection every renew interval.
+			// the wait pings the connection every renew interval. (A
+			// free lease with a standby ahead is taken without a word:
+			// look again in a retry interval.)
 			wait = s.cfg.TTL
-		case !sb.listening() && behind:
+		case !sb.listening() && ahead > 0:
 			wait = jitter(pollBehind * s.cfg.RetryInterval)
 		}
 		if recheck || sb.listen(ctx) {
@@ -516,14 +518,15 @@ func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (_ *Le
 			// Handed to this holder id: adopt it without looking first. An
 			// instance sharing the id, still queued, adopts nothing.
 			if l, err = q.adopt(ctx); l == nil && err == nil {
-				l, behind, err = s.lookThenTakeQueued(ctx, sb, q)
+				l, ahead, err = s.lookThenTakeQueued(ctx, sb, q)
 			}
 		case payload == job:
 			// The release that announced itself freed the lease: take it
 			// without looking first, one round trip sooner.
 			l, err = s.tryAcquire(ctx, sb.db(), job)
+			ahead = 0
 		default:
-			l, behind, err = s.lookThenTakeQueued(ctx, sb, q)
+			l, ahead, err = s.lookThenTakeQueued(ctx, sb, q)
 		}
 		held, failed = nil, false
 		switch {
@@ -544,25 +547,23 @@ func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (_ *Le
 
 // lookThenTakeQueued is a queued standby's look: it adopts a lease handed
 // to it, and takes a free one only when no live entry is ahead of its own
-// (behind says there is one: the head of the queue takes it). Without a
-// queue, it is lookThenTake.
-func (s *Store) lookThenTakeQueued(ctx context.Context, sb *standby, q *queueEntry) (_ *Lease, behind bool, err error) {
+// (ahead counts them: the head of the queue takes it). Without a queue,
+// it is lookThenTake.
+func (s *Store) lookThenTakeQueued(ctx context.Context, sb *standby, q *queueEntry) (_ *Lease, ahead int, err error) {
 	if q == nil {
 		l, err := s.lookThenTake(ctx, sb.db(), sb.job)
-		return l, false, err
+		return l, 0, err
 	}
 	handed, ahead, err := q.look(ctx)
 	switch {
 	case handed:
 		l, err := q.adopt(ctx)
-		return l, false, err
-	case err != nil:
-		return nil, ahead > 0, err
-	case ahead > 0:
-		return nil, true, nil
+		return l, 0, err
+	case err != nil || ahead > 0:
+		return nil, ahead, err
 	}
 	l, err := s.tryAcquire(ctx, sb.db(), sb.job)
-	return l, false, err
+	return l, 0, err
 }
 
 // sayStandingBy logs why a standby waits when that changed since last

@@ -1,0 +1,308 @@
+package lease_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/internal/stall"
+	"github.com/redbite/leasewrap/lease"
+)
+
+// waiter is a standby of its own Store and pool, waiting for a lease in
+// the background, with every round trip it makes traced.
+type waiter struct {
+	holder string
+	tr     *tracer
+	got    chan *lease.Lease
+}
+
+// stand starts holder's Acquire of job on table.
+func stand(t *testing.T, table, job, holder string, opts ...lease.Option) *waiter {
+	t.Helper()
+	w := &waiter{holder: holder, tr: &tracer{}, got: make(chan *lease.Lease, 1)}
+	s := newStore(t, tracedPool(t, pgtest.URL(), w.tr), table, holder, opts...)
+	c, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		l, err := s.Acquire(c, job)
+		if err != nil && c.Err() == nil {
+			t.Errorf("%s: %v", holder, err)
+		}
+		w.got <- l
+	}()
+	return w
+}
+
+// lease waits for w's lease.
+func (w *waiter) lease(t *testing.T, within time.Duration) *lease.Lease {
+	t.Helper()
+	select {
+	case l := <-w.got:
+		if l == nil {
+			t.Fatalf("%s got no lease", w.holder)
+		}
+		return l
+	case <-time.After(within):
+		t.Fatalf("%s got no lease within %s", w.holder, within)
+		return nil
+	}
+}
+
+// writes are w's statements since trip i that write the lease row: takes
+// and adoptions.
+func (w *waiter) writes(i int) []trip {
+	var out []trip
+	for _, tr := range w.tr.since(i) {
+		if isTake(tr) || isAdopt(tr) {
+			out = append(out, tr)
+		}
+	}
+	return out
+}
+
+// queueOf reads job's queue, its holders in the order a release hands
+// the lease on.
+func queueOf(t *testing.T, pool *pgxpool.Pool, table, job string) []string {
+	t.Helper()
+	var holders []string
+	err := pool.QueryRow(ctx(t), `SELECT coalesce(array_agg(e->>'holder' ORDER BY (e->>'pinned')::boolean DESC,
+  (e->>'priority')::integer DESC, (e->>'since')::bigint), '{}') FROM `+pgx.Identifier{table}.Sanitize()+`,
+  jsonb_array_elements(coalesce(queue, '[]')) AS e WHERE job_name = $1`, job).Scan(&holders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return holders
+}
+
+// waitQueue waits until job's queue is holders, in order.
+func waitQueue(t *testing.T, pool *pgxpool.Pool, table, job string, holders ...string) {
+	t.Helper()
+	pgtest.Eventually(t, 20*time.Second, fmt.Sprintf("queue %v", holders), func() bool {
+		return slices.Equal(queueOf(t, pool, table, job), holders)
+	})
+}
+
+// A release hands the lease to the standby first in line, highest
+// priority first and then first come, in the statement that releases it:
+// the standby's adoption is the only write any standby sends, the others
+// stay quiet but for the next in line's one look when the first expiry
+// has passed, and every run is recorded once, tokens rising.
+func TestAReleaseHandsTheLeaseOnInQueueOrder(t *testing.T) {
+	t.Parallel()
+	for _, listen := range []bool{true, false} {
+		t.Run(fmt.Sprintf("listen=%v", listen), func(t *testing.T) {
+			t.Parallel()
+			pool := pgtest.Pool(t)
+			table := pgtest.Table(t, pool)
+			opts := []lease.Option{lease.WithListen(listen)}
+			holder := mustAcquire(t, newStore(t, pool, table, "a"), "job")
+			var ws []*waiter
+			for i, name := range []string{"b", "c", "d"} {
+				ws = append(ws, stand(t, table, "job", name, opts...))
+				waitQueue(t, pool, table, "job", []string{"b", "c", "d"}[:i+1]...)
+			}
+			ws = append(ws, stand(t, table, "job", "e", append(opts, lease.WithPriority(1))...))
+			waitQueue(t, pool, table, "job", "e", "b", "c", "d")
+			order := []*waiter{ws[3], ws[0], ws[1], ws[2]}
+			first := lease.FirstExpiry(lease.DeriveTimings(10 * time.Second))
+			for i, next := range order {
+				mark := make([]int, len(ws))
+				for j, w := range ws {
+					mark[j] = w.tr.len()
+				}
+				if err := holder.Release(ctx(t), nil); err != nil {
+					t.Fatal(err)
+				}
+				holder = next.lease(t, 10*time.Second)
+				// Past the first expiry, when the next in line looks once.
+				time.Sleep(first + 500*time.Millisecond)
+				for j, w := range ws {
+					if i > 0 && w == order[i-1] {
+						continue // the releasing holder
+					}
+					writes := w.writes(mark[j])
+					switch {
+					case w == next && (len(writes) != 1 || !isAdopt(writes[0])):
+						t.Errorf("handoff %d: %s, handed the lease, wrote %v; want its adoption alone", i+1, w.holder, writes)
+					case w != next && len(writes) > 0:
+						t.Errorf("handoff %d to %s: %s wrote %v; want nothing", i+1, next.holder, w.holder, writes)
+					case listen && w != next && (i+1 >= len(order) || w != order[i+1]) && w.tr.len() > mark[j]:
+						t.Errorf("handoff %d to %s: %s, not next, sent %s; want nothing", i+1, next.holder, w.holder, brief(w.tr.since(mark[j])))
+					}
+				}
+			}
+			if err := holder.Release(ctx(t), nil); err != nil {
+				t.Fatal(err)
+			}
+			runs := historyOf(t, pool, table)
+			if got := strings.Join(runs.holders, " "); got != "a e b c d" {
+				t.Errorf("runs by %s, want a e b c d", got)
+			}
+			for i := 1; i < len(runs.tokens); i++ {
+				if runs.tokens[i] <= runs.tokens[i-1] {
+					t.Errorf("tokens %v do not rise", runs.tokens)
+				}
+			}
+		})
+	}
+}
+
+// runs are a history's rows, oldest first.
+type runs struct {
+	holders, outcomes []string
+	tokens            []int64
+}
+
+func historyOf(t *testing.T, pool *pgxpool.Pool, table string) runs {
+	t.Helper()
+	rows, err := pool.Query(ctx(t), `SELECT holder, outcome, fencing_token FROM `+pgx.Identifier{table + "_history"}.Sanitize()+
+		` ORDER BY fencing_token, attempt`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var r runs
+	for rows.Next() {
+		var h, o string
+		var tok int64
+		if err := rows.Scan(&h, &o, &tok); err != nil {
+			t.Fatal(err)
+		}
+		r.holders, r.outcomes, r.tokens = append(r.holders, h), append(r.outcomes, o), append(r.tokens, tok)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A standby that died is passed over, and one that froze is handed the
+// lease, never adopts it, and holds the job up for the first expiry
+// alone: the next in line takes it then (told by the handoff's
+// notification that it is next), and the frozen one's handoff is
+// recorded could_not_start with its own token.
+func TestADeadOrFrozenStandbyCostsTheFirstExpiryAtMost(t *testing.T) {
+	t.Parallel()
+	stall.Watch()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	quoted := pgx.Identifier{table}.Sanitize()
+	holder := mustAcquire(t, newStore(t, pool, table, "a"), "job")
+	c := stand(t, table, "job", "c")
+	waitQueue(t, pool, table, "job", "c")
+	// A frozen standby's backend is alive: this connection's.
+	frozen, err := pool.Acquire(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer frozen.Release()
+	var pid int
+	var started int64
+	if err := frozen.QueryRow(ctx(t), `SELECT pid, (extract(epoch FROM backend_start) * 1000000)::bigint
+FROM pg_stat_activity WHERE pid = pg_backend_pid()`).Scan(&pid, &started); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, pool, fmt.Sprintf(`UPDATE %s SET queue = jsonb_build_array(
+  jsonb_build_object('holder', 'dead', 'id', 'dead', 'priority', 0, 'since', 1, 'pid', 2147483647, 'started', 1),
+  jsonb_build_object('holder', 'frozen', 'id', 'frozen', 'priority', 0, 'since', 2, 'pid', %d, 'started', %d)) || queue`, quoted, pid, started))
+	released := time.Now()
+	if err := holder.Release(ctx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	l := c.lease(t, 20*time.Second)
+	defer l.Release(ctx(t), nil)
+	first := lease.FirstExpiry(lease.DeriveTimings(10 * time.Second))
+	// The notification comes at once, the look a millisecond after the
+	// first expiry, the take a round trip later: a retry interval (50ms)
+	// covers both, and what this machine stalled the test.
+	if took, bound := time.Since(released), first+50*time.Millisecond+stall.Since(released)+time.Second; took > bound {
+		t.Errorf("c took the lease %s after the release, want within %s", took, bound)
+	}
+	runs := historyOf(t, pool, table)
+	if got := fmt.Sprint(runs.holders, runs.outcomes); got != "[a frozen] [exited could_not_start]" {
+		t.Errorf("history %s, want a's run and frozen's handoff, could_not_start", got)
+	}
+	if len(runs.tokens) == 2 && !(runs.tokens[0] < runs.tokens[1] && runs.tokens[1] < l.Token()) {
+		t.Errorf("tokens a %d, frozen %d, c %d: want rising", runs.tokens[0], runs.tokens[1], l.Token())
+	}
+}
+
+// A holder that dies without releasing frees the lease at its expiry; then
+// the head of the queue takes it, and no other standby tries: one take.
+func TestAfterACrashTheHeadOfTheQueueTakesAlone(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	quoted := pgx.Identifier{table}.Sanitize()
+	if err := mustAcquire(t, newStore(t, pool, table, "setup"), "job").Release(ctx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, pool, `UPDATE `+quoted+` SET holder = 'dead', released_at = NULL, expires_at = now() + interval '1 hour'`)
+	var ws []*waiter
+	names := []string{"b", "c", "d", "e"}
+	for i, name := range names {
+		ws = append(ws, stand(t, table, "job", name))
+		waitQueue(t, pool, table, "job", names[:i+1]...)
+	}
+	// The crash: the lease runs out in a moment, unreleased.
+	mustExec(t, pool, `UPDATE `+quoted+` SET expires_at = now() + interval '500 milliseconds'`)
+	// Each standby saw an hour left: only a look finds the new expiry.
+	// They look at once when their listening connection is reset.
+	mustExec(t, pool, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'`)
+	l := ws[0].lease(t, 20*time.Second)
+	defer l.Release(ctx(t), nil)
+	time.Sleep(time.Second)
+	for _, w := range ws[1:] {
+		if writes := w.writes(0); len(writes) > 0 {
+			t.Errorf("%s, behind b in the queue, wrote %v", w.holder, writes)
+		}
+	}
+}
+
+// release --to: Pin puts a queued standby first, whatever its place; a
+// holder id that is not queued is refused, with the queue's holders.
+func TestPinHandsTheLeaseToTheStandbyChosen(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	s := newStore(t, pool, table, "a")
+	holder := mustAcquire(t, s, "job")
+	b := stand(t, table, "job", "b")
+	waitQueue(t, pool, table, "job", "b")
+	c := stand(t, table, "job", "c")
+	waitQueue(t, pool, table, "job", "b", "c")
+	if queued, pinned, err := s.Pin(ctx(t), "job", "z"); err != nil || pinned || !slices.Equal(queued, []string{"b", "c"}) {
+		t.Fatalf("Pin(z) = %v, %v, %v; want [b c], not pinned", queued, pinned, err)
+	}
+	if _, pinned, err := s.Pin(ctx(t), "job", "c"); err != nil || !pinned {
+		t.Fatalf("Pin(c) = %v, %v; want pinned", pinned, err)
+	}
+	if err := holder.Release(ctx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	l := c.lease(t, 10*time.Second)
+	if err := l.Release(ctx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	b.lease(t, 10*time.Second).Release(ctx(t), nil)
+}
+
+// brief names trips by their first line, for a failure's message.
+func brief(trips []trip) string {
+	var out []string
+	for _, tr := range trips {
+		for _, sql := range tr.sql {
+			first, _, _ := strings.Cut(sql, "\n")
+			out = append(out, tr.at.Format("15:04:05.000")+" "+first)
+		}
+	}
+	return strings.Join(out, "; ")
+}
