@@ -35,9 +35,9 @@ type runOptions struct {
 	retryDelay   time.Duration
 	slots        int
 	// priority orders this standby in the job's queue.
-	priority int
-	historyKeep  time.Duration
-	keepOutput   int // bytes of each attempt's output kept in the history; 0: none
+	priority    int
+	historyKeep time.Duration
+	keepOutput  int // bytes of each attempt's output kept in the history; 0: none
 	// requireReplicated: see lease.WithRequireReplicated.
 	requireReplicated bool
 	// sched is the job's schedule (nil: run once, now); once runs the
