@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -206,6 +207,36 @@ func (q *queueEntry) adopt(ctx context.Context) (*Lease, error) {
 		return nil, fmt.Errorf("cannot take the lease %q handed to this instance: the answer came after %s: %w", q.sb.job, took.Round(time.Millisecond), context.DeadlineExceeded)
 	}
 	return s.confirmed(ctx, db, newLease(s, q.sb.job, token, t0+s.cfg.TTL))
+}
+
+// Standby is a live entry of a job's queue, as the views show it.
+type Standby struct {
+	Holder   string
+	Priority int
+	// Pinned: release --to chose it as the next holder.
+	Pinned bool
+	// Listening: it hears releases at once; otherwise it polls.
+	Listening bool
+	// Since is when it entered the queue, on the database clock.
+	Since time.Time
+}
+
+// ParseQueue reads what QueueSQL answers: the queue, in order.
+func ParseQueue(data []byte) ([]Standby, error) {
+	var entries []struct {
+		Holder            string
+		Priority          int
+		Pinned, Listening bool
+		Since             int64
+	}
+	if err := json.Unmarshal(data, &entries); err != nil {
+		return nil, fmt.Errorf("cannot read the queue: %w", err)
+	}
+	out := make([]Standby, len(entries))
+	for i, e := range entries {
+		out[i] = Standby{Holder: e.Holder, Priority: e.Priority, Pinned: e.Pinned, Listening: e.Listening, Since: time.UnixMicro(e.Since)}
+	}
+	return out, nil
 }
 
 // Pin makes holder the next to be handed job's lease (release --to): its

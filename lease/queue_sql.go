@@ -170,3 +170,12 @@ SELECT coalesce((SELECT holders FROM q), '{}') AS holders, EXISTS (SELECT FROM p
 // lease, and the job last (see handoffNotice). A job's own name cannot
 // start so: a new job's name has no control characters.
 const handoffPayload = `'` + handoffTag + `' || E'\n' || next_holder || E'\n' || coalesce(second, '') || E'\n' || first_micros || E'\n' || @job::text`
+
+// QueueSQL is an SQL expression that reads the queue of the lease row
+// aliased row, for the views: its live entries in the order a release
+// hands the lease on, as a JSON array that ParseQueue reads.
+func QueueSQL(row string) string {
+	return `(SELECT coalesce(jsonb_agg(jsonb_build_object('holder', e.holder, 'priority', e.priority,
+    'pinned', e.pinned IS TRUE, 'listening', e.pid IS NOT NULL, 'since', e.since) ORDER BY ` + queueOrder + `), '[]'::jsonb)
+  FROM ` + queueEntries(row+".queue") + ` WHERE ` + entryLive + `)`
+}
