@@ -33,6 +33,10 @@ type JobStatus struct {
 	// Paused is the job's pause in force (on its first slot's row), nil
 	// when it is not paused.
 	Paused *lease.Pause
+	// Queue is the job's live standbys (leasewrap --wait) in the order a
+	// release hands the lease on; only the first slot's row of a job with
+	// one slot has any.
+	Queue []lease.Standby
 }
 
 // pauseColumns read a lease row's pause in force, named as pauseRow's
@@ -68,12 +72,13 @@ func (j JobStatus) Live() bool { return j.ExpiresIn > 0 }
 
 // statusSQL reads the lease rows: @job the job (NULL: every job). Slot rows
 // (slot > 1) are named job#slot and shown under their job.
-const statusSQL = `SELECT ` + schema.BaseJob + ` AS job, holder, fencing_token,
+var statusSQL = `SELECT ` + schema.BaseJob + ` AS job, holder, fencing_token,
   ` + schema.ExpiresInMicros + ` AS expires_in_micros,
   ` + schema.RowState + ` AS state,
   last_started_at, last_finished_at, last_exit_code, last_holder, coalesce(slot, 1) AS slot, coalesce(slots, 1) AS slots, schedule,
-  ` + pauseColumns + `
-FROM {lease} WHERE @job::text IS NULL OR job_name = @job::text OR (slot > 1 AND job_name = @job::text || '#' || slot)
+  ` + pauseColumns + `,
+  ` + lease.QueueSQL("l") + ` AS queue
+FROM {lease} l WHERE @job::text IS NULL OR job_name = @job::text OR (slot > 1 AND job_name = @job::text || '#' || slot)
 ORDER BY job, coalesce(slot, 1)`
 
 // statusRow reads statusSQL.
@@ -90,13 +95,19 @@ type statusRow struct {
 	Slot, Slots     int
 	Schedule        *string
 	pauseRow
+	// Queue is lease.QueueSQL's JSON, for lease.ParseQueue.
+	Queue []byte
 }
 
-func (st *statusRow) status() JobStatus {
+func (st *statusRow) status() (JobStatus, error) {
+	queue, err := lease.ParseQueue(st.Queue)
+	if err != nil {
+		return JobStatus{}, fmt.Errorf("job %q: %w", st.Job, err)
+	}
 	return JobStatus{Job: st.Job, Holder: st.Holder, State: st.State, FencingToken: st.FencingToken,
 		ExpiresIn: time.Duration(st.ExpiresInMicros) * time.Microsecond, LastStarted: st.LastStartedAt,
 		LastFinished: st.LastFinishedAt, LastExitCode: st.LastExitCode, LastHolder: st.LastHolder,
-		Slot: st.Slot, Slots: st.Slots, Schedule: st.Schedule, Paused: st.pause()}
+		Slot: st.Slot, Slots: st.Slots, Schedule: st.Schedule, Paused: st.pause(), Queue: queue}, nil
 }
 
 // Status reads the lease rows, all of them or only job's when job is not
@@ -128,7 +139,9 @@ func (r *Reader) Status(ctx context.Context, job string) ([]JobStatus, error) {
 	}
 	out := make([]JobStatus, len(found))
 	for i, st := range found {
-		out[i] = st.status()
+		if out[i], err = st.status(); err != nil {
+			return nil, fmt.Errorf("cannot read lease table %s: %w", r.objects.Lease, err)
+		}
 	}
 	if job != "" && len(out) == 0 {
 		return nil, fmt.Errorf("job %q: %w", job, lease.ErrNoJob)

@@ -28,7 +28,8 @@ const (
 	// --id) and the command was stopped.
 	OutcomeStopped = "stopped"
 	// OutcomeCouldNotStart: the lease was taken, but the command could not
-	// be executed or the lease was in doubt before it started.
+	// be executed or the lease was in doubt before it started; or it was
+	// handed to a standby that never adopted it (see queue.go).
 	OutcomeCouldNotStart = "could_not_start"
 	// OutcomeTimedOut: the command ran past --max-runtime and was stopped.
 	OutcomeTimedOut = "timed_out"
