@@ -88,7 +88,16 @@ func tracedPool(t *testing.T, url string, tr *tracer) *pgxpool.Pool {
 func isLook(tr trip) bool   { return len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "SELECT holder,") }
 func isTake(tr trip) bool   { return strings.Contains(tr.sql[len(tr.sql)-1], "taken AS (\nINSERT INTO") }
 func isListen(tr trip) bool { return len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "LISTEN ") }
-func isEnter(tr trip) bool  { return len(tr.sql) == 1 && strings.Contains(tr.sql[0], "SET queue =") }
+func countTrips(trips []trip, is func(trip) bool) int {
+	n := 0
+	for _, tr := range trips {
+		if is(tr) {
+			n++
+		}
+	}
+	return n
+}
+func isEnter(tr trip) bool { return len(tr.sql) == 1 && strings.Contains(tr.sql[0], "SET queue =") }
 func isAdopt(tr trip) bool {
 	return len(tr.sql) == 1 && strings.Contains(tr.sql[0], "last_started_at = now()\nWHERE")
 }
@@ -238,7 +247,10 @@ func TestListeningStandbyOnlyKeepsAlive(t *testing.T) {
 	// expiry it saw is 19 s or more away.
 	renewed, _ := obs.counts()
 	pgtest.Eventually(t, 20*time.Second, "four renewals", func() bool { ok, _ := obs.counts(); return ok >= renewed+4 })
-	if trips := tr.since(listened + 1); len(trips) != 3 || !isEnter(trips[0]) || !isLook(trips[1]) || !isProbe(trips[2]) {
+	// Its entry into the queue names its listening connection's backend:
+	// when the LISTEN took longer than its budget, it entered polling
+	// before it, and enters again after.
+	if trips := tr.since(listened + 1); len(trips) != 3 || countTrips(trips, isEnter) != 1 || countTrips(trips, isLook) != 1 || countTrips(trips, isProbe) != 1 {
 		t.Fatalf("standing by through four renewals, the standby sent %d statements after its LISTEN (trip %d of %d), want its entry into the queue, one look and its probe: %v", len(trips), listened, tr.len(), trips)
 	}
 	n := tr.len()

@@ -79,9 +79,10 @@ type queueEntry struct {
 	sb *standby
 	// id is the entry's own: two instances may share a holder id.
 	id string
-	// in is set once it entered, listening whether as a listening
-	// standby.
-	in, listening bool
+	// in is set once it entered; on is the listening connection it
+	// entered on (nil: it entered polling), whose backend keeps it alive.
+	in bool
+	on *pgx.Conn
 }
 
 func newEntryID() string {
@@ -110,7 +111,7 @@ func (q *queueEntry) enter(ctx context.Context) {
 		s.log.Debug().Err(pgerr.Classify(err)).Str("job", q.sb.job).Msg("cannot enter the queue; standing by without it")
 		return
 	}
-	q.in, q.listening = tag.RowsAffected() > 0, listening
+	q.in, q.on = tag.RowsAffected() > 0, q.sb.conn
 }
 
 // leave takes the standby's entry out of the queue, if it entered, and
@@ -145,7 +146,8 @@ type place struct {
 // counting. It returns a *HeldError, as Store.look does, while the lease
 // is live; ahead, how many live entries come before this standby's while
 // it is free; handed, that it was handed to this holder id and is
-// waiting to be adopted.
+// waiting to be adopted. A standby that listens again on a new
+// connection enters again too: its entry named the old backend.
 func (q *queueEntry) look(ctx context.Context) (handed bool, ahead int, err error) {
 	s := q.sb.store
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
@@ -165,7 +167,7 @@ func (q *queueEntry) look(ctx context.Context) (handed bool, ahead int, err erro
 		return true, 0, nil
 	}
 	lapsing := p.UntilMicros != nil && time.Duration(*p.UntilMicros)*time.Microsecond < s.entryLife()/2
-	if !p.Queued || q.listening != q.sb.listening() || lapsing {
+	if !p.Queued || q.on != q.sb.conn || lapsing {
 		q.enter(ctx)
 	}
 	h := p.markPaused(&HeldError{Job: q.sb.job, Holder: p.Holder, Token: p.Token, ExpiresIn: p.ExpiresAt.Sub(p.Now),
