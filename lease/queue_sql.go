@@ -57,13 +57,14 @@ func handed(row string) string {
 // the expiry a plain release would leave: a live lease of n's holder, a
 // new token, a first expiry of @first microseconds (and the longest a
 // polling standby may take to look, n.every) that the standby must renew
-// within, no run started, and the queue without n and without the
+// within, counted from when the row was locked (a release that waited for
+// the lock must not shorten it), no run started, and the queue without n and without the
 // entries that are not live. Without n, the release's own. An entry of
 // the releasing holder's own id is passed over: it is another instance
 // sharing the id, or this one's own, left by a take.
 var handoffSet = `(expires_at, released_at, last_finished_at, last_exit_code, holder, last_holder, fencing_token, acquired_at,
     renewed_at, last_started_at, last_scheduled_at, queue) = (
-  SELECT CASE WHEN n.id IS NULL THEN f.expires ELSE now() + (@first::bigint + coalesce(n.every, 0)) * interval '1 microsecond' END,
+  SELECT CASE WHEN n.id IS NULL THEN f.expires ELSE clock_timestamp() + (@first::bigint + coalesce(n.every, 0)) * interval '1 microsecond' END,
     CASE WHEN n.id IS NULL THEN now() END,
     CASE WHEN n.id IS NULL THEN now() END,
     @exit_code::integer,
@@ -90,7 +91,10 @@ var nextInQueue = `(SELECT e.id FROM ` + queueEntries("l.queue") + ` WHERE ` + e
 // while this connection is), @live and @every (microseconds, a polling
 // standby's: how long its entry counts, how long it may take to look).
 // An entry entered again keeps its place and its pin. It answers nothing
-// when the job has no row.
+// when the job has no row, and changes nothing while the lease is handed
+// to @holder and not adopted: a refresh read before a handoff committed
+// must not put back the entry the handoff took out, or the standby could
+// not adopt the lease (adoptSQL).
 var enterQueueSQL = `UPDATE {lease} AS l SET queue = ` + queueWithout("l", `x->>'id' = @id::text`) + ` || jsonb_build_array(jsonb_build_object(
     'holder', @holder::text, 'id', @id::text, 'priority', @priority::integer,
     'since', coalesce((SELECT x->'since' FROM jsonb_array_elements(l.queue) AS x WHERE x->>'id' = @id::text), to_jsonb(` + micros("clock_timestamp()") + `)),
@@ -100,7 +104,7 @@ var enterQueueSQL = `UPDATE {lease} AS l SET queue = ` + queueWithout("l", `x->>
       FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) AS a) END,
     'until', CASE WHEN NOT @listening::boolean THEN ` + micros("now()") + ` + @live::bigint END,
     'every', CASE WHEN NOT @listening::boolean THEN @every::bigint END))
-WHERE job_name = @job::text
+WHERE job_name = @job::text AND NOT coalesce(l.holder = @holder::text AND ` + handed("l") + ` AND l.expires_at > now(), false)
 RETURNING 1`
 
 // leaveQueueSQL takes a standby's entry (@id) out of @job's queue. A

@@ -271,7 +271,7 @@ released AS (
   UPDATE {lease} AS l SET ` + handoffSet + `
   WHERE job_name = @row::text AND holder = @holder::text AND fencing_token = @token::bigint
   RETURNING l.expires_at <= now() AS free, l.fencing_token <> @token::bigint AS handed, l.holder AS next_holder,
-    ` + nextInQueue + ` AS second, ` + micros("l.expires_at") + ` - ` + micros("now()") + ` AS first_micros,
+    ` + nextInQueue + ` AS second, ` + micros("l.expires_at") + ` - ` + micros("clock_timestamp()") + ` AS first_micros,
     (SELECT last_started_at FROM was) AS last_started_at, now() AS last_finished_at)`
 
 // releaseRun records the run, once: a release sent again because its
