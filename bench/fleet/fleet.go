@@ -27,6 +27,8 @@ type fleet struct {
 
 	// pools are the participants' live pools, for counting connections.
 	pools sync.Map // *pgxpool.Pool -> struct{}
+	// counts are the statements the participants sent.
+	counts counts
 
 	measuring atomic.Bool
 	mu        sync.Mutex

@@ -16,10 +16,15 @@ import (
 // floorResult is what -floor reports: the least that polling at the
 // fleet's rate can cost, measured on the same servers as the fleet.
 type floorResult struct {
-	Floor        bool    `json:"floor"`
-	Pollers      int     `json:"pollers"`
-	Seconds      float64 `json:"seconds"`
+	Floor   bool    `json:"floor"`
+	Pollers int     `json:"pollers"`
+	Seconds float64 `json:"seconds"`
+	// RetrySeconds is the default retry interval; EverySeconds, how often
+	// each poller sends SELECT 1: the retry interval, or pollers ÷ Rate
+	// when -rate set Rate (0: not set).
 	RetrySeconds float64 `json:"retry_s"`
+	Rate         float64 `json:"rate_per_s"`
+	EverySeconds float64 `json:"every_s"`
 	DBCPU        float64 `json:"db_cpu_per_s"`
 	BouncerCPU   float64 `json:"pgbouncer_cpu_per_s"`
 	Statements   float64 `json:"statements_per_s"`
@@ -28,9 +33,10 @@ type floorResult struct {
 // pollFloor is the reference for a fleet of standbys that poll: as many
 // connections as the fleet has standbys, each sending `SELECT 1` (the
 // least a round trip to the database can ask) once per default retry
-// interval, at a random phase, and nothing else. What the database spends
-// on that is spent on every poll whatever its statement, so a fleet's
-// look can be judged by what it costs above it.
+// interval, or together -rate a second, at a random phase, and nothing
+// else. What the database spends on that is spent on every statement
+// whatever it asks, so a fleet can be judged by what it costs above the
+// floor at its own statement rate.
 func pollFloor(ctx context.Context, c config) (*floorResult, error) {
 	stats, err := adminPool(ctx, c.adminURL, "postgres")
 	if err != nil {
@@ -39,6 +45,12 @@ func pollFloor(ctx context.Context, c config) (*floorResult, error) {
 	defer stats.Close()
 	n := c.jobs * (c.perJob - 1)
 	every := lease.DefaultRetryInterval
+	if c.rate > 0 {
+		every = time.Duration(float64(n) / c.rate * float64(time.Second))
+	}
+	if every < time.Millisecond {
+		return nil, fmt.Errorf("-rate %g over %d connections would send each a statement more often than every millisecond: lower it, or raise -jobs", c.rate, n)
+	}
 	logf("floor: connecting %d pollers of SELECT 1 every %s at %d a second", n, every, c.startRate)
 	cfg, err := pgx.ParseConfig(c.url)
 	if err != nil {
@@ -110,8 +122,8 @@ func pollOne(ctx context.Context, conn *pgx.Conn, every time.Duration, polls, fa
 // floor's figures; a server the run cannot see (no pid given) is -1.
 func floorFigures(c config, pollers int, every time.Duration, before, after snapshot, polled int64) *floorResult {
 	secs := after.at.Sub(before.at).Seconds()
-	r := &floorResult{Floor: true, Pollers: pollers, Seconds: secs, RetrySeconds: every.Seconds(),
-		DBCPU: -1, BouncerCPU: -1, Statements: float64(polled) / secs}
+	r := &floorResult{Floor: true, Pollers: pollers, Seconds: secs, RetrySeconds: lease.DefaultRetryInterval.Seconds(),
+		Rate: c.rate, EverySeconds: every.Seconds(), DBCPU: -1, BouncerCPU: -1, Statements: float64(polled) / secs}
 	if c.postmaster > 0 {
 		r.DBCPU = float64(after.dbTicks-before.dbTicks) / userHZ / secs
 	}

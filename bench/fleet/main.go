@@ -4,11 +4,12 @@
 //
 //	fleet -url URL [-admin-url URL] [-jobs 1000] [-per-job 10] [-duration 5m]
 //	      [-listen=false] [-kill 0.1] [-release 0.2] [-postmaster PID]
-//	      [-pgbouncer PID] [-out FILE] [-floor]
+//	      [-pgbouncer PID] [-out FILE] [-floor [-rate N]]
 //
 // Each participant is what one `leasewrap --wait` process is, in a
-// goroutine: a pool of its own from lease.Connect (as each wrapper has its
-// own connections), a lease.Store with the default timings and a holder id
+// goroutine: a pool of its own built as lease.Connect builds it, with a
+// statement counter on its connections (as each wrapper has its own
+// connections), a lease.Store with the default timings and a holder id
 // of its own, and Acquire. Nothing is shared between participants but the
 // process: a listening standby holds the connection it listens on, a leader
 // the one it renews on, exactly as separate processes would, so the
@@ -25,19 +26,24 @@
 // It reports, as JSON on -out: the database's CPU seconds per second from
 // the kernel's accounting of the postmaster and its children (-postmaster),
 // PgBouncer's (-pgbouncer) and its own; commits and transaction ids per
-// second; connections held; the handoff after a graceful release (release
-// called until another participant holds the lease); the takeover after a
-// crash, from the kill and from the expiry the dead leader left in the
-// row; and violations: a job acquired while another participant still
-// held it (checked at every acquisition), a fencing token that did not
-// rise, and, from the history table once the fleet has stopped, two runs
-// of one job with different tokens whose [started_at, finished_at)
-// overlap.
+// second; the statements the participants sent per second (a pgx tracer
+// on each one's connections counts them); connections held; the handoff
+// after a graceful release (release called until another participant
+// holds the lease); the takeover after a crash, from the kill and from the
+// expiry the dead leader left in the row; the standbys' writes per
+// handoff: the takes and adopts that participants sent while standing by,
+// whether they got the lease or not, over the graceful handoffs and crash
+// takeovers completed in the measurement; and violations: a job acquired
+// while another participant still held it (checked at every acquisition),
+// a fencing token that did not rise, and, from the history table once the
+// fleet has stopped, two runs of one job with different tokens whose
+// [started_at, finished_at) overlap.
 //
 // With -floor it runs no fleet but its reference: as many connections as
 // the fleet would have standbys, each sending SELECT 1 once per default
-// retry interval, and reports the same CPU figures and the statements per
-// second (see pollFloor).
+// retry interval, or together -rate a second (a fleet's own
+// statements_per_s), and reports the same CPU figures and the statements
+// per second (see pollFloor).
 //
 // -admin-url (default: -url) must reach PostgreSQL itself, in the same
 // database: it migrates the table, reads the statistics and checks the
@@ -68,6 +74,7 @@ type config struct {
 	startRate                 int
 	postmaster, pgbouncer     int
 	floor                     bool
+	rate                      float64
 }
 
 func main() {
@@ -86,6 +93,7 @@ func main() {
 	flag.IntVar(&c.postmaster, "postmaster", 0, "PID of the postmaster, whose and whose children's CPU time is the database's (0: not measured)")
 	flag.IntVar(&c.pgbouncer, "pgbouncer", 0, "PID of PgBouncer, to measure its CPU time too (0: not measured)")
 	flag.BoolVar(&c.floor, "floor", false, "instead of a fleet, measure its polling floor: as many connections as it has standbys, each sending SELECT 1 once per default retry interval")
+	flag.Float64Var(&c.rate, "rate", 0, "with -floor: the statements per second all its connections send together, spread evenly over them (0: each once per default retry interval)")
 	flag.Parse()
 	if err := c.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
@@ -126,6 +134,12 @@ func (c *config) check() error {
 		return fmt.Errorf("-duration %s must be more than %s: releases are planned up to %s before the end", c.duration, releaseLead, releaseLead)
 	case c.startRate < 1:
 		return fmt.Errorf("-start-rate %d must be at least 1", c.startRate)
+	case c.rate < 0:
+		return fmt.Errorf("-rate %g must be 0 (once per default retry interval) or statements per second above 0", c.rate)
+	case c.rate > 0 && !c.floor:
+		return fmt.Errorf("-rate %g is for -floor only: a fleet sends what its participants send", c.rate)
+	case c.floor && c.perJob < 2:
+		return fmt.Errorf("-per-job %d leaves the floor no standbys: it must be at least 2 with -floor", c.perJob)
 	}
 	_, err := lease.ParseTable(c.table)
 	return err

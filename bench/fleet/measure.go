@@ -24,6 +24,8 @@ type snapshot struct {
 	dbTicks, pgbTicks int64
 	self              time.Duration
 	commits, nextXid  int64
+	// statements, takes and adopts are the fleet's counts (see counts).
+	statements, takes, adopts int64
 	// memKiB and procs: see clusterMemory; read at the end only, after
 	// the rest (reading it costs kernel time of its own).
 	memKiB int64
@@ -31,10 +33,13 @@ type snapshot struct {
 }
 
 // sample reads the counters: CPU times from the kernel, commits from
-// pg_stat_database (of the fleet's database) and the next transaction id
-// (reading it assigns none).
+// pg_stat_database (of the fleet's database), the next transaction id
+// (reading it assigns none) and the statements the participants sent.
 func (f *fleet) sample(ctx context.Context) (snapshot, error) {
-	return sample(ctx, f.cfg, f.stats, f.dbname)
+	statements, takes, adopts := f.counts.statements.Load(), f.counts.takes.Load(), f.counts.adopts.Load()
+	s, err := sample(ctx, f.cfg, f.stats, f.dbname)
+	s.statements, s.takes, s.adopts = statements, takes, adopts
+	return s, err
 }
 
 // sample reads the counters of the processes c names and of database

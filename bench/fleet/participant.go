@@ -53,9 +53,12 @@ func (p *participant) run(ctx context.Context) {
 
 // incarnation is one wrapper process's life: connect, stand by, lead until
 // killed, released, lost or stopped. It returns how long until the next.
+// Its statements are counted in the fleet's counts (see tracer).
 func (p *participant) incarnation(ctx context.Context, inc int) time.Duration {
 	f := p.f
-	pool, err := lease.Connect(ctx, f.cfg.url)
+	t := &tracer{counts: &f.counts}
+	t.standing.Store(true)
+	pool, err := connect(ctx, f.cfg.url, t)
 	if err != nil {
 		f.acquireFailed(err)
 		return f.timings.RetryInterval
@@ -77,6 +80,7 @@ func (p *participant) incarnation(ctx context.Context, inc int) time.Duration {
 		}
 		return f.timings.RetryInterval
 	}
+	t.standing.Store(false)
 	f.acquired(p.job, p, holder, l.Token())
 	return p.lead(ctx, pool, l, obs)
 }

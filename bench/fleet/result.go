@@ -20,6 +20,9 @@ type result struct {
 	SimCPU     float64 `json:"sim_cpu_per_s"`
 	Commits    float64 `json:"commits_per_s"`
 	Xids       float64 `json:"xids_per_s"`
+	// Statements is every statement the participants sent (each of a
+	// pipeline's), leaders and standbys, listening connections included.
+	Statements float64 `json:"statements_per_s"`
 	connCounts
 	// BackendMemMiB is the PSS of the cluster's processes at the end of
 	// the measurement (-1 when not measured), over BackendProcs of them.
@@ -36,6 +39,17 @@ type result struct {
 	AfterExpiryMS spread `json:"after_expiry_ms"`
 	Pending       int    `json:"pending_handoffs"`
 	Skipped       int64  `json:"skipped_events"`
+
+	// StandbyTakes and StandbyAdopts are the takes and the adopts of a
+	// handed lease that participants sent while standing by during the
+	// measurement, whether they took the lease or not; Completed, the
+	// graceful handoffs and crash takeovers completed in it; and
+	// WritesPerHandoff, the first two over the third (-1: none completed,
+	// or fewer writes counted than handoffs, which cannot be).
+	StandbyTakes     int64   `json:"standby_takes"`
+	StandbyAdopts    int64   `json:"standby_adopts"`
+	Completed        int     `json:"handoffs_completed"`
+	WritesPerHandoff float64 `json:"writes_per_handoff"`
 
 	// Violations: acquisitions while another participant held the job;
 	// token regressions; overlapping runs of one job in the history.
@@ -62,11 +76,13 @@ func (f *fleet) result(before, after snapshot, conns connCounts, runs, overlaps 
 		TTLSeconds: f.timings.TTL.Seconds(), RenewSeconds: f.timings.RenewInterval.Seconds(),
 		RetrySeconds: f.timings.RetryInterval.Seconds(),
 		DBCPU:        -1, BouncerCPU: -1, BackendMemMiB: -1,
-		SimCPU:     (after.self - before.self).Seconds() / secs,
-		Commits:    float64(after.commits-before.commits) / secs,
-		Xids:       float64(after.nextXid-before.nextXid) / secs,
-		connCounts: conns,
-		Skipped:    f.skipped.Load(), Violations: f.violations.Load(), TokenRegressions: f.tokenRegressions.Load(),
+		SimCPU:       (after.self - before.self).Seconds() / secs,
+		Commits:      float64(after.commits-before.commits) / secs,
+		Xids:         float64(after.nextXid-before.nextXid) / secs,
+		Statements:   float64(after.statements-before.statements) / secs,
+		connCounts:   conns,
+		StandbyTakes: after.takes - before.takes, StandbyAdopts: after.adopts - before.adopts,
+		Skipped: f.skipped.Load(), Violations: f.violations.Load(), TokenRegressions: f.tokenRegressions.Load(),
 		HistoryRuns: runs, HistoryOverlaps: overlaps, Lost: f.lost.Load(), AcquireErrors: f.acquireErrors.Load(),
 		Failures: f.failures.Load(), RenewFailures: f.renewFailures.Load(),
 	}
@@ -77,7 +93,18 @@ func (f *fleet) result(before, after snapshot, conns connCounts, runs, overlaps 
 	if f.cfg.pgbouncer > 0 {
 		r.BouncerCPU = float64(after.pgbTicks-before.pgbTicks) / userHZ / secs
 	}
-	f.handoffResults(r)
+	f.handoffResults(r, after.at)
+	r.WritesPerHandoff = -1
+	switch writes := r.StandbyTakes + r.StandbyAdopts; {
+	case writes < int64(r.Completed):
+		// Every handoff or takeover is some standby's take or adopt:
+		// fewer means the marks no longer match the lease package's
+		// statements, and the figure would pass for a good one.
+		logf("cannot count the standbys' writes: %d takes and adopts for %d handoffs and takeovers (do takeMark and adoptMark still match the lease package's statements?)",
+			writes, r.Completed)
+	case r.Completed > 0:
+		r.WritesPerHandoff = float64(writes) / float64(r.Completed)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r.Renewals = len(f.renewals)
@@ -89,22 +116,27 @@ func (f *fleet) result(before, after snapshot, conns connCounts, runs, overlaps 
 	return r
 }
 
-// handoffResults sums up the handoffs and takeovers.
-func (f *fleet) handoffResults(r *result) {
+// handoffResults sums up the handoffs and takeovers, and counts those
+// completed by end, the end of the measurement.
+func (f *fleet) handoffResults(r *result, end time.Time) {
 	var handoff, takeover, afterExpiry []float64
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, h := range f.handoffs {
-		switch {
-		case h.taken.IsZero():
+		if h.taken.IsZero() {
 			r.Pending++
-		case !h.crash:
+			continue
+		}
+		if !h.taken.After(end) {
+			r.Completed++
+		}
+		if !h.crash {
 			handoff = append(handoff, float64(h.taken.Sub(h.at))/float64(time.Millisecond))
-		default:
-			takeover = append(takeover, h.taken.Sub(h.at).Seconds())
-			if h.expiry > 0 {
-				afterExpiry = append(afterExpiry, float64(h.newToken-h.expiry)/1e3)
-			}
+			continue
+		}
+		takeover = append(takeover, h.taken.Sub(h.at).Seconds())
+		if h.expiry > 0 {
+			afterExpiry = append(afterExpiry, float64(h.newToken-h.expiry)/1e3)
 		}
 	}
 	r.HandoffMS, r.TakeoverS, r.AfterExpiryMS = spreadOf(handoff), spreadOf(takeover), spreadOf(afterExpiry)
