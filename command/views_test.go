@@ -1,8 +1,10 @@
 package command
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/redbite/leasewrap/command/history"
 	"github.com/redbite/leasewrap/command/status"
 	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/schema"
 )
 
@@ -285,4 +288,62 @@ func show[T any](p *T) any {
 		return nil
 	}
 	return *p
+}
+
+// status shows a job's queue in the order a release hands the lease on
+// (pinned, then by priority, then first come), each standby marked by
+// what sets it apart, and leaves a standby that stopped looking out; its
+// JSON says the same with every field.
+func TestStatusShowsTheQueueInOrder(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	store := []string{"--database-url", pgtest.URL(), "--table", d.table}
+	s, err := lease.New(d.pool, lease.WithTable(d.table), lease.WithHolder("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.TryAcquire(t.Context(), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(context.Background(), nil)
+	// A listening standby's entry lives as long as its backend: this
+	// connection's, held until the test ends.
+	conn, err := d.pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	since := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
+	if _, err := conn.Exec(t.Context(), `WITH t AS (SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now,
+  (SELECT (extract(epoch FROM backend_start) * 1000000)::bigint FROM pg_stat_activity WHERE pid = pg_backend_pid()) AS started)
+UPDATE `+pgx.Identifier{d.table}.Sanitize()+` SET queue = jsonb_build_array(
+  jsonb_build_object('holder', 'e', 'id', 'x5', 'priority', 0, 'since', $1::bigint + 2000000, 'until', t.now + 60000000),
+  jsonb_build_object('holder', 'dead-standby', 'id', 'x0', 'priority', 9, 'since', $1::bigint, 'until', t.now - 1000000),
+  jsonb_build_object('holder', 'd', 'id', 'x4', 'priority', 0, 'since', $1::bigint + 1000000, 'until', t.now + 60000000),
+  jsonb_build_object('holder', 'c', 'id', 'x3', 'priority', 1, 'since', $1::bigint + 4000000, 'pid', pg_backend_pid(), 'started', t.started),
+  jsonb_build_object('holder', 'b', 'id', 'x2', 'priority', 0, 'since', $1::bigint + 5000000, 'until', t.now + 60000000, 'pinned', true))
+FROM t WHERE job_name = 'job'`, since.UnixMicro()); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out := output(t, append([]string{"status"}, store...)...)
+	if want := "\njob queue: b (pinned, polling), c (priority 1), d (polling), e (polling)\n"; code != 0 || !strings.Contains(out, want) {
+		t.Errorf("status exited %d: %q, want the line %q", code, out, want)
+	}
+	var jobs []status.JobJSON
+	if _, out := output(t, append([]string{"status", "--json"}, store...)...); json.Unmarshal([]byte(out), &jobs) != nil || len(jobs) != 1 {
+		t.Fatalf("status --json: %q", out)
+	}
+	want := []status.StandbyJSON{
+		{Holder: "b", Pinned: true, Since: since.Add(5 * time.Second)},
+		{Holder: "c", Priority: 1, Listening: true, Since: since.Add(4 * time.Second)},
+		{Holder: "d", Since: since.Add(time.Second)},
+		{Holder: "e", Since: since.Add(2 * time.Second)},
+	}
+	if !slices.EqualFunc(jobs[0].Queue, want, func(a, b status.StandbyJSON) bool {
+		return a.Holder == b.Holder && a.Priority == b.Priority && a.Pinned == b.Pinned && a.Listening == b.Listening && a.Since.Equal(b.Since)
+	}) {
+		t.Errorf("status --json: queue %+v, want %+v", jobs[0].Queue, want)
+	}
 }

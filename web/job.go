@@ -228,8 +228,8 @@ func renderJob(page jobPage, root string) []byte {
 	return b.buf
 }
 
-// leaseFacts writes the job's lease now: its state, holders, schedule and
-// next scheduled time.
+// leaseFacts writes the job's lease now: its state, holders, schedule,
+// next scheduled time, pause and queue.
 func leaseFacts(b *html, l leaseView) {
 	b.raw(`<dl class="facts"><dt>Lease</dt><dd>`)
 	state(b, string(l.State))
@@ -267,6 +267,10 @@ func leaseFacts(b *html, l leaseView) {
 			b.raw(`: `)
 			b.text(p.Reason)
 		}
+	}
+	if len(l.Queue) > 0 {
+		b.raw(`</dd><dt>Queue</dt><dd>`)
+		queue(b, l.Queue)
 	}
 	b.raw(`</dd></dl>`)
 }

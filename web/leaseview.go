@@ -24,6 +24,9 @@ type leaseView struct {
 	Next *time.Time
 	// Paused is the job's pause (leasewrap pause), nil when it runs.
 	Paused *lease.Pause
+	// Queue is the job's standbys in the order a release hands the lease
+	// on (its first slot's row's).
+	Queue []lease.Standby
 }
 
 // add gathers one lease row of the job; now is the host's clock, for
@@ -36,6 +39,9 @@ func (v *leaseView) add(s inspect.JobStatus, now time.Time) {
 	v.State = lease.StrongerState(v.State, s.State)
 	if s.Paused != nil && v.Paused == nil {
 		v.Paused = s.Paused
+	}
+	if s.Slot <= 1 {
+		v.Queue = s.Queue
 	}
 	if s.Schedule != nil && v.Schedule == "" {
 		v.Schedule = *s.Schedule
@@ -64,4 +70,28 @@ func holders(b *html, hs []string) {
 		}
 		b.text(h)
 	}
+}
+
+// queue writes the standbys in order, each with its priority, its pin,
+// how it hears a release and since when it waits.
+func queue(b *html, q []lease.Standby) {
+	b.raw(`<ol class="queue">`)
+	for _, s := range q {
+		b.raw(`<li><span class="holder">`)
+		b.text(s.Holder)
+		b.raw(`</span>: priority `)
+		b.int(int64(s.Priority))
+		if s.Pinned {
+			b.raw(`, pinned`)
+		}
+		if s.Listening {
+			b.raw(`, listening`)
+		} else {
+			b.raw(`, polling`)
+		}
+		b.raw(`, waiting since `)
+		b.time(s.Since)
+		b.raw(` UTC</li>`)
+	}
+	b.raw(`</ol>`)
 }

@@ -394,12 +394,59 @@ INSERT INTO `+claims+` (job_name, scheduled_at, outcome, holder, fencing_token) 
 	if strings.Contains(body, "<dt>Paused</dt>") {
 		t.Error("a job that runs is shown paused")
 	}
+	if strings.Contains(body, "<dt>Queue</dt>") {
+		t.Error("a job without standbys is shown with a queue")
+	}
 	if _, _, err := f.store("host-b").Pause(context.Background(), "scheduled_job", "disk <full>", time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if _, body, _ := lwtest.Get(t, srv.URL, "/jobs/scheduled_job"); !strings.Contains(body, `<dt>Paused</dt><dd class="paused">by `) ||
 		!strings.Contains(body, ": disk &lt;full&gt;</dd>") {
 		t.Errorf("the paused job's page does not say by whom, until when and why: %s", body)
+	}
+}
+
+// A job's page shows its queue in the order a release hands the lease on
+// (pinned, then by priority, then first come), each standby with its
+// priority, pin, how it hears a release and since when it waits, its
+// holder id as text; a standby that stopped looking is not shown.
+func TestJobPageShowsTheQueueInOrder(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	held := f.take(f.store("host-a"), "queued_job")
+	defer held.Release(context.Background(), nil)
+	// A listening standby's entry lives as long as its backend: this
+	// connection's, held until the test ends.
+	conn, err := f.pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	since := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
+	if _, err := conn.Exec(t.Context(), `WITH t AS (SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now,
+  (SELECT (extract(epoch FROM backend_start) * 1000000)::bigint FROM pg_stat_activity WHERE pid = pg_backend_pid()) AS started)
+UPDATE `+pgx.Identifier{f.table}.Sanitize()+` SET queue = jsonb_build_array(
+  jsonb_build_object('holder', 'e', 'id', 'x5', 'priority', 0, 'since', $1::bigint + 2000000, 'until', t.now + 60000000),
+  jsonb_build_object('holder', 'dead-standby', 'id', 'x0', 'priority', 9, 'since', $1::bigint, 'until', t.now - 1000000),
+  jsonb_build_object('holder', 'd', 'id', 'x4', 'priority', 0, 'since', $1::bigint + 1000000, 'until', t.now + 60000000),
+  jsonb_build_object('holder', $2::text, 'id', 'x3', 'priority', 1, 'since', $1::bigint + 4000000, 'pid', pg_backend_pid(), 'started', t.started),
+  jsonb_build_object('holder', 'b', 'id', 'x2', 'priority', 0, 'since', $1::bigint + 5000000, 'until', t.now + 60000000, 'pinned', true))
+FROM t WHERE job_name = 'queued_job'`, since.UnixMicro(), holderHostile); err != nil {
+		t.Fatal(err)
+	}
+	srv := f.serve(f.pool)
+	_, body, _ := lwtest.Get(t, srv.URL, "/jobs/queued_job")
+	want := `<dt>Queue</dt><dd><ol class="queue">` +
+		`<li><span class="holder">b</span>: priority 0, pinned, polling, waiting since <time datetime="2026-03-01T02:00:05.000Z">2026-03-01 02:00:05</time> UTC</li>` +
+		`<li><span class="holder">` + shown(holderHostile) + `</span>: priority 1, listening, waiting since <time datetime="2026-03-01T02:00:04.000Z">2026-03-01 02:00:04</time> UTC</li>` +
+		`<li><span class="holder">d</span>: priority 0, polling, waiting since <time datetime="2026-03-01T02:00:01.000Z">2026-03-01 02:00:01</time> UTC</li>` +
+		`<li><span class="holder">e</span>: priority 0, polling, waiting since <time datetime="2026-03-01T02:00:02.000Z">2026-03-01 02:00:02</time> UTC</li>` +
+		`</ol></dd>`
+	if !strings.Contains(body, want) {
+		t.Errorf("the job page does not show the queue b, the hostile holder, d, e in order: %s", body)
+	}
+	if strings.Contains(body, "dead-standby") || strings.Contains(body, holderHostile) {
+		t.Error("the job page shows a dead standby, or a holder id raw")
 	}
 }
 

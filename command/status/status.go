@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -101,6 +102,20 @@ type JobJSON struct {
 	// (healthy, paused, failing, stale, missed, overdue, unknown) and why.
 	Health       string `json:"health"`
 	HealthReason string `json:"health_reason"`
+	// Queue is the job's standbys in the order a release hands the lease
+	// on, empty for none.
+	Queue []StandbyJSON `json:"queue"`
+}
+
+// StandbyJSON is the stable JSON shape of one standby in a job's queue.
+type StandbyJSON struct {
+	Holder   string `json:"holder"`
+	Priority int    `json:"priority"`
+	// Pinned: release --to chose it as the next holder.
+	Pinned bool `json:"pinned"`
+	// Listening: it hears a release at once; otherwise it polls.
+	Listening bool      `json:"listening"`
+	Since     time.Time `json:"since"`
 }
 
 func printStatusJSON(w io.Writer, jobs []inspect.JobStatus, v cmdutil.Verdicts) error {
@@ -120,6 +135,10 @@ func printStatusJSON(w io.Writer, jobs []inspect.JobStatus, v cmdutil.Verdicts) 
 		s.Schedule, s.NextScheduledAt = j.Schedule, v.Next(j)
 		vd := v.Of(j.Job)
 		s.Health, s.HealthReason = vd.State, vd.Reason
+		s.Queue = make([]StandbyJSON, 0, len(j.Queue))
+		for _, q := range j.Queue {
+			s.Queue = append(s.Queue, StandbyJSON{Holder: q.Holder, Priority: q.Priority, Pinned: q.Pinned, Listening: q.Listening, Since: q.Since.UTC()})
+		}
 		out = append(out, s)
 	}
 	return escape.JSON(w, out)
@@ -165,15 +184,47 @@ func printStatusTable(w io.Writer, jobs []inspect.JobStatus, v cmdutil.Verdicts)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	// A pause is on purpose, and says who to ask: its reason in full.
+	// A pause is on purpose, and says who to ask: its reason in full. A
+	// queue says who runs next.
 	for _, j := range jobs {
-		if vd := v.Of(j.Job); vd.State == inspect.StatePaused && j.Slot <= 1 {
+		if j.Slot > 1 {
+			continue
+		}
+		if vd := v.Of(j.Job); vd.State == inspect.StatePaused {
 			if _, err := fmt.Fprintln(w, vd.Reason); err != nil {
+				return err
+			}
+		}
+		if len(j.Queue) > 0 {
+			if _, err := fmt.Fprintf(w, "%s queue: %s\n", escape.Printable(j.Job), queueLine(j.Queue)); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// queueLine is a queue in order, each standby's holder followed by what
+// sets it apart: b (priority 1, pinned), c, d (polling).
+func queueLine(queue []lease.Standby) string {
+	out := make([]string, len(queue))
+	for i, q := range queue {
+		var marks []string
+		if q.Priority != 0 {
+			marks = append(marks, "priority "+strconv.Itoa(q.Priority))
+		}
+		if q.Pinned {
+			marks = append(marks, "pinned")
+		}
+		if !q.Listening {
+			marks = append(marks, "polling")
+		}
+		out[i] = escape.Printable(q.Holder)
+		if len(marks) > 0 {
+			out[i] += " (" + strings.Join(marks, ", ") + ")"
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // lastRunCells are a job's EXPIRES IN, LAST START, DURATION, EXIT and BY

@@ -15,11 +15,13 @@ import (
 func TestStatusTableEscapesTerminalControls(t *testing.T) {
 	var buf bytes.Buffer
 	evil := "evil\x1b[2J\rSPOOF\tx"
-	err := printStatusTable(&buf, []inspect.JobStatus{{Job: "j", Holder: evil, State: lease.StateHeld, ExpiresIn: time.Second}}, cmdutil.Verdicts{})
+	err := printStatusTable(&buf, []inspect.JobStatus{{Job: "j", Holder: evil, State: lease.StateHeld, ExpiresIn: time.Second,
+		Queue: []lease.Standby{{Holder: "queued" + evil, Listening: true}}}}, cmdutil.Verdicts{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.ContainsAny(buf.String(), "\x1b\r") || !strings.Contains(buf.String(), `evil\x1b[2J\rSPOOF\tx`) {
+	if strings.ContainsAny(buf.String(), "\x1b\r") || !strings.Contains(buf.String(), `evil\x1b[2J\rSPOOF\tx`) ||
+		!strings.Contains(buf.String(), `j queue: queuedevil\x1b[2J\rSPOOF\tx`+"\n") {
 		t.Errorf("status printed %q, want the controls escaped", buf.String())
 	}
 }
@@ -32,7 +34,9 @@ func TestStatusGolden(t *testing.T) {
 		{Job: "nightly_report", Holder: "host-a", State: lease.StateReleased, FencingToken: 1772330400000000,
 			LastStarted: &at, LastFinished: &later, LastExitCode: &code, LastHolder: &by},
 		{Job: "scheduler", Holder: "host-b", State: lease.StateHeld, ExpiresIn: 44500 * time.Millisecond,
-			FencingToken: 1772330460000000, LastStarted: &later, LastHolder: cmdutil.Ptr("host-b")},
+			FencingToken: 1772330460000000, LastStarted: &later, LastHolder: cmdutil.Ptr("host-b"),
+			Queue: []lease.Standby{{Holder: "host-d", Priority: 1, Pinned: true, Listening: true, Since: later},
+				{Holder: "host-a", Listening: true, Since: later.Add(time.Second)}, {Holder: "host-c", Since: later.Add(2 * time.Second)}}},
 		{Job: "never-ran", Holder: "host-c", State: lease.StateExpired, FencingToken: 7},
 	}
 	v := cmdutil.Verdicts{ByJob: map[string]inspect.Verdict{
