@@ -318,3 +318,46 @@ func TestReleaseAlreadyRequested(t *testing.T) {
 		t.Errorf("holder exited %d, want 75", got)
 	}
 }
+
+// release --to hands the lease to the standby chosen, ahead of the queue's
+// first; a holder id not in the queue is refused with exit 1, naming the
+// standbys that are, and changes nothing.
+func TestReleaseToHandsTheLeaseToTheStandbyChosen(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	start := func(id string, extra ...string) *lwtest.Proc {
+		return lw(t, []string{child("trap ready block")}, d.args(append(append([]string{"--job", "j", "--id", id}, extra...), "--", self())...)...)
+	}
+	holder := start("host-a")
+	holder.Expect(t, "ready")
+	var standbys []*lwtest.Proc
+	for i, id := range []string{"host-b", "host-c"} {
+		standbys = append(standbys, start(id, "--wait"))
+		pgtest.Eventually(t, 20*time.Second, id+" queued", func() bool {
+			var n int
+			err := d.pool.QueryRow(t.Context(), `SELECT coalesce(jsonb_array_length(queue), 0) FROM "`+d.table+`"`).Scan(&n)
+			return err == nil && n == i+1
+		})
+	}
+	releaseTo := func(id string) *lwtest.Proc {
+		return lw(t, nil, "release", "--database-url", pgtest.URL(), "--table", d.table, "--job", "j", "--to", id)
+	}
+	refused := releaseTo("host-z")
+	if got := refused.Wait(t, 10*time.Second); got != 1 || !strings.Contains(refused.Logs.String(), "host-z is not in the queue of j (queued: host-b, host-c)") {
+		t.Errorf("release --to host-z exited %d: %s; want 1, naming host-b and host-c", got, refused.Logs.String())
+	}
+	chosen := releaseTo("host-c")
+	line := <-chosen.Lines
+	if got := chosen.Wait(t, 10*time.Second); got != 0 || !strings.HasPrefix(line, "switchover requested: host-a stops its command") ||
+		!strings.HasSuffix(line, "to host-c") {
+		t.Errorf("release --to host-c exited %d with %q, want 0 and the switchover requested", got, line)
+	}
+	standbys[1].Expect(t, "ready")
+	if got := holder.Wait(t, 20*time.Second); got != 75 {
+		t.Errorf("holder exited %d, want 75", got)
+	}
+	var holderNow string
+	if err := d.pool.QueryRow(t.Context(), `SELECT holder FROM "`+d.table+`"`).Scan(&holderNow); err != nil || holderNow != "host-c" {
+		t.Errorf("the lease is %q's (%v), want host-c's", holderNow, err)
+	}
+}

@@ -458,7 +458,7 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 // released or expires with nobody live ahead of it; woken by a release's
 // NOTIFY where it can listen, else polling (every retry interval at the
 // head of the queue, pollBehind times as seldom behind it).
-func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (_ *Lease, err error) {
+func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (*Lease, error) {
 	sb := s.newStandby(ctx, job)
 	var q *queueEntry
 	if s.cfg.slots == 1 {
@@ -483,17 +483,7 @@ func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (_ *Le
 	var lastFailure failureLog
 	failed, ahead := false, 0
 	for {
-		wait := jitter(s.cfg.RetryInterval)
-		switch {
-		case sb.listening() && !failed && (held != nil || ahead == 0):
-			// Up to the expiry below: a release is announced, and
-			// the wait pings the connection every renew interval. (A
-			// free lease with a standby ahead is taken without a word:
-			// look again in a retry interval.)
-			wait = s.cfg.TTL
-		case !sb.listening() && ahead > 0:
-			wait = jitter(pollBehind * s.cfg.RetryInterval)
-		}
+		wait := s.standbyWait(sb, held != nil, failed, ahead)
 		if recheck || sb.listen(ctx) {
 			wait, recheck = 0, false
 		}
@@ -543,6 +533,22 @@ func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (_ *Le
 			s.logFailure(err, job, &lastFailure)
 		}
 	}
+}
+
+// standbyWait is how long a standby waits before it looks again, unless
+// an announcement or the expiry it saw comes first: listening, up to the
+// expiry (a release is announced, and the wait pings the connection every
+// renew interval), except after a failure or when the lease is free with
+// a standby ahead of it (that one takes it without a word); polling, a
+// retry interval, pollBehind of them behind the head of the queue.
+func (s *Store) standbyWait(sb *standby, held, failed bool, ahead int) time.Duration {
+	switch {
+	case sb.listening() && !failed && (held || ahead == 0):
+		return s.cfg.TTL
+	case !sb.listening() && ahead > 0:
+		return jitter(pollBehind * s.cfg.RetryInterval)
+	}
+	return jitter(s.cfg.RetryInterval)
 }
 
 // lookThenTakeQueued is a queued standby's look: it adopts a lease handed

@@ -36,28 +36,16 @@ func Command() *cli.Command {
 }
 
 func releaseAction(c *cli.Context) error {
-	s := cmdutil.NewSettings(c)
-	job, err := cmdutil.RequireJob(s)
+	r, err := parseRequest(c)
 	if err != nil {
 		return err
-	}
-	id, force, to := c.String("id"), c.Bool("force"), c.String("to")
-	switch {
-	case to != "" && force:
-		return cmdutil.Usagef("--to hands the lease on when its holder has stopped its command, --force frees it at once: use one")
-	case id == "" && !force && to == "":
-		return cmdutil.Usagef("release needs --id (the holder id the lease was taken under), --to (the standby to hand it to) or --force (for a holder that died)")
-	}
-	slot, err := strconv.Atoi(c.String("slot"))
-	if err != nil || slot < 1 || slot > lease.MaxSlots {
-		return cmdutil.Usagef("invalid %s %q: must be a number 1-%d", s.Source("slot"), c.String("slot"), lease.MaxSlots)
 	}
 	a, err := cmdutil.OpenAdmin(c)
 	if err != nil {
 		return err
 	}
 	defer a.DB.Close()
-	jobs, err := a.Read.Status(c.Context, job)
+	jobs, err := a.Read.Status(c.Context, r.job)
 	switch {
 	case errors.Is(err, inspect.ErrNoTable):
 		return &cmdutil.ExitError{Code: cmdutil.ExitUnavailable, Err: err}
@@ -66,44 +54,79 @@ func releaseAction(c *cli.Context) error {
 	case err != nil:
 		return a.DB.Unavailable(err, a.Log)
 	}
-	i := slices.IndexFunc(jobs, func(j inspect.JobStatus) bool { return j.Slot == slot })
+	i := slices.IndexFunc(jobs, func(j inspect.JobStatus) bool { return j.Slot == r.slot })
 	if i < 0 {
-		return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: fmt.Errorf("job %s has no slot %d (it has %d)", escape.Printable(job), slot, jobs[0].Slots)}
+		return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: fmt.Errorf("job %s has no slot %d (it has %d)", escape.Printable(r.job), r.slot, jobs[0].Slots)}
 	}
-	if j := jobs[i]; j.State == lease.StateReleasing && !force && j.Holder == id {
-		// Asked for already: what this command would ask for is under way.
-		return cmdutil.Printed(fmt.Fprintln(c.App.Writer, escape.Printable(fmt.Sprintf(
-			"release already requested: %s stops its command at its next renewal (within its --renew-interval), then hands the lease on %s back (token %d)",
-			j.Holder, job, j.FencingToken))))
-	}
-	if err := releasable(jobs[i], id, force, c.Bool("yes")); err != nil {
+	j := jobs[i]
+	if err := releasable(j, r.id, r.force, r.yes); err != nil {
 		return err
 	}
 	store, err := a.Store()
 	if err != nil {
 		return err
 	}
-	if to != "" {
-		if err := pin(c, a, store, jobs[i], to); err != nil {
+	if r.to != "" {
+		if err := pin(c, a, store, j, r.to); err != nil {
 			return err
 		}
 	}
-	holder, token, err := store.ReleaseHeld(c.Context, lease.SlotRow(job, slot), id, jobs[i].FencingToken, force)
+	if j.State == lease.StateReleasing && !r.force && (j.Holder == r.id || r.to != "") {
+		// Asked for already: what this command would ask for is under way.
+		return cmdutil.Printed(fmt.Fprintln(c.App.Writer, escape.Printable("release already requested: "+r.outcome(j.Holder, j.FencingToken))))
+	}
+	holder, token, err := store.ReleaseHeld(c.Context, lease.SlotRow(r.job, r.slot), r.id, j.FencingToken, r.force)
 	switch {
 	case errors.Is(err, lease.ErrNoJob):
 		return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: err}
 	case err != nil:
 		return a.DB.Unavailable(err, a.Log)
 	}
-	msg := fmt.Sprintf("released the lease on %s held by %s (token %d)", job, holder, token)
-	if to != "" {
-		msg = fmt.Sprintf("switchover requested: %s stops its command at its next renewal (within its --renew-interval), then hands the lease on %s (token %d) to %s",
-			holder, job, token, to)
-	} else if !force {
-		msg = fmt.Sprintf("release requested: %s stops its command at its next renewal (within its --renew-interval), then hands the lease on %s back (token %d)",
-			holder, job, token)
+	msg := fmt.Sprintf("released the lease on %s held by %s (token %d)", r.job, holder, token)
+	if !r.force {
+		msg = "release requested: " + r.outcome(holder, token)
+		if r.to != "" {
+			msg = "switchover requested: " + r.outcome(holder, token)
+		}
 	}
 	return cmdutil.Printed(fmt.Fprintln(c.App.Writer, escape.Printable(msg)))
+}
+
+// request is what release was asked to do.
+type request struct {
+	job, id, to string
+	force, yes  bool
+	slot        int
+}
+
+// parseRequest reads and checks release's settings.
+func parseRequest(c *cli.Context) (request, error) {
+	s := cmdutil.NewSettings(c)
+	job, err := cmdutil.RequireJob(s)
+	if err != nil {
+		return request{}, err
+	}
+	r := request{job: job, id: c.String("id"), to: c.String("to"), force: c.Bool("force"), yes: c.Bool("yes")}
+	switch {
+	case r.to != "" && r.force:
+		return r, cmdutil.Usagef("--to hands the lease on when its holder has stopped its command, --force frees it at once: use one")
+	case r.id == "" && !r.force && r.to == "":
+		return r, cmdutil.Usagef("release needs --id (the holder id the lease was taken under), --to (the standby to hand it to) or --force (for a holder that died)")
+	}
+	if r.slot, err = strconv.Atoi(c.String("slot")); err != nil || r.slot < 1 || r.slot > lease.MaxSlots {
+		return r, cmdutil.Usagef("invalid %s %q: must be a number 1-%d", s.Source("slot"), c.String("slot"), lease.MaxSlots)
+	}
+	return r, nil
+}
+
+// outcome says what the holder does once asked to release.
+func (r request) outcome(holder string, token int64) string {
+	to := "back"
+	if r.to != "" {
+		to = "to " + r.to
+	}
+	return fmt.Sprintf("%s stops its command at its next renewal (within its --renew-interval), then hands the lease on %s (token %d) %s",
+		holder, r.job, token, to)
 }
 
 // pin makes standby the next holder of j's lease, or says who is queued.
