@@ -63,15 +63,15 @@ func parseHandoff(payload string) (n handoffNotice, ok bool) {
 // (hear or see the handoff, and renew): two retry intervals, the time a
 // polling head of the queue takes to look, and once more for the
 // statement; at least a second, for a loaded machine. A standby that
-// froze or died costs the job this long.
+// froze costs the job this long (one that died is passed over).
 func FirstExpiry(t Timings) time.Duration { return max(2*t.RetryInterval, time.Second) }
 
-// pollHead and pollBehind are how often a polling standby looks: at the
-// head of the queue every retry interval, since a handoff may come to it;
-// behind it every pollBehind retry intervals, since it only has to notice
-// that it moved up or that the lease expired unreleased, and the
-// release hands a polling standby its own look's interval more to adopt
-// the lease (its entry's every).
+// pollBehind is how many retry intervals a polling standby behind the
+// head of the queue waits between looks (the head looks every one, since
+// a handoff may come to it): it only has to notice that it moved up or
+// that the lease expired unreleased, and a release gives a polling
+// standby its own looks' interval more to adopt the lease (its entry's
+// every).
 const pollBehind = 4
 
 // queueEntry is a standby's entry in its job's queue.
@@ -79,8 +79,9 @@ type queueEntry struct {
 	sb *standby
 	// id is the entry's own: two instances may share a holder id.
 	id string
-	// in is set once it entered; on is the listening connection it
-	// entered on (nil: it entered polling), whose backend keeps it alive.
+	// in is set once it entered, until it adopted the lease; on is the
+	// listening connection it entered on (nil: it entered polling), whose
+	// backend keeps it alive.
 	in bool
 	on *pgx.Conn
 }
@@ -111,7 +112,9 @@ func (q *queueEntry) enter(ctx context.Context) {
 		s.log.Debug().Err(pgerr.Classify(err)).Str("job", q.sb.job).Msg("cannot enter the queue; standing by without it")
 		return
 	}
-	q.in, q.on = tag.RowsAffected() > 0, q.sb.conn
+	// An entry refused (the lease was just handed to this holder id) is
+	// still left at the end: leaving frees a lease handed and not adopted.
+	q.in, q.on = q.in || tag.RowsAffected() > 0, q.sb.conn
 }
 
 // leave takes the standby's entry out of the queue, if it entered, and
