@@ -315,17 +315,7 @@ func TestStatusShowsTheQueueInOrder(t *testing.T) {
 	}
 	defer conn.Release()
 	since := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
-	if _, err := conn.Exec(t.Context(), `WITH t AS (SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now,
-  (SELECT (extract(epoch FROM backend_start) * 1000000)::bigint FROM pg_stat_activity WHERE pid = pg_backend_pid()) AS started)
-UPDATE `+pgx.Identifier{d.table}.Sanitize()+` SET queue = jsonb_build_array(
-  jsonb_build_object('holder', 'e', 'id', 'x5', 'priority', 0, 'since', $1::bigint + 2000000, 'until', t.now + 60000000),
-  jsonb_build_object('holder', 'dead-standby', 'id', 'x0', 'priority', 9, 'since', $1::bigint, 'until', t.now - 1000000),
-  jsonb_build_object('holder', 'd', 'id', 'x4', 'priority', 0, 'since', $1::bigint + 1000000, 'until', t.now + 60000000),
-  jsonb_build_object('holder', 'c', 'id', 'x3', 'priority', 1, 'since', $1::bigint + 4000000, 'pid', pg_backend_pid(), 'started', t.started),
-  jsonb_build_object('holder', 'b', 'id', 'x2', 'priority', 0, 'since', $1::bigint + 5000000, 'until', t.now + 60000000, 'pinned', true))
-FROM t WHERE job_name = 'job'`, since.UnixMicro()); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.MixedQueue(t, conn, d.table, "job", "c", since)
 
 	code, out := output(t, append([]string{"status"}, store...)...)
 	if want := "\njob queue: b (pinned, polling), c (priority 1), d (polling), e (polling)\n"; code != 0 || !strings.Contains(out, want) {

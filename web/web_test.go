@@ -17,6 +17,7 @@ import (
 	"github.com/redbite/leasewrap/inspect"
 	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/internal/lwtest"
+	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/schedule"
 	"github.com/redbite/leasewrap/schema"
@@ -423,17 +424,7 @@ func TestJobPageShowsTheQueueInOrder(t *testing.T) {
 	}
 	defer conn.Release()
 	since := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
-	if _, err := conn.Exec(t.Context(), `WITH t AS (SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now,
-  (SELECT (extract(epoch FROM backend_start) * 1000000)::bigint FROM pg_stat_activity WHERE pid = pg_backend_pid()) AS started)
-UPDATE `+pgx.Identifier{f.table}.Sanitize()+` SET queue = jsonb_build_array(
-  jsonb_build_object('holder', 'e', 'id', 'x5', 'priority', 0, 'since', $1::bigint + 2000000, 'until', t.now + 60000000),
-  jsonb_build_object('holder', 'dead-standby', 'id', 'x0', 'priority', 9, 'since', $1::bigint, 'until', t.now - 1000000),
-  jsonb_build_object('holder', 'd', 'id', 'x4', 'priority', 0, 'since', $1::bigint + 1000000, 'until', t.now + 60000000),
-  jsonb_build_object('holder', $2::text, 'id', 'x3', 'priority', 1, 'since', $1::bigint + 4000000, 'pid', pg_backend_pid(), 'started', t.started),
-  jsonb_build_object('holder', 'b', 'id', 'x2', 'priority', 0, 'since', $1::bigint + 5000000, 'until', t.now + 60000000, 'pinned', true))
-FROM t WHERE job_name = 'queued_job'`, since.UnixMicro(), holderHostile); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.MixedQueue(t, conn, f.table, "queued_job", holderHostile, since)
 	srv := f.serve(f.pool)
 	_, body, _ := lwtest.Get(t, srv.URL, "/jobs/queued_job")
 	want := `<dt>Queue</dt><dd><ol class="queue">` +
