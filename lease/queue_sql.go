@@ -141,16 +141,20 @@ WHERE job_name = @row::text AND holder = @holder::text AND ` + handed("l") + `
 RETURNING fencing_token`
 
 // queueLookSQL is a queued standby's look (holderSQL's columns) with its
-// place: @job, @holder, @id. It also answers ahead, how many live entries
-// come before this standby's (all of them when it has none), queued,
-// whether it has one, until_micros, how long its entry still counts (a
-// polling standby's), and handed, whether the lease is handed to this
-// holder id and not yet adopted.
+// place: @job, @holder, @id. It also answers ahead, how many entries come
+// before this standby's (all of them when it has none): while the lease
+// is free, only the live ones, which the head of the queue must not wait
+// for; while it is held, any, which is enough to say how often to look.
+// Reading pg_stat_activity copies every backend's status, so a look at a
+// held lease, the common one, does not. queued says whether it has an
+// entry, until_micros how long its entry still counts (a polling
+// standby's), and handed whether the lease is handed to this holder id
+// and not yet adopted.
 var queueLookSQL = `SELECT holder, fencing_token AS token, expires_at, released_at, last_finished_at,
   ` + pauseColumns("l") + `,
   (SELECT coalesce(min(q.n) FILTER (WHERE q.id = @id::text) - 1, count(*)) FROM (
     SELECT e.id, row_number() OVER (ORDER BY ` + queueOrder + `) AS n FROM ` + queueEntries("l.queue") + `
-    WHERE e.id = @id::text OR ` + entryLive + `) AS q) AS ahead,
+    WHERE e.id = @id::text OR l.expires_at > now() OR ` + entryLive + `) AS q) AS ahead,
   (SELECT e.until - ` + micros("now()") + ` FROM ` + queueEntries("l.queue") + ` WHERE e.id = @id::text) AS until_micros,
   coalesce(l.queue @> jsonb_build_array(jsonb_build_object('id', @id::text)), false) AS queued,
   coalesce(l.holder = @holder::text AND ` + handed("l") + ` AND l.expires_at > now(), false) AS handed
