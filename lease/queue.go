@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/redbite/leasewrap/internal/pgerr"
-	"github.com/redbite/leasewrap/schema"
 )
 
 // How the queue works (queue_sql.go has its statements):
@@ -173,8 +172,7 @@ func (q *queueEntry) look(ctx context.Context) (handed bool, ahead int, err erro
 	if !p.Queued || q.on != q.sb.conn || lapsing {
 		q.enter(ctx)
 	}
-	h := p.markPaused(&HeldError{Job: q.sb.job, Holder: p.Holder, Token: p.Token, ExpiresIn: p.ExpiresAt.Sub(p.Now),
-		State: schema.StateOf(p.ExpiresAt, p.ReleasedAt, p.LastFinishedAt)})
+	h := p.held(q.sb.job)
 	if h.ExpiresIn > 0 || h.Paused != nil {
 		return false, int(p.Ahead), h
 	}
@@ -206,10 +204,8 @@ func (q *queueEntry) adopt(ctx context.Context) (*Lease, error) {
 	}
 	s.cfg.observer.Contacted()
 	q.in = false // the handoff took the entry out
-	if took := s.cfg.clock.Now() - t0; took >= budget {
-		late := &Lease{store: s, job: q.sb.job, row: q.sb.job, slot: 1, token: token}
-		_ = late.releaseRow(context.WithoutCancel(ctx), 0, End{})
-		return nil, fmt.Errorf("cannot take the lease %q handed to this instance: the answer came after %s: %w", q.sb.job, took.Round(time.Millisecond), context.DeadlineExceeded)
+	if err := s.tooLate(ctx, q.sb.job, token, time.Time{}, End{}, t0, budget); err != nil {
+		return nil, err
 	}
 	return s.confirmed(ctx, db, newLease(s, q.sb.job, token, t0+s.cfg.TTL))
 }

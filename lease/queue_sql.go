@@ -95,16 +95,17 @@ var nextInQueue = `(SELECT e.id FROM ` + queueEntries("l.queue") + ` WHERE ` + e
 // to @holder and not adopted: a refresh read before a handoff committed
 // must not put back the entry the handoff took out, or the standby could
 // not adopt the lease (adoptSQL).
-var enterQueueSQL = `UPDATE {lease} AS l SET queue = ` + queueWithout("l", `x->>'id' = @id::text`) + ` || jsonb_build_array(jsonb_build_object(
-    'holder', @holder::text, 'id', @id::text, 'priority', @priority::integer,
-    'since', coalesce((SELECT x->'since' FROM jsonb_array_elements(l.queue) AS x WHERE x->>'id' = @id::text), to_jsonb(` + micros("clock_timestamp()") + `)),
-    'pinned', coalesce((SELECT x->'pinned' FROM jsonb_array_elements(l.queue) AS x WHERE x->>'id' = @id::text), 'false'::jsonb),
+var enterQueueSQL = `UPDATE {lease} AS l SET queue = ` + queueWithout("l", `x->>'id' = @id::text`) + ` || jsonb_build_array(
+  jsonb_build_object('since', ` + micros("clock_timestamp()") + `, 'pinned', false)
+  || coalesce((SELECT jsonb_build_object('since', x->'since', 'pinned', x->'pinned')
+    FROM jsonb_array_elements(l.queue) AS x WHERE x->>'id' = @id::text LIMIT 1), '{}'::jsonb)
+  || jsonb_build_object('holder', @holder::text, 'id', @id::text, 'priority', @priority::integer,
     'pid', CASE WHEN @listening::boolean THEN pg_catalog.pg_backend_pid() END,
     'started', CASE WHEN @listening::boolean THEN (SELECT ` + micros("a.backend_start") + `
       FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) AS a) END,
     'until', CASE WHEN NOT @listening::boolean THEN ` + micros("now()") + ` + @live::bigint END,
     'every', CASE WHEN NOT @listening::boolean THEN @every::bigint END))
-WHERE job_name = @job::text AND NOT coalesce(l.holder = @holder::text AND ` + handed("l") + ` AND l.expires_at > now(), false)
+WHERE job_name = @job::text AND NOT ` + handedToHolder + `
 RETURNING 1`
 
 // leaveQueueSQL takes a standby's entry (@id) out of @job's queue. A
@@ -114,16 +115,22 @@ RETURNING 1`
 var leaveQueueSQL = `WITH left_queue AS (
   UPDATE {lease} AS l SET queue = ` + queueWithout("l", `x->>'id' = @id::text`) + `,
     expires_at = CASE WHEN ` + handedHere + ` THEN now() ELSE l.expires_at END
-  WHERE job_name = @job::text AND (l.queue @> jsonb_build_array(jsonb_build_object('id', @id::text)) OR ` + handedHere + `)
+  WHERE job_name = @job::text AND (` + queuedHere + ` OR ` + handedHere + `)
   RETURNING l.expires_at = now() AND l.holder = @holder::text AND ` + handed("l") + ` AS freed)
 SELECT pg_notify(@job_channel::text, @job::text) FROM left_queue WHERE freed`
 
-// handedHere is true of the lease row l while it is handed to @holder
-// and not adopted, the entry @id out of the queue: handed to this
-// standby (or to one sharing its holder id, which then cannot adopt it
-// either: safe).
-var handedHere = `(l.holder = @holder::text AND ` + handed("l") + ` AND l.expires_at > now()
-    AND NOT coalesce(l.queue @> jsonb_build_array(jsonb_build_object('id', @id::text)), false))`
+// queuedHere is true of the lease row l while its queue has the entry
+// @id.
+const queuedHere = `coalesce(l.queue @> jsonb_build_array(jsonb_build_object('id', @id::text)), false)`
+
+// handedToHolder is true of the lease row l while it is handed to @holder
+// and not adopted.
+var handedToHolder = `coalesce(l.holder = @holder::text AND ` + handed("l") + ` AND l.expires_at > now(), false)`
+
+// handedHere is handedToHolder with the entry @id out of the queue:
+// handed to this standby (or to one sharing its holder id, which then
+// cannot adopt it either: safe).
+var handedHere = `(` + handedToHolder + ` AND NOT ` + queuedHere + `)`
 
 // adoptSQL is a standby's first statement on a lease handed to it: @row,
 // @holder, @id, @ttl (microseconds). It renews the lease and starts the
@@ -135,9 +142,7 @@ var adoptSQL = `UPDATE {lease} AS l SET
     expires_at = now() + @ttl::bigint * interval '1 microsecond',
     renewed_at = now(),
     last_started_at = now()
-WHERE job_name = @row::text AND holder = @holder::text AND ` + handed("l") + `
-  AND released_at IS NULL AND expires_at > now()
-  AND NOT coalesce(l.queue @> jsonb_build_array(jsonb_build_object('id', @id::text)), false)
+WHERE job_name = @row::text AND ` + handedHere + ` AND released_at IS NULL
 RETURNING fencing_token`
 
 // queueLookSQL is a queued standby's look (holderSQL's columns) with its
@@ -156,8 +161,8 @@ var queueLookSQL = `SELECT holder, fencing_token AS token, expires_at, released_
     SELECT e.id, row_number() OVER (ORDER BY ` + queueOrder + `) AS n FROM ` + queueEntries("l.queue") + `
     WHERE e.id = @id::text OR l.expires_at > now() OR ` + entryLive + `) AS q) AS ahead,
   (SELECT e.until - ` + micros("now()") + ` FROM ` + queueEntries("l.queue") + ` WHERE e.id = @id::text) AS until_micros,
-  coalesce(l.queue @> jsonb_build_array(jsonb_build_object('id', @id::text)), false) AS queued,
-  coalesce(l.holder = @holder::text AND ` + handed("l") + ` AND l.expires_at > now(), false) AS handed
+  ` + queuedHere + ` AS queued,
+  ` + handedToHolder + ` AS handed
 FROM {lease} AS l WHERE job_name = @job::text`
 
 // pinSQL makes @to's entry in @row's queue the next to be handed the

@@ -283,10 +283,8 @@ func (r *scheduledRow) undecided(c Claim, job, spec, table string) (Claim, error
 // be used (see takeWithin) is handed back, the time recorded as a run
 // that could not start, and the lease is nil.
 func (s *Store) scheduledLease(ctx context.Context, db querier, job string, token int64, at time.Time, t0, budget time.Duration) (*Lease, error) {
-	if took := s.cfg.clock.Now() - t0; took >= budget {
-		late := &Lease{store: s, job: job, row: job, slot: 1, token: token, scheduledAt: at}
-		_ = late.releaseRow(context.WithoutCancel(ctx), 0, End{Outcome: OutcomeCouldNotStart})
-		return nil, fmt.Errorf("cannot take lease %q: the answer came after %s: %w", job, took.Round(time.Millisecond), context.DeadlineExceeded)
+	if err := s.tooLate(ctx, job, token, at, End{Outcome: OutcomeCouldNotStart}, t0, budget); err != nil {
+		return nil, err
 	}
 	l := newLease(s, job, token, t0+s.cfg.TTL)
 	l.scheduledAt = at

@@ -318,14 +318,8 @@ func (s *Store) takeWithin(ctx context.Context, db querier, job string, budget t
 	s.cfg.observer.Contacted()
 	switch {
 	case err == nil && row.Taken:
-		if took := s.cfg.clock.Now() - t0; took >= budget {
-			// An answer read after the budget ran out (the process stalled
-			// with it on the way): the lease is this holder's, by its token,
-			// but too late to use. Hand it back at once, as a failed take,
-			// without a keeper that would report it lost.
-			late := &Lease{store: s, job: job, row: SlotRow(job, 1), slot: 1, token: row.Token}
-			_ = late.releaseRow(context.WithoutCancel(ctx), 0, End{})
-			return nil, fmt.Errorf("cannot acquire lease %q: the answer came after %s: %w", job, took.Round(time.Millisecond), context.DeadlineExceeded)
+		if err := s.tooLate(ctx, job, row.Token, time.Time{}, End{}, t0, budget); err != nil {
+			return nil, err
 		}
 		return s.confirmed(ctx, db, newLease(s, job, row.Token, t0+s.cfg.TTL))
 	case err == nil && row.Slots != 1:
@@ -340,6 +334,21 @@ func (s *Store) takeWithin(ctx context.Context, db querier, job string, budget t
 		// (or a row deleted by hand): read who holds it now.
 		return nil, s.held(ctx, db, job)
 	}
+}
+
+// tooLate is nil when a take of job started at t0 (local clock) answered
+// within budget. An answer read after the budget ran out (the process
+// stalled with it on the way) took the lease, by its token, too late to
+// use: it is handed back at once, with end (and the scheduled time at),
+// without a keeper that would report it lost, and the error says so.
+func (s *Store) tooLate(ctx context.Context, job string, token int64, at time.Time, end End, t0, budget time.Duration) error {
+	took := s.cfg.clock.Now() - t0
+	if took < budget {
+		return nil
+	}
+	late := &Lease{store: s, job: job, row: SlotRow(job, 1), slot: 1, token: token, scheduledAt: at}
+	_ = late.releaseRow(context.WithoutCancel(ctx), 0, end)
+	return fmt.Errorf("cannot take lease %q: the answer came after %s: %w", job, took.Round(time.Millisecond), context.DeadlineExceeded)
 }
 
 // held reads the current holder after an acquisition lost a race.
@@ -363,8 +372,7 @@ func (s *Store) readHolder(ctx context.Context, db querier, job string) (*HeldEr
 	case err != nil:
 		return nil, fmt.Errorf("cannot read holder of lease %q: %w", job, pgerr.Classify(err))
 	}
-	return row.markPaused(&HeldError{Job: job, Holder: row.Holder, Token: row.Token, ExpiresIn: row.ExpiresAt.Sub(row.Now),
-		State: schema.StateOf(row.ExpiresAt, row.ReleasedAt, row.LastFinishedAt)}), nil
+	return row.held(job), nil
 }
 
 // holderRow reads holderSQL.
@@ -374,6 +382,13 @@ type holderRow struct {
 	ExpiresAt                  time.Time
 	ReleasedAt, LastFinishedAt *time.Time
 	pauseRow
+}
+
+// held is the row read as job's holder, with the time left, the state
+// and the pause.
+func (row holderRow) held(job string) *HeldError {
+	return row.markPaused(&HeldError{Job: job, Holder: row.Holder, Token: row.Token, ExpiresIn: row.ExpiresAt.Sub(row.Now),
+		State: schema.StateOf(row.ExpiresAt, row.ReleasedAt, row.LastFinishedAt)})
 }
 
 // pausedBy marks, in a standby's last logged holder, a pause's author.
