@@ -99,7 +99,7 @@ func countTrips(trips []trip, is func(trip) bool) int {
 }
 func isEnter(tr trip) bool { return len(tr.sql) == 1 && strings.Contains(tr.sql[0], "SET queue =") }
 func isAdopt(tr trip) bool {
-	return len(tr.sql) == 1 && strings.Contains(tr.sql[0], "last_started_at = now()\nWHERE")
+	return len(tr.sql) == 1 && strings.Contains(tr.sql[0], "RETURNING fencing_token AS token, coalesce(slot, 1) AS slot")
 }
 func isProbe(tr trip) bool {
 	return len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "SELECT pg_notify(@channel, @payload)")

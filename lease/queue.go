@@ -18,9 +18,10 @@ import (
 
 // How the queue works (queue_sql.go has its statements):
 //
-//   - A standby of a single-slot job enters the queue when it starts
-//     waiting, and leaves it when it gives up or exits.
-//   - A release that frees the lease hands it, in the same statement, to
+//   - A standby enters its job's queue when it starts waiting, and
+//     leaves it when it gives up or exits. A job of several slots has
+//     one queue, on its first row, for all of them.
+//   - A release that frees the lease (or a slot) hands it, in the same statement, to
 //     the first live entry (pinned first, then by priority, then first
 //     come), with a new token and a short first expiry (FirstExpiry), and
 //     announces it to the job's standbys (handoffNotice).
@@ -28,8 +29,9 @@ import (
 //     (adoptSQL) before its command starts; one that never does loses
 //     the lease at the first expiry, and the next take records the run
 //     could_not_start.
-//   - A lease that expires unreleased (its holder died) is taken by the
-//     head of the queue: the others look and see someone ahead of them.
+//   - A lease (or slot) that expires unreleased (its holder died) is
+//     taken by the head of the queue: the others look and see someone
+//     ahead of them.
 
 // handoffTag starts a handoff's notification (handoffPayload).
 const handoffTag = "handoff"
@@ -125,8 +127,8 @@ func (q *queueEntry) leave(ctx context.Context) {
 	s := q.sb.store
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
 	defer cancel()
-	if _, err := s.db.Exec(ctx, s.sql.leaveQueue, pgx.StrictNamedArgs{"job": q.sb.job, "id": q.id, "holder": s.cfg.holder,
-		"job_channel": jobChannel(s.channel, q.sb.job)}); err != nil {
+	if _, err := s.db.Exec(ctx, s.sql.leaveQueue, pgx.StrictNamedArgs{"job": q.sb.job, "slots": s.cfg.slots, "id": q.id,
+		"holder": s.cfg.holder, "job_channel": jobChannel(s.channel, q.sb.job)}); err != nil {
 		s.log.Debug().Err(pgerr.Classify(err)).Str("job", q.sb.job).Msg("cannot leave the queue; the entry lapses by itself")
 	}
 	q.in = false
@@ -135,10 +137,13 @@ func (q *queueEntry) leave(ctx context.Context) {
 // place is a queued standby's look (see queueLookSQL).
 type place struct {
 	holderRow
-	Ahead       int64
-	UntilMicros *int64
-	Queued      bool
-	Handed      bool
+	Ahead                int64
+	UntilMicros          *int64
+	Queued, Handed, Full bool
+	Slot                 *int
+	SlotHolder           *string
+	SlotToken            *int64
+	SlotExpiresAt        *time.Time
 }
 
 // look reads the lease and the standby's place in the queue, and enters
@@ -146,15 +151,17 @@ type place struct {
 // row was made anew), is a listening one's and the standby polls now (or
 // the other way round), or is a polling one's that would soon stop
 // counting. It returns a *HeldError, as Store.look does, while the lease
-// is live; ahead, how many live entries come before this standby's while
-// it is free; handed, that it was handed to this holder id and is
-// waiting to be adopted. A standby that listens again on a new
+// is live (for a job of several slots, every slot: naming the one that
+// expires first); ahead, how many live entries come before this
+// standby's while it is free; handed, that the lease or a slot was handed
+// to this standby and is waiting to be adopted. A standby that listens again on a new
 // connection enters again too: its entry named the old backend.
 func (q *queueEntry) look(ctx context.Context) (handed bool, ahead int, err error) {
 	s := q.sb.store
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
 	defer cancel()
-	p, err := queryOne[place](ctx, q.sb.db(), s.sql.queueLook, pgx.StrictNamedArgs{"job": q.sb.job, "holder": s.cfg.holder, "id": q.id})
+	p, err := queryOne[place](ctx, q.sb.db(), s.sql.queueLook, pgx.StrictNamedArgs{"job": q.sb.job, "slots": s.cfg.slots,
+		"holder": s.cfg.holder, "id": q.id})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		s.cfg.observer.Contacted()
@@ -173,14 +180,19 @@ func (q *queueEntry) look(ctx context.Context) (handed bool, ahead int, err erro
 		q.enter(ctx)
 	}
 	h := p.held(q.sb.job)
-	if h.ExpiresIn > 0 || h.Paused != nil {
+	switch {
+	case h.Paused != nil || p.Full && s.cfg.slots == 1:
 		return false, int(p.Ahead), h
+	case p.Full:
+		return false, int(p.Ahead), &HeldError{Job: q.sb.job, Holder: deref(p.SlotHolder), Token: *p.SlotToken, State: StateHeld,
+			Slot: *p.Slot, Slots: s.cfg.slots, ExpiresIn: p.SlotExpiresAt.Sub(p.Now)}
 	}
 	return false, int(p.Ahead), nil
 }
 
-// adopt takes a lease handed to this standby: it renews it and starts the
-// run in one statement. It returns nil, nil when nothing was handed to it.
+// adopt takes a lease (or slot) handed to this standby: it renews it and
+// starts the run in one statement. It returns nil, nil when nothing was
+// handed to it.
 func (q *queueEntry) adopt(ctx context.Context) (*Lease, error) {
 	s := q.sb.store
 	budget := s.cfg.TTL - s.cfg.StopBefore()
@@ -192,7 +204,10 @@ func (q *queueEntry) adopt(ctx context.Context) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	token, err := queryValue[int64](ctx, db, s.sql.adopt, pgx.StrictNamedArgs{"row": q.sb.job, "holder": s.cfg.holder,
+	a, err := queryOne[struct {
+		Token int64
+		Slot  int
+	}](ctx, db, s.sql.adopt, pgx.StrictNamedArgs{"job": q.sb.job, "slots": s.cfg.slots, "holder": s.cfg.holder,
 		"id": q.id, "ttl": s.cfg.TTL.Microseconds()})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -203,11 +218,14 @@ func (q *queueEntry) adopt(ctx context.Context) (*Lease, error) {
 		return nil, err
 	}
 	s.cfg.observer.Contacted()
-	q.in = false // the handoff took the entry out
-	if err := s.tooLate(ctx, q.sb.job, token, time.Time{}, End{}, t0, budget); err != nil {
+	// The handoff took the entry out, or left it marked (a slot's) for
+	// the next rewrite of the queue to drop.
+	q.in = false
+	l := newSlotLease(s, q.sb.job, a.Slot, a.Token, t0+s.cfg.TTL)
+	if err := s.tooLate(ctx, l, End{}, t0, budget); err != nil {
 		return nil, err
 	}
-	return s.confirmed(ctx, db, newLease(s, q.sb.job, token, t0+s.cfg.TTL))
+	return s.confirmed(ctx, db, l)
 }
 
 // Standby is a live entry of a job's queue, as the views show it.

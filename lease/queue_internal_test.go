@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,18 +12,28 @@ import (
 )
 
 // A standby that leaves the queue (it was told to stop) just as a release
-// hands it the lease frees the lease, says so on the job's channel as a
-// release does, and the next take records the handoff could_not_start:
-// a fleet stopped all at once leaves no lease held for a first expiry.
+// hands it the lease, or a slot, frees it, says so on the job's channel
+// as a release does, and the next take records the handoff
+// could_not_start: a fleet stopped all at once leaves nothing held for a
+// first expiry.
 func TestAStandbyLeavingFreesALeaseHandedToIt(t *testing.T) {
 	t.Parallel()
+	for _, slots := range []int{1, 2} {
+		t.Run(fmt.Sprintf("slots=%d", slots), func(t *testing.T) {
+			t.Parallel()
+			testLeavingFrees(t, slots)
+		})
+	}
+}
+
+func testLeavingFrees(t *testing.T, slots int) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
 	quoted := pgx.Identifier{table}.Sanitize()
 	store := func(holder string) *Store {
-		s, err := New(pool, append(standbyTimings, WithTable(table), WithHolder(holder))...)
+		s, err := New(pool, append(standbyTimings, WithTable(table), WithHolder(holder), WithSlots(slots))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,9 +44,17 @@ func TestAStandbyLeavingFreesALeaseHandedToIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if slots > 1 {
+		// The slot handed on is the second: a keeps the first.
+		if l, err = store("x").TryAcquire(ctx, "j"); err != nil || l.Slot() != 2 {
+			t.Fatalf("x took %v (%v), want slot 2", l, err)
+		}
+	}
+	row := l.Row()
 	// b's entry, as a polling standby's that looked a moment ago.
 	if _, err := pool.Exec(ctx, `UPDATE `+quoted+` SET queue = jsonb_build_array(jsonb_build_object(
-  'holder', 'b', 'id', 'bid', 'priority', 0, 'since', 1, 'until', (extract(epoch FROM now()) * 1000000)::bigint + 60000000))`); err != nil {
+  'holder', 'b', 'id', 'bid', 'priority', 0, 'since', 1, 'until', (extract(epoch FROM now()) * 1000000)::bigint + 60000000))
+WHERE job_name = 'j'`); err != nil {
 		t.Fatal(err)
 	}
 	heard := store("listener").newStandby(ctx, "j")
@@ -47,13 +66,18 @@ func TestAStandbyLeavingFreesALeaseHandedToIt(t *testing.T) {
 	}
 	var holder string
 	var live bool
-	if err := pool.QueryRow(ctx, `SELECT holder, expires_at > now() FROM `+quoted).Scan(&holder, &live); err != nil || holder != "b" || !live {
-		t.Fatalf("after the release: holder %q, live %v (%v); want handed to b", holder, live, err)
+	read := `SELECT holder, expires_at > now() FROM ` + quoted + ` WHERE job_name = $1`
+	if err := pool.QueryRow(ctx, read, row).Scan(&holder, &live); err != nil || holder != "b" || !live {
+		t.Fatalf("after the release: %s's holder %q, live %v (%v); want handed to b", row, holder, live, err)
 	}
 	q := &queueEntry{sb: &standby{listener: b.newListener("j")}, id: "bid", in: true}
 	q.leave(ctx)
-	if err := pool.QueryRow(ctx, `SELECT holder, expires_at > now() FROM `+quoted).Scan(&holder, &live); err != nil || live {
-		t.Fatalf("after b left: holder %q, live %v (%v); want the lease free", holder, live, err)
+	if err := pool.QueryRow(ctx, read, row).Scan(&holder, &live); err != nil || live {
+		t.Fatalf("after b left: %s's holder %q, live %v (%v); want it free", row, holder, live, err)
+	}
+	var left int
+	if err := pool.QueryRow(ctx, `SELECT jsonb_array_length(coalesce(queue, '[]')) FROM `+quoted+` WHERE job_name = 'j'`).Scan(&left); err != nil || left != 0 {
+		t.Errorf("after b left: %d entries in the queue (%v), want none", left, err)
 	}
 	payload, err := heard.wait(ctx, 10*time.Second)
 	if err != nil || payload != "j" {
@@ -64,6 +88,9 @@ func TestAStandbyLeavingFreesALeaseHandedToIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer next.Release(ctx, nil)
+	if next.Row() != row {
+		t.Errorf("c took %s, want the %s b left", next.Row(), row)
+	}
 	var outcome string
 	if err := pool.QueryRow(ctx, `SELECT outcome FROM `+pgx.Identifier{table + HistorySuffix}.Sanitize()+
 		` WHERE holder = 'b'`).Scan(&outcome); err != nil || outcome != OutcomeCouldNotStart {

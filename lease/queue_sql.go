@@ -15,11 +15,20 @@ package lease
 // microseconds), until and every (a polling standby's: when its entry
 // stops counting, and how long it may take to look), and pinned (set by
 // release --to).
+//
+// A job of several slots keeps its queue on its first row (the job's
+// own), for every slot. A release of another slot reads it under a lock
+// taken before the slot's own row, as every statement that writes both
+// does (see releaseCTE), and leaves the entry it hands the slot to in
+// it as a marker with handed_until, the slot's first expiry: not live,
+// but a polling standby's refresh read before the handoff committed must
+// not put the entry back. The slot's row keeps that entry's id and holder
+// as its queue until it is adopted, so that only that entry adopts it.
 
 // queueEntries is a queue (a jsonb column or value) as rows aliased e.
 func queueEntries(queue string) string {
 	return `jsonb_to_recordset(coalesce(` + queue + `, '[]'::jsonb)) AS e(holder text, id text, priority integer,
-    since bigint, pid integer, started bigint, until bigint, every bigint, pinned boolean)`
+    since bigint, pid integer, started bigint, until bigint, every bigint, pinned boolean, handed_until bigint)`
 }
 
 // micros is a timestamptz as microseconds since 1970.
@@ -32,6 +41,10 @@ func micros(t string) string { return `(extract(epoch FROM ` + t + `) * 1000000)
 var entryLive = `(e.until > ` + micros("now()") + ` OR e.pid IS NOT NULL AND EXISTS (
     SELECT FROM pg_catalog.pg_stat_get_activity(e.pid) AS a
     WHERE coalesce(` + micros("a.backend_start") + `, e.started) = e.started))`
+
+// entryKept is true of an entry e a rewrite of the queue keeps: live, or
+// the marker of a slot handed to it that it may still adopt.
+var entryKept = `(` + entryLive + ` OR e.handed_until > ` + micros("now()") + `)`
 
 // queueOrder is the order of a queue's entries e: pinned first, then
 // higher priority, then first come.
@@ -52,16 +65,22 @@ func handed(row string) string {
     AND ` + row + `.acquired_at IS NOT NULL)`
 }
 
+// handoffQueue is the queue a release of row l (@row of @job) hands the
+// lease on from: its own, or, for a slot after the first, the job's first
+// row's (slot_queue, see releaseCTE).
+const handoffQueue = `CASE WHEN @row::text = @job::text THEN l.queue ELSE (SELECT queue FROM slot_queue) END`
+
 // handoffSet is what a release that hands the lease on writes over the
 // row l, the next entry being n (with n.id NULL: no handoff) and f.expires
 // the expiry a plain release would leave: a live lease of n's holder, a
 // new token, a first expiry of @first microseconds (and the longest a
 // polling standby may take to look, n.every) that the standby must renew
 // within, counted from when the row was locked (a release that waited for
-// the lock must not shorten it), no run started, and the queue without n and without the
-// entries that are not live. Without n, the release's own. An entry of
-// the releasing holder's own id is passed over: it is another instance
-// sharing the id, or this one's own, left by a take.
+// the lock must not shorten it), no run started, and the queue without n
+// and without the entries that are not kept (a slot's row: n alone, see
+// above). Without n, the release's own. An entry of the releasing
+// holder's own id is passed over: it is another instance sharing the
+// id, or this one's own, left by a take. A paused job is not handed on.
 var handoffSet = `(expires_at, released_at, last_finished_at, last_exit_code, holder, last_holder, fencing_token, acquired_at,
     renewed_at, last_started_at, last_scheduled_at, queue) = (
   SELECT CASE WHEN n.id IS NULL THEN f.expires ELSE clock_timestamp() + (@first::bigint + coalesce(n.every, 0)) * interval '1 microsecond' END,
@@ -74,17 +93,35 @@ var handoffSet = `(expires_at, released_at, last_finished_at, last_exit_code, ho
     CASE WHEN n.id IS NULL THEN l.renewed_at END,
     CASE WHEN n.id IS NULL THEN l.last_started_at END,
     CASE WHEN n.id IS NULL THEN l.last_scheduled_at END,
-    CASE WHEN n.id IS NULL THEN l.queue ELSE (SELECT coalesce(jsonb_agg(to_jsonb(e)), '[]'::jsonb)
-      FROM ` + queueEntries("l.queue") + ` WHERE e.id <> n.id AND ` + entryLive + `) END
+    CASE WHEN n.id IS NULL THEN l.queue
+      WHEN @row::text <> @job::text THEN jsonb_build_array(jsonb_build_object('id', n.id, 'holder', n.holder))
+      ELSE (SELECT coalesce(jsonb_agg(to_jsonb(e)), '[]'::jsonb) FROM ` + queueEntries("l.queue") + `
+        WHERE e.id <> n.id AND ` + entryKept + `) END
   FROM (SELECT CASE WHEN l.expires_at <= now() THEN l.expires_at
       ELSE greatest(now(), l.acquired_at + @hold_for::bigint * interval '1 microsecond') END AS expires) AS f
-  LEFT JOIN LATERAL (SELECT e.holder, e.id, e.every FROM ` + queueEntries("l.queue") + `
-    WHERE @handoff::boolean AND f.expires <= now() AND NOT coalesce(l.` + pausedCondition + `, false)
+  LEFT JOIN LATERAL (SELECT e.holder, e.id, e.every FROM ` + queueEntries(handoffQueue) + `
+    WHERE @handoff::boolean AND f.expires <= now()
+      AND NOT coalesce(CASE WHEN @row::text = @job::text THEN l.` + pausedCondition + ` ELSE (SELECT paused FROM slot_queue) END, false)
       AND e.holder <> @holder::text AND ` + entryLive + `
     ORDER BY ` + queueOrder + ` LIMIT 1) AS n ON true)`
 
-// nextInQueue is the id of the first live entry of the queue of row l.
-var nextInQueue = `(SELECT e.id FROM ` + queueEntries("l.queue") + ` WHERE ` + entryLive + ` ORDER BY ` + queueOrder + ` LIMIT 1)`
+// nextInQueue is the id of the first live entry of the queue a release
+// of row l handed the lease on from, after the entry it handed it to.
+var nextInQueue = `(SELECT e.id FROM ` + queueEntries(handoffQueue) + ` WHERE ` + entryLive + `
+    AND e.id IS DISTINCT FROM ` + slotHandedTo("l") + ` ORDER BY ` + queueOrder + ` LIMIT 1)`
+
+// slotHandedTo is, for a slot's row (after the first) just handed on by
+// a release of @row of @job, the id of the entry it was handed to.
+func slotHandedTo(row string) string {
+	return `CASE WHEN @row::text <> @job::text THEN ` + row + `.queue->0->>'id' END`
+}
+
+// markSlotHanded is the queue of the job's first row j after a release
+// r handed a slot to the entry r.slot_entry: that entry as a marker of
+// the handoff until r.first_until, the others kept.
+var markSlotHanded = `(SELECT coalesce(jsonb_agg(CASE WHEN e.id = r.slot_entry THEN jsonb_build_object('id', e.id, 'holder', e.holder,
+    'priority', e.priority, 'since', e.since, 'handed_until', r.first_until) ELSE to_jsonb(e) END), '[]'::jsonb)
+  FROM ` + queueEntries("j.queue") + ` WHERE e.id = r.slot_entry OR ` + entryKept + `)`
 
 // enterQueueSQL puts a standby in its job's queue, or refreshes its
 // entry: @job, @holder, @id, @priority, @listening (its entry is alive
@@ -93,8 +130,8 @@ var nextInQueue = `(SELECT e.id FROM ` + queueEntries("l.queue") + ` WHERE ` + e
 // An entry entered again keeps its place and its pin. It answers nothing
 // when the job has no row, and changes nothing while the lease is handed
 // to @holder and not adopted: a refresh read before a handoff committed
-// must not put back the entry the handoff took out, or the standby could
-// not adopt the lease (adoptSQL).
+// must not put back the entry the handoff took out (or marked, for a
+// slot), or the standby could not adopt the lease (adoptSQL).
 var enterQueueSQL = `UPDATE {lease} AS l SET queue = ` + queueWithout("l", `x->>'id' = @id::text`) + ` || jsonb_build_array(
   jsonb_build_object('since', ` + micros("clock_timestamp()") + `, 'pinned', false)
   || coalesce((SELECT jsonb_build_object('since', x->'since', 'pinned', x->'pinned')
@@ -105,65 +142,100 @@ var enterQueueSQL = `UPDATE {lease} AS l SET queue = ` + queueWithout("l", `x->>
       FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) AS a) END,
     'until', CASE WHEN NOT @listening::boolean THEN ` + micros("now()") + ` + @live::bigint END,
     'every', CASE WHEN NOT @listening::boolean THEN @every::bigint END))
-WHERE job_name = @job::text AND NOT ` + handedToHolder + `
+WHERE job_name = @job::text AND NOT ` + handedToHolder + ` AND NOT ` + slotMarkedHere + `
 RETURNING 1`
 
 // leaveQueueSQL takes a standby's entry (@id) out of @job's queue. A
-// lease handed to it that it has not adopted (@holder's: it is leaving
-// as a release chose it) it frees, and says so on @job_channel as a
-// release does: the next take records it could_not_start.
+// lease (or a slot of @slots) handed to it that it has not adopted
+// (@holder's: it is leaving as a release chose it) it frees, and says so
+// on @job_channel as a release does: the next take records it
+// could_not_start. The job's first row comes first in the index, and is
+// locked first.
 var leaveQueueSQL = `WITH left_queue AS (
-  UPDATE {lease} AS l SET queue = ` + queueWithout("l", `x->>'id' = @id::text`) + `,
-    expires_at = CASE WHEN ` + handedHere + ` THEN now() ELSE l.expires_at END
-  WHERE job_name = @job::text AND (` + queuedHere + ` OR ` + handedHere + `)
+  UPDATE {lease} AS l SET queue = CASE WHEN l.job_name = @job::text THEN ` + queueWithout("l", `x->>'id' = @id::text`) + ` END,
+    expires_at = CASE WHEN ` + handedEntryHere + ` THEN now() ELSE l.expires_at END
+  WHERE job_name IN ` + slotRows + ` AND (l.job_name = @job::text AND ` + inQueueHere + ` OR ` + handedEntryHere + `)
   RETURNING l.expires_at = now() AND l.holder = @holder::text AND ` + handed("l") + ` AS freed)
-SELECT pg_notify(@job_channel::text, @job::text) FROM left_queue WHERE freed`
+SELECT pg_notify(@job_channel::text, @job::text) FROM left_queue WHERE freed LIMIT 1`
+
+// slotRows are the names of the rows of @job's @slots slots, as SlotRow
+// names them.
+const slotRows = `(SELECT ` + slotRowName + ` FROM generate_series(1, @slots::integer) AS g)`
+
+// slotRowName is the name of slot g's row of @job (see SlotRow).
+const slotRowName = `CASE WHEN g = 1 THEN @job::text ELSE @job::text || '#' || g END`
+
+// inQueueHere is true of the lease row l while its queue has the entry
+// @id, queued or marked.
+const inQueueHere = `coalesce(l.queue @> jsonb_build_array(jsonb_build_object('id', @id::text)), false)`
 
 // queuedHere is true of the lease row l while its queue has the entry
-// @id.
-const queuedHere = `coalesce(l.queue @> jsonb_build_array(jsonb_build_object('id', @id::text)), false)`
+// @id waiting (not marked as handed a slot).
+const queuedHere = `EXISTS (SELECT FROM jsonb_array_elements(l.queue) AS x WHERE x->>'id' = @id::text AND x->>'handed_until' IS NULL)`
+
+// slotMarkedHere is true of the job's first row l while its queue marks
+// the entry @id as handed a slot it may still adopt.
+var slotMarkedHere = `EXISTS (SELECT FROM jsonb_array_elements(l.queue) AS x WHERE x->>'id' = @id::text
+    AND (x->>'handed_until')::bigint > ` + micros("now()") + `)`
 
 // handedToHolder is true of the lease row l while it is handed to @holder
 // and not adopted.
 var handedToHolder = `coalesce(l.holder = @holder::text AND ` + handed("l") + ` AND l.expires_at > now(), false)`
 
-// handedHere is handedToHolder with the entry @id out of the queue:
-// handed to this standby (or to one sharing its holder id, which then
-// cannot adopt it either: safe).
-var handedHere = `(` + handedToHolder + ` AND NOT ` + queuedHere + `)`
+// handedEntryHere is true of the lease row l (a row of @job's slots)
+// while it is handed to the entry @id and not adopted: the job's first
+// row, to @holder with the entry out of the queue (or to an instance
+// sharing its holder id, which then cannot adopt it either: safe);
+// another slot's, to the entry its queue names.
+var handedEntryHere = `(` + handedToHolder + ` AND CASE WHEN l.job_name = @job::text THEN NOT ` + inQueueHere + `
+    ELSE ` + inQueueHere + ` END)`
 
-// adoptSQL is a standby's first statement on a lease handed to it: @row,
-// @holder, @id, @ttl (microseconds). It renews the lease and starts the
-// run, only while the handoff is live and not yet adopted, and only by the
-// entry it was for (an instance with the same holder id still queued is
-// not that entry). It answers the token; no row: nothing was handed to
-// this standby.
+// adoptSQL is a standby's first statement on a lease handed to it: @job,
+// @slots, @holder, @id, @ttl (microseconds). It renews the lease (the
+// row of whichever slot was handed) and starts the run, only while the
+// handoff is live and not yet adopted, and only by the entry it was for
+// (an instance with the same holder id still queued is not that entry).
+// It answers the token and the slot; no row: nothing was handed to this
+// standby.
 var adoptSQL = `UPDATE {lease} AS l SET
     expires_at = now() + @ttl::bigint * interval '1 microsecond',
     renewed_at = now(),
-    last_started_at = now()
-WHERE job_name = @row::text AND ` + handedHere + ` AND released_at IS NULL
-RETURNING fencing_token`
+    last_started_at = now(),
+    queue = CASE WHEN l.job_name = @job::text THEN l.queue END
+WHERE job_name IN ` + slotRows + ` AND ` + handedEntryHere + ` AND released_at IS NULL
+RETURNING fencing_token AS token, coalesce(slot, 1) AS slot`
 
 // queueLookSQL is a queued standby's look (holderSQL's columns) with its
-// place: @job, @holder, @id. It also answers ahead, how many entries come
-// before this standby's (all of them when it has none): while the lease
-// is free, only the live ones, which the head of the queue must not wait
-// for; while it is held, any, which is enough to say how often to look.
-// Reading pg_stat_activity copies every backend's status, so a look at a
-// held lease, the common one, does not. queued says whether it has an
-// entry, until_micros how long its entry still counts (a polling
-// standby's), and handed whether the lease is handed to this holder id
-// and not yet adopted.
-var queueLookSQL = `SELECT holder, fencing_token AS token, expires_at, released_at, last_finished_at,
+// place: @job, @slots, @holder, @id. full says whether the lease is live,
+// or for a job of several slots every slot; then slot, slot_holder,
+// slot_token and slot_expires_at name the slot that expires first (a job
+// of several slots, whose first row says nothing of the others). It also
+// answers ahead, how many entries come before this standby's (all of
+// them when it has none): while the job is full, any, which is enough to
+// say how often to look; else only the live ones, which the head of the
+// queue must not wait for. Reading pg_stat_activity copies every
+// backend's status, so a look at a full job, the common one, does not.
+// queued says whether it has an entry waiting, until_micros how long its
+// entry still counts (a polling standby's), and handed whether the lease,
+// or a slot, is handed to it and not yet adopted.
+var queueLookSQL = `SELECT holder, l.fencing_token AS token, l.expires_at, l.released_at, l.last_finished_at,
   ` + pauseColumns("l") + `,
   (SELECT coalesce(min(q.n) FILTER (WHERE q.id = @id::text) - 1, count(*)) FROM (
     SELECT e.id, row_number() OVER (ORDER BY ` + queueOrder + `) AS n FROM ` + queueEntries("l.queue") + `
-    WHERE e.id = @id::text OR l.expires_at > now() OR ` + entryLive + `) AS q) AS ahead,
+    WHERE e.id = @id::text OR f.full OR ` + entryLive + `) AS q) AS ahead,
   (SELECT e.until - ` + micros("now()") + ` FROM ` + queueEntries("l.queue") + ` WHERE e.id = @id::text) AS until_micros,
   ` + queuedHere + ` AS queued,
-  ` + handedToHolder + ` AS handed
-FROM {lease} AS l WHERE job_name = @job::text`
+  ` + handedToHolder + ` OR ` + slotMarkedHere + ` AS handed,
+  f.full, f.slot, f.slot_holder, f.slot_token, f.slot_expires_at
+FROM {lease} AS l, LATERAL (
+  SELECT CASE WHEN @slots::integer = 1 THEN l.expires_at > now() ELSE coalesce(s.live = @slots::integer, false) END AS full,
+    s.slot, s.holder AS slot_holder, s.fencing_token AS slot_token, s.expires_at AS slot_expires_at
+  FROM (VALUES (1)) AS one LEFT JOIN (
+    SELECT coalesce(r.slot, 1) AS slot, r.holder, r.fencing_token, r.expires_at,
+      count(*) FILTER (WHERE r.expires_at > now()) OVER () AS live
+    FROM {lease} AS r WHERE @slots::integer > 1 AND r.job_name IN ` + slotRows + `
+    ORDER BY r.expires_at LIMIT 1) AS s ON true) AS f
+WHERE l.job_name = @job::text`
 
 // pinSQL makes @to's entry in @row's queue the next to be handed the
 // lease (release --to): it answers the queue's holders in order, and

@@ -69,13 +69,13 @@ func (w *waiter) writes(i int) []trip {
 }
 
 // queueOf reads job's queue, its holders in the order a release hands
-// the lease on.
+// the lease on (an entry marked as handed a slot is out of it).
 func queueOf(t *testing.T, pool *pgxpool.Pool, table, job string) []string {
 	t.Helper()
 	var holders []string
 	err := pool.QueryRow(ctx(t), `SELECT coalesce(array_agg(e->>'holder' ORDER BY (e->>'pinned')::boolean DESC,
   (e->>'priority')::integer DESC, (e->>'since')::bigint), '{}') FROM `+pgx.Identifier{table}.Sanitize()+`,
-  jsonb_array_elements(coalesce(queue, '[]')) AS e WHERE job_name = $1`, job).Scan(&holders)
+  jsonb_array_elements(coalesce(queue, '[]')) AS e WHERE job_name = $1 AND e->>'handed_until' IS NULL`, job).Scan(&holders)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +150,74 @@ func TestAReleaseHandsTheLeaseOnInQueueOrder(t *testing.T) {
 				if runs.tokens[i] <= runs.tokens[i-1] {
 					t.Errorf("tokens %v do not rise", runs.tokens)
 				}
+			}
+		})
+	}
+}
+
+// A job of several slots has one queue for all of them: a release of any
+// slot hands it to the standby first in line, in the statement that
+// releases it, and that standby's adoption of that slot is the only
+// write any standby sends.
+func TestAFreedSlotGoesToTheHeadOfTheQueue(t *testing.T) {
+	t.Parallel()
+	for _, listen := range []bool{true, false} {
+		t.Run(fmt.Sprintf("listen=%v", listen), func(t *testing.T) {
+			t.Parallel()
+			pool := pgtest.Pool(t)
+			table := pgtest.Table(t, pool)
+			opts := []lease.Option{lease.WithListen(listen), lease.WithSlots(2)}
+			a := mustAcquire(t, newStore(t, pool, table, "a", opts...), "job")
+			b := mustAcquire(t, newStore(t, pool, table, "b", opts...), "job")
+			var ws []*waiter
+			for i, name := range []string{"c", "d"} {
+				ws = append(ws, stand(t, table, "job", name, opts...))
+				waitQueue(t, pool, table, "job", []string{"c", "d"}[:i+1]...)
+			}
+			ws = append(ws, stand(t, table, "job", "e", append(opts, lease.WithPriority(1))...))
+			waitQueue(t, pool, table, "job", "e", "c", "d")
+			// Each step releases a slot's holder and names who must get
+			// which slot: b's slot 2 to e, a's slot 1 to c, e's slot 2 to d.
+			held := map[string]*lease.Lease{"a": a, "b": b}
+			steps := []struct {
+				from string
+				to   *waiter
+				slot int
+			}{{"b", ws[2], 2}, {"a", ws[0], 1}, {"e", ws[1], 2}}
+			for i, step := range steps {
+				mark := make([]int, len(ws))
+				for j, w := range ws {
+					mark[j] = w.tr.len()
+				}
+				if err := held[step.from].Release(ctx(t), nil); err != nil {
+					t.Fatal(err)
+				}
+				l := step.to.lease(t, 10*time.Second)
+				held[step.to.holder] = l
+				if l.Slot() != step.slot {
+					t.Errorf("handoff %d: %s got slot %d, want %d", i+1, step.to.holder, l.Slot(), step.slot)
+				}
+				for j, w := range ws {
+					writes := w.writes(mark[j])
+					switch {
+					case w == step.to && (len(writes) != 1 || !isAdopt(writes[0])):
+						t.Errorf("handoff %d: %s, handed slot %d, wrote %v; want its adoption alone", i+1, w.holder, step.slot, writes)
+					case w != step.to && w.holder != step.from && len(writes) > 0:
+						t.Errorf("handoff %d to %s: %s wrote %v; want nothing", i+1, step.to.holder, w.holder, writes)
+					}
+				}
+			}
+			if q := queueOf(t, pool, table, "job"); len(q) != 0 {
+				t.Errorf("queue %v after every standby got a slot, want empty", q)
+			}
+			for _, name := range []string{"c", "d"} {
+				if err := held[name].Release(ctx(t), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			runs := historyOf(t, pool, table)
+			if got := strings.Join(runs.holders, " "); got != "a b e c d" {
+				t.Errorf("runs by %s (in token order), want a b e c d", got)
 			}
 		})
 	}
@@ -235,35 +303,56 @@ FROM pg_stat_activity WHERE pid = pg_backend_pid()`).Scan(&pid, &started); err !
 	}
 }
 
-// A holder that dies without releasing frees the lease at its expiry; then
-// the head of the queue takes it, and no other standby tries: one take.
+// A holder that dies without releasing frees the lease (or its slot) at
+// its expiry; then the head of the queue takes it, and no other standby
+// tries: one take.
 func TestAfterACrashTheHeadOfTheQueueTakesAlone(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.Pool(t)
-	table := pgtest.Table(t, pool)
-	quoted := pgx.Identifier{table}.Sanitize()
-	if err := mustAcquire(t, newStore(t, pool, table, "setup"), "job").Release(ctx(t), nil); err != nil {
-		t.Fatal(err)
-	}
-	mustExec(t, pool, `UPDATE `+quoted+` SET holder = 'dead', released_at = NULL, expires_at = now() + interval '1 hour'`)
-	var ws []*waiter
-	names := []string{"b", "c", "d", "e"}
-	for i, name := range names {
-		ws = append(ws, stand(t, table, "job", name))
-		waitQueue(t, pool, table, "job", names[:i+1]...)
-	}
-	// The crash: the lease runs out in a moment, unreleased.
-	mustExec(t, pool, `UPDATE `+quoted+` SET expires_at = now() + interval '500 milliseconds'`)
-	// Each standby saw an hour left: only a look finds the new expiry.
-	// They look at once when their listening connection is reset.
-	mustExec(t, pool, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'`)
-	l := ws[0].lease(t, 20*time.Second)
-	defer l.Release(ctx(t), nil)
-	time.Sleep(time.Second)
-	for _, w := range ws[1:] {
-		if writes := w.writes(0); len(writes) > 0 {
-			t.Errorf("%s, behind b in the queue, wrote %v", w.holder, writes)
-		}
+	for _, slots := range []int{1, 2} {
+		t.Run(fmt.Sprintf("slots=%d", slots), func(t *testing.T) {
+			t.Parallel()
+			pool := pgtest.Pool(t)
+			table := pgtest.Table(t, pool)
+			quoted := pgx.Identifier{table}.Sanitize()
+			opts := []lease.Option{lease.WithSlots(slots)}
+			if slots > 1 {
+				mustAcquire(t, newStore(t, pool, table, "a", opts...), "job") // slot 1, held on
+			}
+			// The last slot's holder dies: its lease is left held, unreleased.
+			crashed := lease.SlotRow("job", slots)
+			if err := mustAcquire(t, newStore(t, pool, table, "setup", opts...), "job").Release(ctx(t), nil); err != nil {
+				t.Fatal(err)
+			}
+			mustExec(t, pool, `UPDATE `+quoted+` SET holder = 'dead', released_at = NULL, expires_at = now() + interval '1 hour'
+WHERE job_name = '`+crashed+`'`)
+			var ws []*waiter
+			names := []string{"b", "c", "d", "e"}
+			for i, name := range names {
+				ws = append(ws, stand(t, table, "job", name, opts...))
+				waitQueue(t, pool, table, "job", names[:i+1]...)
+			}
+			// From here: a standby of several slots tried a take to start.
+			mark := make([]int, len(ws))
+			for i, w := range ws {
+				mark[i] = w.tr.len()
+			}
+			// The crash: the lease runs out in a moment, unreleased.
+			mustExec(t, pool, `UPDATE `+quoted+` SET expires_at = now() + interval '500 milliseconds' WHERE job_name = '`+crashed+`'`)
+			// Each standby saw an hour left: only a look finds the new expiry.
+			// They look at once when their listening connection is reset.
+			mustExec(t, pool, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'`)
+			l := ws[0].lease(t, 20*time.Second)
+			defer l.Release(ctx(t), nil)
+			if l.Row() != crashed {
+				t.Errorf("b took %s, want %s", l.Row(), crashed)
+			}
+			time.Sleep(time.Second)
+			for i, w := range ws[1:] {
+				if writes := w.writes(mark[i+1]); len(writes) > 0 {
+					t.Errorf("%s, behind b in the queue, wrote %v", w.holder, writes)
+				}
+			}
+		})
 	}
 }
 

@@ -149,8 +149,7 @@ var takeSlotsSQL = takeSlotsCTEs + takeSlotsAnswer
 var takeSlotsRecordingSQL = takeSlotsCTEs + lostRun("pick", "o.slot", " AND o.present", "") + takeSlotsAnswer
 
 var takeSlotsCTEs = `WITH want AS (
-  SELECT g AS slot, CASE WHEN g = 1 THEN @job::text ELSE @job::text || '#' || g END AS name
-  FROM generate_series(1, @slots::integer) AS g),
+  SELECT g AS slot, ` + slotRowName + ` AS name FROM generate_series(1, @slots::integer) AS g),
 cur AS (
   SELECT w.slot, w.name, l.job_name IS NOT NULL AS present,
     l.job_name IS NOT NULL AND coalesce(l.slot, 1) <> w.slot AS foreign_row,
@@ -265,14 +264,27 @@ pruned AS (
 // queue's next entry and first_micros the time it has to adopt it), and
 // the run's start (from before the statement: a handoff clears it) and
 // end.
+//
+// A slot after the first is handed on from the queue on the job's first
+// row (slot_queue), which the release locks before the slot's own row:
+// every statement that writes both rows locks them in that order, so
+// that two of them never wait for each other. The entry handed the slot
+// stays in that queue, marked (slot_handed, see markSlotHanded).
 var releaseCTE = `WITH was AS (
   SELECT last_started_at FROM {lease} WHERE job_name = @row::text),
+slot_queue AS (
+  SELECT queue, ` + pausedCondition + ` AS paused FROM {lease}
+  WHERE job_name = @job::text AND @row::text <> @job::text FOR UPDATE),
 released AS (
   UPDATE {lease} AS l SET ` + handoffSet + `
   WHERE job_name = @row::text AND holder = @holder::text AND fencing_token = @token::bigint
   RETURNING l.expires_at <= now() AS free, l.fencing_token <> @token::bigint AS handed, l.holder AS next_holder,
     ` + nextInQueue + ` AS second, ` + micros("l.expires_at") + ` - ` + micros("clock_timestamp()") + ` AS first_micros,
-    (SELECT last_started_at FROM was) AS last_started_at, now() AS last_finished_at)`
+    CASE WHEN l.fencing_token <> @token::bigint THEN ` + slotHandedTo("l") + ` END AS slot_entry, ` + micros("l.expires_at") + ` AS first_until,
+    (SELECT last_started_at FROM was) AS last_started_at, now() AS last_finished_at),
+slot_handed AS (
+  UPDATE {lease} AS j SET queue = ` + markSlotHanded + `
+  FROM released AS r WHERE j.job_name = @job::text AND r.slot_entry IS NOT NULL)`
 
 // releaseRun records the run, once: a release sent again because its
 // connection broke before the answer (a switchover ending every session)

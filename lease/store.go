@@ -318,10 +318,11 @@ func (s *Store) takeWithin(ctx context.Context, db querier, job string, budget t
 	s.cfg.observer.Contacted()
 	switch {
 	case err == nil && row.Taken:
-		if err := s.tooLate(ctx, job, row.Token, time.Time{}, End{}, t0, budget); err != nil {
+		l := newLease(s, job, row.Token, t0+s.cfg.TTL)
+		if err := s.tooLate(ctx, l, End{}, t0, budget); err != nil {
 			return nil, err
 		}
-		return s.confirmed(ctx, db, newLease(s, job, row.Token, t0+s.cfg.TTL))
+		return s.confirmed(ctx, db, l)
 	case err == nil && row.Slots != 1:
 		return nil, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: 1, Found: row.Slots}
 	case err == nil && row.Paused:
@@ -336,19 +337,18 @@ func (s *Store) takeWithin(ctx context.Context, db querier, job string, budget t
 	}
 }
 
-// tooLate is nil when a take of job started at t0 (local clock) answered
-// within budget. An answer read after the budget ran out (the process
-// stalled with it on the way) took the lease, by its token, too late to
-// use: it is handed back at once, with end (and the scheduled time at),
-// without a keeper that would report it lost, and the error says so.
-func (s *Store) tooLate(ctx context.Context, job string, token int64, at time.Time, end End, t0, budget time.Duration) error {
+// tooLate is nil when a take of the lease l started at t0 (local clock)
+// answered within budget. An answer read after the budget ran out (the
+// process stalled with it on the way) took the lease, by its token, too
+// late to use: it is handed back at once, with end, without a keeper
+// that would report it lost, and the error says so.
+func (s *Store) tooLate(ctx context.Context, l *Lease, end End, t0, budget time.Duration) error {
 	took := s.cfg.clock.Now() - t0
 	if took < budget {
 		return nil
 	}
-	late := &Lease{store: s, job: job, row: SlotRow(job, 1), slot: 1, token: token, scheduledAt: at}
-	_ = late.releaseRow(context.WithoutCancel(ctx), 0, end)
-	return fmt.Errorf("cannot take lease %q: the answer came after %s: %w", job, took.Round(time.Millisecond), context.DeadlineExceeded)
+	_ = l.releaseRow(context.WithoutCancel(ctx), 0, end)
+	return fmt.Errorf("cannot take lease %q: the answer came after %s: %w", l.job, took.Round(time.Millisecond), context.DeadlineExceeded)
 }
 
 // held reads the current holder after an acquisition lost a race.
@@ -475,14 +475,9 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 // head of the queue, pollBehind times as seldom behind it).
 func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (*Lease, error) {
 	sb := s.newStandby(ctx, job)
-	var q *queueEntry
-	if s.cfg.slots == 1 {
-		// A job of several slots has no queue: a freed slot goes to
-		// whichever standby takes it first.
-		q = &queueEntry{sb: sb, id: newEntryID()}
-		sb.entry = q.id
-		q.enter(ctx)
-	}
+	q := &queueEntry{sb: sb, id: newEntryID()}
+	sb.entry = q.id
+	q.enter(ctx)
 	defer func() {
 		// Out of the queue before the command starts: its release must
 		// not find this standby's entry still there.
@@ -519,7 +514,7 @@ func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (*Leas
 			// first expiry to adopt the lease, then this one is next.
 			held, failed = &HeldError{Job: job, Holder: n.holder, ExpiresIn: n.first, State: StateHeld}, false
 			continue
-		case handoff && q != nil:
+		case handoff:
 			// Handed to this holder id: adopt it without looking first. An
 			// instance sharing the id, still queued, adopts nothing.
 			if l, err = q.adopt(ctx); l == nil && err == nil {
@@ -568,13 +563,8 @@ func (s *Store) standbyWait(sb *standby, held, failed bool, ahead int) time.Dura
 
 // lookThenTakeQueued is a queued standby's look: it adopts a lease handed
 // to it, and takes a free one only when no live entry is ahead of its own
-// (ahead counts them: the head of the queue takes it). Without a queue,
-// it is lookThenTake.
+// (ahead counts them: the head of the queue takes it).
 func (s *Store) lookThenTakeQueued(ctx context.Context, sb *standby, q *queueEntry) (_ *Lease, ahead int, err error) {
-	if q == nil {
-		l, err := s.lookThenTake(ctx, sb.db(), sb.job)
-		return l, 0, err
-	}
 	handed, ahead, err := q.look(ctx)
 	switch {
 	case handed:
