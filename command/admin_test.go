@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/lease"
 )
 
 // Cron hosts whose clocks are a little apart run a 200ms job: with
@@ -324,23 +326,40 @@ func TestReleaseAlreadyRequested(t *testing.T) {
 // standbys that are, and changes nothing.
 func TestReleaseToHandsTheLeaseToTheStandbyChosen(t *testing.T) {
 	t.Parallel()
+	for _, slots := range []int{1, 2} {
+		t.Run(fmt.Sprintf("slots=%d", slots), func(t *testing.T) {
+			t.Parallel()
+			testReleaseTo(t, slots)
+		})
+	}
+}
+
+// testReleaseTo hands the job's last slot (of slots) to a standby chosen.
+func testReleaseTo(t *testing.T, slots int) {
 	d := newDB(t)
 	start := func(id string, extra ...string) *lwtest.Proc {
-		return lw(t, []string{child("trap ready block")}, d.args(append(append([]string{"--job", "j", "--id", id}, extra...), "--", self())...)...)
+		args := append([]string{"--job", "j", "--id", id, "--slots", strconv.Itoa(slots)}, extra...)
+		return lw(t, []string{child("trap ready block")}, d.args(append(args, "--", self())...)...)
 	}
-	holder := start("host-a")
-	holder.Expect(t, "ready")
+	// host-a holds slot 1; with two slots, host-x holds slot 2.
+	holders := []*lwtest.Proc{start("host-a")}
+	holders[0].Expect(t, "ready")
+	if slots > 1 {
+		holders = append(holders, start("host-x"))
+		holders[1].Expect(t, "ready")
+	}
+	holder := holders[slots-1]
 	var standbys []*lwtest.Proc
 	for i, id := range []string{"host-b", "host-c"} {
 		standbys = append(standbys, start(id, "--wait"))
 		pgtest.Eventually(t, 20*time.Second, id+" queued", func() bool {
 			var n int
-			err := d.pool.QueryRow(t.Context(), `SELECT coalesce(jsonb_array_length(queue), 0) FROM "`+d.table+`"`).Scan(&n)
+			err := d.pool.QueryRow(t.Context(), `SELECT coalesce(jsonb_array_length(queue), 0) FROM "`+d.table+`" WHERE job_name = 'j'`).Scan(&n)
 			return err == nil && n == i+1
 		})
 	}
 	releaseTo := func(id string) *lwtest.Proc {
-		return lw(t, nil, "release", "--database-url", pgtest.URL(), "--table", d.table, "--job", "j", "--to", id)
+		return lw(t, nil, "release", "--database-url", pgtest.URL(), "--table", d.table, "--job", "j", "--slot", strconv.Itoa(slots), "--to", id)
 	}
 	refused := releaseTo("host-z")
 	if got := refused.Wait(t, 10*time.Second); got != 1 || !strings.Contains(refused.Logs.String(), "host-z is not in the queue of j (queued: host-b, host-c)") {
@@ -348,8 +367,8 @@ func TestReleaseToHandsTheLeaseToTheStandbyChosen(t *testing.T) {
 	}
 	chosen := releaseTo("host-c")
 	line := <-chosen.Lines
-	if got := chosen.Wait(t, 10*time.Second); got != 0 || !strings.HasPrefix(line, "switchover requested: host-a stops its command") ||
-		!strings.HasSuffix(line, "to host-c") {
+	want := "switchover requested: " + []string{"host-a", "host-x"}[slots-1] + " stops its command"
+	if got := chosen.Wait(t, 10*time.Second); got != 0 || !strings.HasPrefix(line, want) || !strings.HasSuffix(line, "to host-c") {
 		t.Errorf("release --to host-c exited %d with %q, want 0 and the switchover requested", got, line)
 	}
 	standbys[1].Expect(t, "ready")
@@ -357,7 +376,7 @@ func TestReleaseToHandsTheLeaseToTheStandbyChosen(t *testing.T) {
 		t.Errorf("holder exited %d, want 75", got)
 	}
 	var holderNow string
-	if err := d.pool.QueryRow(t.Context(), `SELECT holder FROM "`+d.table+`"`).Scan(&holderNow); err != nil || holderNow != "host-c" {
-		t.Errorf("the lease is %q's (%v), want host-c's", holderNow, err)
+	if err := d.pool.QueryRow(t.Context(), `SELECT holder FROM "`+d.table+`" WHERE job_name = $1`, lease.SlotRow("j", slots)).Scan(&holderNow); err != nil || holderNow != "host-c" {
+		t.Errorf("slot %d is %q's (%v), want host-c's", slots, holderNow, err)
 	}
 }

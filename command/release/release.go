@@ -131,9 +131,6 @@ func (r request) outcome(holder string, token int64) string {
 
 // pin makes standby the next holder of j's lease, or says who is queued.
 func pin(c *cli.Context, a *cmdutil.Admin, store *lease.Store, j inspect.JobStatus, standby string) error {
-	if j.Slots > 1 {
-		return cmdutil.Usagef("--to hands a lease to a queued standby; %s has %d slots, whose standbys do not queue", escape.Printable(j.Job), j.Slots)
-	}
 	queued, pinned, err := store.Pin(c.Context, j.Job, standby)
 	if err != nil {
 		return a.DB.Unavailable(err, a.Log)

@@ -128,8 +128,6 @@ func parsePriority(s cmdutil.Settings, o *runOptions) error {
 		return cmdutil.Usagef("invalid %s %q: must be a whole number, as in 10 (higher goes first; default 0)", s.Source("priority"), s.Ctx.String("priority"))
 	case !o.wait:
 		return cmdutil.Usagef("%s orders standbys: it needs --wait", s.Source("priority"))
-	case o.slots != 1:
-		return cmdutil.Usagef("%s cannot be combined with %s: a freed slot goes to whichever standby takes it first", s.Source("priority"), s.Source("slots"))
 	}
 	o.priority = int(p)
 	return nil
