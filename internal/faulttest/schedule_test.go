@@ -465,18 +465,31 @@ func TestScheduleOnceFromCrontabs(t *testing.T) {
 		procs = append(procs, f.start(fi.m))
 	}
 	// The times a line found just due when it started: those must run.
+	// A line that could not reach the database within its connect_timeout
+	// (a busy machine) exits 69 before it saw any time, as under cron:
+	// the time is then another line's, or missed.
 	inTime := map[time.Time]bool{}
+	unreachable := 0
 	for _, p := range procs {
-		if code := p.Wait(t, 30*time.Second); code != 0 {
-			t.Errorf("a crontab's leasewrap exited %d, want 0 (ran, or skipped with --skip-exit-code 0)", code)
-		}
+		code := p.Wait(t, 30*time.Second)
+		started := false
 		for _, e := range p.LogEntries(t) {
 			if due, ok := e["due"].(string); ok && e["message"] == "scheduler started" {
+				started = true
 				if at, err := time.Parse(time.RFC3339Nano, due); err == nil {
 					inTime[at.UTC()] = true
 				}
 			}
 		}
+		switch {
+		case code == 69 && !started:
+			unreachable++
+		case code != 0:
+			t.Errorf("a crontab's leasewrap exited %d, want 0 (ran, or skipped with --skip-exit-code 0), or 69 before it started", code)
+		}
+	}
+	if unreachable > 0 {
+		t.Logf("%d of %d lines could not reach the database in time (exit 69)", unreachable, len(procs))
 	}
 	last := first.Add((times - 1) * period)
 	counts := f.checkExactlyOnce(first, last, period)
