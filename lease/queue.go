@@ -94,8 +94,11 @@ func newEntryID() string {
 }
 
 // entryLife is how long a polling standby's entry counts after it said it
-// looks: a TTL, refreshed when half of it is gone.
-func (s *Store) entryLife() time.Duration { return s.cfg.TTL }
+// looks: four TTLs, refreshed when half of it is gone. A refresh is a
+// write, and a fleet behind PgBouncer has thousands of polling standbys;
+// one that died meanwhile costs at most its turn (FirstExpiry and its
+// polling interval), once, when it comes to the head of the queue.
+func (s *Store) entryLife() time.Duration { return 4 * s.cfg.TTL }
 
 // enter puts the standby in the queue, or refreshes its entry, on the
 // standby's own connection (a listening one's backend is what keeps its
@@ -161,7 +164,7 @@ func (q *queueEntry) look(ctx context.Context) (handed bool, ahead int, err erro
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
 	defer cancel()
 	p, err := queryOne[place](ctx, q.sb.db(), s.sql.queueLook, pgx.StrictNamedArgs{"job": q.sb.job, "slots": s.cfg.slots,
-		"holder": s.cfg.holder, "id": q.id})
+		"holder": s.cfg.holder, "id": q.id, "first": FirstExpiry(s.cfg.Timings).Microseconds()})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		s.cfg.observer.Contacted()

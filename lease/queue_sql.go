@@ -149,8 +149,9 @@ RETURNING 1`
 // lease (or a slot of @slots) handed to it that it has not adopted
 // (@holder's: it is leaving as a release chose it) it frees, and says so
 // on @job_channel as a release does: the next take records it
-// could_not_start. The job's first row comes first in the index, and is
-// locked first.
+// could_not_start. Besides the job's first row it writes at most the row
+// of a slot handed to this standby, which nobody else writes until it
+// lapses: it cannot wait in a cycle with a release (see releaseCTE).
 var leaveQueueSQL = `WITH left_queue AS (
   UPDATE {lease} AS l SET queue = CASE WHEN l.job_name = @job::text THEN ` + queueWithout("l", `x->>'id' = @id::text`) + ` END,
     expires_at = CASE WHEN ` + handedEntryHere + ` THEN now() ELSE l.expires_at END
@@ -206,7 +207,7 @@ WHERE job_name IN ` + slotRows + ` AND ` + handedEntryHere + ` AND released_at I
 RETURNING fencing_token AS token, coalesce(slot, 1) AS slot`
 
 // queueLookSQL is a queued standby's look (holderSQL's columns) with its
-// place: @job, @slots, @holder, @id. full says whether the lease is live,
+// place: @job, @slots, @holder, @id, @first. full says whether the lease is live,
 // or for a job of several slots every slot; then slot, slot_holder,
 // slot_token and slot_expires_at name the slot that expires first (a job
 // of several slots, whose first row says nothing of the others). It also
@@ -215,6 +216,11 @@ RETURNING fencing_token AS token, coalesce(slot, 1) AS slot`
 // say how often to look; else only the live ones, which the head of the
 // queue must not wait for. Reading pg_stat_activity copies every
 // backend's status, so a look at a full job, the common one, does not.
+// An entry ahead counts only for its turn: until the job has been free
+// for @first microseconds (FirstExpiry) and its own polling interval, as
+// long as a standby handed the lease has to adopt it. A head of the queue
+// that froze, or died within its entry's life, then holds a lease that
+// expired unreleased up no longer than it would a handoff.
 // queued says whether it has an entry waiting, until_micros how long its
 // entry still counts (a polling standby's), and handed whether the lease,
 // or a slot, is handed to it and not yet adopted.
@@ -222,17 +228,19 @@ var queueLookSQL = `SELECT holder, l.fencing_token AS token, l.expires_at, l.rel
   ` + pauseColumns("l") + `,
   (SELECT coalesce(min(q.n) FILTER (WHERE q.id = @id::text) - 1, count(*)) FROM (
     SELECT e.id, row_number() OVER (ORDER BY ` + queueOrder + `) AS n FROM ` + queueEntries("l.queue") + `
-    WHERE e.id = @id::text OR f.full OR ` + entryLive + `) AS q) AS ahead,
+    WHERE e.id = @id::text OR f.full OR ` + entryLive + `
+      AND now() < f.free_since + (@first::bigint + coalesce(e.every, 0)) * interval '1 microsecond') AS q) AS ahead,
   (SELECT e.until - ` + micros("now()") + ` FROM ` + queueEntries("l.queue") + ` WHERE e.id = @id::text) AS until_micros,
   ` + queuedHere + ` AS queued,
   ` + handedToHolder + ` OR ` + slotMarkedHere + ` AS handed,
   f.full, f.slot, f.slot_holder, f.slot_token, f.slot_expires_at
 FROM {lease} AS l, LATERAL (
   SELECT CASE WHEN @slots::integer = 1 THEN l.expires_at > now() ELSE coalesce(s.live = @slots::integer, false) END AS full,
+    CASE WHEN @slots::integer = 1 THEN l.expires_at WHEN s.rows = @slots::integer THEN s.expires_at ELSE '-infinity' END AS free_since,
     s.slot, s.holder AS slot_holder, s.fencing_token AS slot_token, s.expires_at AS slot_expires_at
   FROM (VALUES (1)) AS one LEFT JOIN (
     SELECT coalesce(r.slot, 1) AS slot, r.holder, r.fencing_token, r.expires_at,
-      count(*) FILTER (WHERE r.expires_at > now()) OVER () AS live
+      count(*) FILTER (WHERE r.expires_at > now()) OVER () AS live, count(*) OVER () AS rows
     FROM {lease} AS r WHERE @slots::integer > 1 AND r.job_name IN ` + slotRows + `
     ORDER BY r.expires_at LIMIT 1) AS s ON true) AS f
 WHERE l.job_name = @job::text`
