@@ -93,12 +93,15 @@ func newEntryID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// entryLife is how long a polling standby's entry counts after it said it
-// looks: four TTLs, refreshed when half of it is gone. A refresh is a
-// write, and a fleet behind PgBouncer has thousands of polling standbys;
-// one that died meanwhile costs at most its turn (FirstExpiry and its
-// polling interval), once, when it comes to the head of the queue.
-func (s *Store) entryLife() time.Duration { return 4 * s.cfg.TTL }
+// PollingEntryLife is how long a polling standby's entry counts after it
+// said it looks: four TTLs, refreshed when half of it is gone. A refresh
+// is a write, and a fleet behind PgBouncer has thousands of polling
+// standbys; one that died meanwhile costs at most its turn (FirstExpiry
+// and its polling interval), once, when it comes to the head of the
+// queue.
+func PollingEntryLife(ttl time.Duration) time.Duration { return 4 * ttl }
+
+func (s *Store) entryLife() time.Duration { return PollingEntryLife(s.cfg.TTL) }
 
 // enter puts the standby in the queue, or refreshes its entry, on the
 // standby's own connection (a listening one's backend is what keeps its

@@ -187,6 +187,21 @@ func TestLeaderTerminated(t *testing.T) {
 	}.run(t)
 }
 
+// With --slots 2, three wrappers: a slot holder told to stop hands its
+// slot to the standby queued for the job in its release, within a retry
+// interval, and at no instant do more than two children run.
+func TestSlotHolderTerminated(t *testing.T) {
+	scenario{
+		name:   "sigterm-slots2",
+		slots:  2,
+		bound:  retry,
+		inject: func(c *cluster, m *member) { _ = m.proc.Cmd.Process.Signal(syscall.SIGTERM) },
+		after: func(c *cluster, m *member, old, next lwtest.Interval, f fault) {
+			c.expectExit(m, 128+int(syscall.SIGTERM))
+		},
+	}.run(t)
+}
+
 // PostgreSQL itself goes away under the wrappers (a throwaway cluster, never
 // the shared one): trials alternate between a quick restart, which the
 // leader should ride out, and an outage longer than the TTL, which it must

@@ -704,13 +704,11 @@ func TestQueuePollingRefreshRacesHandoff(t *testing.T) {
 	q := newSharedQueueJob(t)
 	a, _ := q.lead("--listen=false")
 	b := q.enqueue("--listen=false")
-	// The handoff's first expiry counts from when the release was sent,
-	// before it waited for the lock: lock the row only once b's refresh
-	// is near (its entry's life less than half gone; it refreshes at its
-	// first look past half), so that the lock is held for a fraction of
-	// the first expiry, and the release still comes well before b's
-	// refresh.
-	pgtest.Eventually(t, 10*time.Second, b.id+"'s entry a quarter gone", func() bool { return q.entryLeft(b) < ttl*3/4 })
+	// Lock the row only once b's refresh is near (it refreshes at its
+	// first look past half its entry's life), a quarter TTL before, so
+	// that the release still comes well before b's refresh.
+	life := lease.PollingEntryLife(ttl)
+	pgtest.Eventually(t, life/2+10*time.Second, b.id+"'s refresh near", func() bool { return q.entryLeft(b) < life/2+ttl/4 })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tx, err := q.pool.Begin(ctx)
