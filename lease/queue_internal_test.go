@@ -67,8 +67,10 @@ WHERE job_name = 'j'`); err != nil {
 	var holder string
 	var live bool
 	read := `SELECT holder, expires_at > now() FROM ` + quoted + ` WHERE job_name = $1`
-	if err := pool.QueryRow(ctx, read, row).Scan(&holder, &live); err != nil || holder != "b" || !live {
-		t.Fatalf("after the release: %s's holder %q, live %v (%v); want handed to b", row, holder, live, err)
+	var exit *int
+	if err := pool.QueryRow(ctx, `SELECT holder, expires_at > now(), last_exit_code FROM `+quoted+` WHERE job_name = $1`, row).Scan(&holder, &live, &exit); err != nil ||
+		holder != "b" || !live || exit != nil {
+		t.Fatalf("after the release: %s's holder %q, live %v, exit status %v (%v); want handed to b, no exit status", row, holder, live, exit, err)
 	}
 	q := &queueEntry{sb: &standby{listener: b.newListener("j")}, id: "bid", in: true}
 	q.leave(ctx)

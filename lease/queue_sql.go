@@ -76,7 +76,9 @@ const handoffQueue = `CASE WHEN @row::text = @job::text THEN l.queue ELSE (SELEC
 // new token, a first expiry of @first microseconds (and the longest a
 // polling standby may take to look, n.every) that the standby must renew
 // within, counted from when the row was locked (a release that waited for
-// the lock must not shorten it), no run started, and the queue without n
+// the lock must not shorten it), no run started and no exit status (the
+// ended run's is in the history: the row's belongs to its holder's run),
+// and the queue without n
 // and without the entries that are not kept (a slot's row: n alone, see
 // above). Without n, the release's own. An entry of the releasing
 // holder's own id is passed over: it is another instance sharing the
@@ -86,7 +88,7 @@ var handoffSet = `(expires_at, released_at, last_finished_at, last_exit_code, ho
   SELECT CASE WHEN n.id IS NULL THEN f.expires ELSE clock_timestamp() + (@first::bigint + coalesce(n.every, 0)) * interval '1 microsecond' END,
     CASE WHEN n.id IS NULL THEN now() END,
     CASE WHEN n.id IS NULL THEN now() END,
-    @exit_code::integer,
+    CASE WHEN n.id IS NULL THEN @exit_code::integer END,
     coalesce(n.holder, l.holder), coalesce(n.holder, l.last_holder),
     CASE WHEN n.id IS NULL THEN l.fencing_token ELSE greatest(l.fencing_token + 1, ` + clockToken + `) END,
     CASE WHEN n.id IS NULL THEN l.acquired_at ELSE now() END,
