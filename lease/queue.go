@@ -227,11 +227,10 @@ func (q *queueEntry) adopt(ctx context.Context) (*Lease, error) {
 	// The handoff took the entry out, or left it marked (a slot's) for
 	// the next rewrite of the queue to drop.
 	q.in = false
-	l := newSlotLease(s, q.sb.job, a.Slot, a.Token, t0+s.cfg.TTL)
-	if err := s.tooLate(ctx, l, End{}, t0, budget); err != nil {
+	if err := s.tooLate(ctx, q.sb.job, a.Slot, a.Token, time.Time{}, End{}, t0, budget); err != nil {
 		return nil, err
 	}
-	return s.confirmed(ctx, db, l)
+	return s.confirmed(ctx, db, newSlotLease(s, q.sb.job, a.Slot, a.Token, t0+s.cfg.TTL))
 }
 
 // Standby is a live entry of a job's queue, as the views show it.

@@ -283,11 +283,11 @@ func (r *scheduledRow) undecided(c Claim, job, spec, table string) (Claim, error
 // be used (see takeWithin) is handed back, the time recorded as a run
 // that could not start, and the lease is nil.
 func (s *Store) scheduledLease(ctx context.Context, db querier, job string, token int64, at time.Time, t0, budget time.Duration) (*Lease, error) {
-	l := newLease(s, job, token, t0+s.cfg.TTL)
-	l.scheduledAt = at
-	if err := s.tooLate(ctx, l, End{Outcome: OutcomeCouldNotStart}, t0, budget); err != nil {
+	if err := s.tooLate(ctx, job, 1, token, at, End{Outcome: OutcomeCouldNotStart}, t0, budget); err != nil {
 		return nil, err
 	}
+	l := newLease(s, job, token, t0+s.cfg.TTL)
+	l.scheduledAt = at
 	return s.confirmed(ctx, db, l)
 }
 

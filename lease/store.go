@@ -318,11 +318,10 @@ func (s *Store) takeWithin(ctx context.Context, db querier, job string, budget t
 	s.cfg.observer.Contacted()
 	switch {
 	case err == nil && row.Taken:
-		l := newLease(s, job, row.Token, t0+s.cfg.TTL)
-		if err := s.tooLate(ctx, l, End{}, t0, budget); err != nil {
+		if err := s.tooLate(ctx, job, 1, row.Token, time.Time{}, End{}, t0, budget); err != nil {
 			return nil, err
 		}
-		return s.confirmed(ctx, db, l)
+		return s.confirmed(ctx, db, newLease(s, job, row.Token, t0+s.cfg.TTL))
 	case err == nil && row.Slots != 1:
 		return nil, &SlotsError{Job: job, Table: s.table.Sanitize(), Want: 1, Found: row.Slots}
 	case err == nil && row.Paused:
@@ -337,18 +336,20 @@ func (s *Store) takeWithin(ctx context.Context, db querier, job string, budget t
 	}
 }
 
-// tooLate is nil when a take of the lease l started at t0 (local clock)
+// tooLate is nil when a take of job's slot started at t0 (local clock)
 // answered within budget. An answer read after the budget ran out (the
 // process stalled with it on the way) took the lease, by its token, too
-// late to use: it is handed back at once, with end, without a keeper
-// that would report it lost, and the error says so.
-func (s *Store) tooLate(ctx context.Context, l *Lease, end End, t0, budget time.Duration) error {
+// late to use: it is handed back at once, with end (and the scheduled
+// time at), without a keeper that would report it lost, and the error
+// says so.
+func (s *Store) tooLate(ctx context.Context, job string, slot int, token int64, at time.Time, end End, t0, budget time.Duration) error {
 	took := s.cfg.clock.Now() - t0
 	if took < budget {
 		return nil
 	}
-	_ = l.releaseRow(context.WithoutCancel(ctx), 0, end)
-	return fmt.Errorf("cannot take lease %q: the answer came after %s: %w", l.job, took.Round(time.Millisecond), context.DeadlineExceeded)
+	late := &Lease{store: s, job: job, row: SlotRow(job, slot), slot: slot, token: token, scheduledAt: at}
+	_ = late.releaseRow(context.WithoutCancel(ctx), 0, end)
+	return fmt.Errorf("cannot take lease %q: the answer came after %s: %w", job, took.Round(time.Millisecond), context.DeadlineExceeded)
 }
 
 // held reads the current holder after an acquisition lost a race.
