@@ -26,7 +26,7 @@ func Command() *cli.Command {
 			cmdutil.JobFlag("lease name (required)"),
 			cmdutil.IDFlag("release only if this holder id has it"),
 			&cli.StringFlag{Name: "slot", Value: "1", Usage: "which slot of a job run with --slots"},
-			&cli.StringFlag{Name: "to", Usage: "hand the lease to this standby (its holder id, as status lists the queue) once the holder has stopped its command"},
+			&cli.StringFlag{Name: "to", Usage: "hand the lease (with --slot, that slot) to this standby (its holder id, as status lists the queue) once the holder has stopped its command"},
 			&cli.BoolFlag{Name: "force", Usage: "free the lease at once, without waiting for the holder to stop (for a holder that died)"},
 			&cli.BoolFlag{Name: "yes", Usage: "with --force: free it even though its holder renewed within the TTL"},
 		}, cmdutil.StoreFlags()...),
