@@ -336,7 +336,15 @@ sim() { # out, then fleet's flags
   local out=$1; shift
   "$W/fleet" -postmaster "$(head -1 "$W/pg/postmaster.pid")" -duration "${SIM_SECONDS}s" -start-rate "$SIM_START_RATE" -out "$out" "$@"
 }
+# The kernel's own memory monitor (kdamond, DAMON, which some virtual
+# machines run to give unused memory back to their host) scans every
+# process's pages: with thousands of backends it competes for the cores.
+# Its CPU time during the direct run is reported beside the fleet's.
+kdamond_ticks() { local t=0 p; for p in $(pgrep -x 'kdamond.*' 2>/dev/null); do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo "$t"; }
+kd0=$(kdamond_ticks); kd_t0=$(now_ns)
 sim "$W/sim-direct.json" -url "$SIM_DB" -jobs "$SIM_DIRECT_JOBS"
+kd1=$(kdamond_ticks); kd_t1=$(now_ns)
+KDAMOND_CPU=$(awk -v d=$((kd1 - kd0)) -v hz="$(getconf CLK_TCK)" -v ns=$((kd_t1 - kd_t0)) 'BEGIN { printf "%.2f", d / hz / (ns / 1e9) }')
 sim "$W/sim-bounced.json" -url "$SIM_BOUNCED" -admin-url "$SIM_DB" -listen=false -jobs "$SIM_JOBS" \
   -pgbouncer "$(cat "$W/bouncer/pgbouncer.pid")"
 # The reference for the polling fleet: SELECT 1 from as many connections
@@ -715,6 +723,14 @@ $( [ "$SIM_DIRECT_JOBS" -lt "$SIM_JOBS" ] && echo "Directly, each of the $((SIM_
 (a listening standby cannot share its connection); at the memory per
 backend measured below that does not fit on this machine, so the direct
 run has $SIM_DIRECT_JOBS jobs, $SIM_DIRECT_WHY." )
+$( [ "$(pgrep -c -x 'kdamond.*' 2>/dev/null)" -gt 0 ] 2>/dev/null && echo "
+This machine runs the kernel's memory monitor (kdamond, DAMON), which
+scans the memory of every process: during the direct run it used
+$KDAMOND_CPU CPU seconds per second of the machine's $CORES cores, beside the
+database's. Its work grows with the number of processes, and thousands of
+backends starve the fleet's connects and renewals (see the failed
+statements and leases lost below): the direct run's latencies are this
+machine's, not PostgreSQL's." )
 
 $sim_table
 
@@ -732,8 +748,9 @@ many backends.
 Through PgBouncer nothing listens: the head of each job's queue looks every
 retry interval, and the standbys behind it every four (a plain SELECT that
 also reads the standby's place in the queue, no transaction id); a polling
-standby writes its entry again when half of its life (a TTL) has gone, to
-say it still looks. A lease handed to the head is adopted at its next look.
+standby writes its entry again when half of its life (four TTLs) has
+gone, to say it still looks (refreshed every half TTL, the entries of
+thousands of polling standbys took most of the fleet's transaction ids). A lease handed to the head is adopted at its next look.
 PgBouncer holds the client connections while PostgreSQL serves them on a
 few backends.
 
