@@ -166,8 +166,12 @@ func (q *queueEntry) look(ctx context.Context) (handed bool, ahead int, err erro
 	s := q.sb.store
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
 	defer cancel()
-	p, err := queryOne[place](ctx, q.sb.db(), s.sql.queueLook, pgx.StrictNamedArgs{"job": q.sb.job, "slots": s.cfg.slots,
-		"holder": s.cfg.holder, "id": q.id, "first": FirstExpiry(s.cfg.Timings).Microseconds()})
+	query, args := s.sql.queueLook, pgx.StrictNamedArgs{"job": q.sb.job, "holder": s.cfg.holder, "id": q.id,
+		"first": FirstExpiry(s.cfg.Timings).Microseconds()}
+	if s.cfg.slots > 1 {
+		query, args["slots"] = s.sql.queueLookSlots, s.cfg.slots
+	}
+	p, err := queryOne[place](ctx, q.sb.db(), query, args)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		s.cfg.observer.Contacted()

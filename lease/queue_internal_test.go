@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -97,5 +98,56 @@ WHERE job_name = 'j'`); err != nil {
 	if err := pool.QueryRow(ctx, `SELECT outcome FROM `+pgx.Identifier{table + HistorySuffix}.Sanitize()+
 		` WHERE holder = 'b'`).Scan(&outcome); err != nil || outcome != OutcomeCouldNotStart {
 		t.Errorf("b's handoff recorded %q (%v), want %s", outcome, err, OutcomeCouldNotStart)
+	}
+}
+
+// A polling standby's look, a fleet's most frequent statement, is
+// planned once per connection, not at every execution: a parameter that
+// a plan could fold (a job's number of slots) made PostgreSQL plan it
+// anew each time, which more than doubled its cost.
+func TestTheQueuedLookIsPlannedOnce(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	s, err := New(pool, append(standbyTimings, WithTable(table), WithHolder("a"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.TryAcquire(ctx, "j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx, nil)
+	// A fleet's table: a thousand jobs, each with a queue of nine.
+	if _, err := pool.Exec(ctx, `INSERT INTO `+pgx.Identifier{table}.Sanitize()+` (job_name, holder, expires_at, fencing_token, queue)
+SELECT 'job-' || g, 'leader', now() + interval '1 hour', g, (SELECT jsonb_agg(jsonb_build_object('id', g || '-' || i,
+  'holder', 'standby-' || g || '-' || i, 'priority', 0, 'since', i, 'until', 1896000000000000, 'every', 8000000))
+  FROM generate_series(1, 9) AS i)
+FROM generate_series(1, 1000) AS g`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	q := &queueEntry{sb: &standby{listener: &listener{store: s, job: "j", conn: conn.Conn()}}, id: "x"}
+	for range 12 {
+		if _, _, err := q.look(ctx); err != nil {
+			var held *HeldError
+			if !errors.As(err, &held) {
+				t.Fatal(err)
+			}
+		}
+	}
+	var generic, custom int64
+	if err := conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements
+WHERE statement LIKE 'SELECT holder, l.fencing_token%'`).Scan(&generic, &custom); err != nil {
+		t.Fatal(err)
+	}
+	if custom > 5 || generic == 0 {
+		t.Errorf("12 looks: %d custom plans, %d runs of the generic plan; want at most PostgreSQL's first 5 custom plans", custom, generic)
 	}
 }

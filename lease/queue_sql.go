@@ -209,43 +209,59 @@ WHERE job_name IN ` + slotRows + ` AND ` + handedEntryHere + ` AND released_at I
 RETURNING fencing_token AS token, coalesce(slot, 1) AS slot`
 
 // queueLookSQL is a queued standby's look (holderSQL's columns) with its
-// place: @job, @slots, @holder, @id, @first. full says whether the lease is live,
-// or for a job of several slots every slot; then slot, slot_holder,
-// slot_token and slot_expires_at name the slot that expires first (a job
-// of several slots, whose first row says nothing of the others). It also
-// answers ahead, how many entries come before this standby's (all of
-// them when it has none): while the job is full, any, which is enough to
-// say how often to look; else only the live ones, which the head of the
-// queue must not wait for. Reading pg_stat_activity copies every
-// backend's status, so a look at a full job, the common one, does not.
-// An entry ahead counts only for its turn: until the job has been free
-// for @first microseconds (FirstExpiry) and its own polling interval, as
-// long as a standby handed the lease has to adopt it. A head of the queue
-// that froze, or died within its entry's life, then holds a lease that
-// expired unreleased up no longer than it would a handoff.
-// queued says whether it has an entry waiting, until_micros how long its
-// entry still counts (a polling standby's), and handed whether the lease,
-// or a slot, is handed to it and not yet adopted.
-var queueLookSQL = `SELECT holder, l.fencing_token AS token, l.expires_at, l.released_at, l.last_finished_at,
-  ` + pauseColumns("l") + `,
-  (SELECT coalesce(min(q.n) FILTER (WHERE q.id = @id::text) - 1, count(*)) FROM (
-    SELECT e.id, row_number() OVER (ORDER BY ` + queueOrder + `) AS n FROM ` + queueEntries("l.queue") + `
-    WHERE e.id = @id::text OR f.full OR ` + entryLive + `
-      AND now() < f.free_since + (@first::bigint + coalesce(e.every, 0)) * interval '1 microsecond') AS q) AS ahead,
-  (SELECT e.until - ` + micros("now()") + ` FROM ` + queueEntries("l.queue") + ` WHERE e.id = @id::text) AS until_micros,
-  ` + queuedHere + ` AS queued,
-  ` + handedToHolder + ` OR ` + slotMarkedHere + ` AS handed,
-  f.full, f.slot, f.slot_holder, f.slot_token, f.slot_expires_at
-FROM {lease} AS l, LATERAL (
-  SELECT CASE WHEN @slots::integer = 1 THEN l.expires_at > now() ELSE coalesce(s.live = @slots::integer, false) END AS full,
-    CASE WHEN @slots::integer = 1 THEN l.expires_at WHEN s.rows = @slots::integer THEN s.expires_at ELSE '-infinity' END AS free_since,
+// place: @job, @holder, @id, @first, and for a job of several slots
+// @slots. full says whether the lease is live, or for a job of several
+// slots every slot; then slot, slot_holder, slot_token and
+// slot_expires_at name the slot that expires first (the job's first row
+// says nothing of the others). It also answers ahead, how many entries
+// come before this standby's (all of them when it has none): while the
+// job is full, any, which is enough to say how often to look; else only
+// the live ones, which the head of the queue must not wait for. Reading
+// pg_stat_activity copies every backend's status, so a look at a full
+// job, the common one, does not. An entry ahead counts only for its
+// turn: until the job has been free for @first microseconds
+// (FirstExpiry) and its own polling interval, as long as a standby
+// handed the lease has to adopt it. A head of the queue that froze, or
+// died within its entry's life, then holds a lease that expired
+// unreleased up no longer than it would a handoff. queued says whether
+// it has an entry waiting, until_micros how long its entry still counts
+// (a polling standby's), and handed whether the lease, or a slot, is
+// handed to it and not yet adopted.
+//
+// The single-slot look, a polling fleet's most frequent statement, is a
+// statement of its own, with no parameter that a plan could fold: such a
+// parameter makes PostgreSQL plan the statement anew at every execution,
+// which more than doubled its cost. It has no slot markers to look for.
+func queueLookSQL(slots bool) string {
+	full, freeSince, queued, handed := `l.expires_at > now()`, `l.expires_at`, inQueueHere, handedToHolder
+	slotColumns := `NULL::integer AS slot, NULL::text AS slot_holder, NULL::bigint AS slot_token, NULL::timestamptz AS slot_expires_at`
+	from := `{lease} AS l`
+	if slots {
+		full, freeSince, queued, handed = `f.full`, `f.free_since`, queuedHere, handedToHolder+` OR `+slotMarkedHere
+		slotColumns = `f.slot, f.slot_holder, f.slot_token, f.slot_expires_at`
+		from = `{lease} AS l, LATERAL (
+  SELECT coalesce(s.live = @slots::integer, false) AS full,
+    CASE WHEN s.rows = @slots::integer THEN s.expires_at ELSE '-infinity' END AS free_since,
     s.slot, s.holder AS slot_holder, s.fencing_token AS slot_token, s.expires_at AS slot_expires_at
   FROM (VALUES (1)) AS one LEFT JOIN (
     SELECT coalesce(r.slot, 1) AS slot, r.holder, r.fencing_token, r.expires_at,
       count(*) FILTER (WHERE r.expires_at > now()) OVER () AS live, count(*) OVER () AS rows
-    FROM {lease} AS r WHERE @slots::integer > 1 AND r.job_name IN ` + slotRows + `
-    ORDER BY r.expires_at LIMIT 1) AS s ON true) AS f
+    FROM {lease} AS r WHERE r.job_name IN ` + slotRows + `
+    ORDER BY r.expires_at LIMIT 1) AS s ON true) AS f`
+	}
+	return `SELECT holder, l.fencing_token AS token, l.expires_at, l.released_at, l.last_finished_at,
+  ` + pauseColumns("l") + `,
+  (SELECT coalesce(min(q.n) FILTER (WHERE q.id = @id::text) - 1, count(*)) FROM (
+    SELECT e.id, row_number() OVER (ORDER BY ` + queueOrder + `) AS n FROM ` + queueEntries("l.queue") + `
+    WHERE e.id = @id::text OR ` + full + ` OR ` + entryLive + `
+      AND now() < ` + freeSince + ` + (@first::bigint + coalesce(e.every, 0)) * interval '1 microsecond') AS q) AS ahead,
+  (SELECT e.until - ` + micros("now()") + ` FROM ` + queueEntries("l.queue") + ` WHERE e.id = @id::text) AS until_micros,
+  ` + queued + ` AS queued,
+  ` + handed + ` AS handed,
+  ` + full + ` AS full, ` + slotColumns + `
+FROM ` + from + `
 WHERE l.job_name = @job::text`
+}
 
 // pinSQL makes @to's entry in @row's queue the next to be handed the
 // lease (release --to): it answers the queue's holders in order, and

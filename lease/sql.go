@@ -23,7 +23,8 @@ type statements struct {
 	release, releaseRecording, releasePruning          string
 	releaseAny, recordAttempt, recordLost              string
 	pause, resume                                      string
-	enterQueue, leaveQueue, adopt, queueLook, pin      string
+	enterQueue, leaveQueue, adopt, pin                 string
+	queueLook, queueLookSlots                          string
 	scheduleMark, reschedule                           string
 	scheduleOf, withdraw, requestFate                  string
 	// sched are the statements of scheduled runs, req those of manual
@@ -51,7 +52,8 @@ func newStatements(o schema.Objects) statements {
 		enterQueue:         o.Render(enterQueueSQL),
 		leaveQueue:         o.Render(leaveQueueSQL),
 		adopt:              o.Render(adoptSQL),
-		queueLook:          o.Render(queueLookSQL),
+		queueLook:          o.Render(queueLookSQL(false)),
+		queueLookSlots:     o.Render(queueLookSQL(true)),
 		pin:                o.Render(pinSQL),
 		resume:             o.Render(resumeSQL),
 		scheduleMark:       o.Render(scheduleMarkSQL),

@@ -16,7 +16,7 @@ import (
 // adopt of a lease handed to it (lease/queue_sql.go, adoptSQL).
 const (
 	takeMark  = "taken AS (\nINSERT INTO"
-	adoptMark = "last_started_at = now()\nWHERE"
+	adoptMark = "RETURNING fencing_token AS token, coalesce(slot, 1) AS slot"
 )
 
 // counts are the statements the participants sent, since the fleet
