@@ -727,10 +727,10 @@ $( [ "$(pgrep -c -x 'kdamond.*' 2>/dev/null)" -gt 0 ] 2>/dev/null && echo "
 This machine runs the kernel's memory monitor (kdamond, DAMON), which
 scans the memory of every process: during the direct run it used
 $KDAMOND_CPU CPU seconds per second of the machine's $CORES cores, beside the
-database's. Its work grows with the number of processes, and thousands of
-backends starve the fleet's connects and renewals (see the failed
-statements and leases lost below): the direct run's latencies are this
-machine's, not PostgreSQL's." )
+database's. Its work grows with the number of processes: with thousands
+of backends it competes with them for the cores (on an earlier run it
+was seen starving connects until renewals failed and leases were lost),
+so the direct run's latencies are this machine's, not PostgreSQL's." )
 
 $sim_table
 
