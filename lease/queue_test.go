@@ -266,18 +266,8 @@ func TestADeadOrFrozenStandbyCostsTheFirstExpiryAtMost(t *testing.T) {
 	holder := mustAcquire(t, newStore(t, pool, table, "a"), "job")
 	c := stand(t, table, "job", "c")
 	waitQueue(t, pool, table, "job", "c")
-	// A frozen standby's backend is alive: this connection's.
-	frozen, err := pool.Acquire(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer frozen.Release()
-	var pid int
-	var started int64
-	if err := frozen.QueryRow(ctx(t), `SELECT pid, (extract(epoch FROM backend_start) * 1000000)::bigint
-FROM pg_stat_activity WHERE pid = pg_backend_pid()`).Scan(&pid, &started); err != nil {
-		t.Fatal(err)
-	}
+	// A frozen standby's backend is alive.
+	pid, started := frozenBackend(t, pool)
 	mustExec(t, pool, fmt.Sprintf(`UPDATE %s SET queue = jsonb_build_array(
   jsonb_build_object('holder', 'dead', 'id', 'dead', 'priority', 0, 'since', 1, 'pid', 2147483647, 'started', 1),
   jsonb_build_object('holder', 'frozen', 'id', 'frozen', 'priority', 0, 'since', 2, 'pid', %d, 'started', %d)) || queue`, quoted, pid, started))
@@ -301,6 +291,23 @@ FROM pg_stat_activity WHERE pid = pg_backend_pid()`).Scan(&pid, &started); err !
 	if len(runs.tokens) == 2 && !(runs.tokens[0] < runs.tokens[1] && runs.tokens[1] < l.Token()) {
 		t.Errorf("tokens a %d, frozen %d, c %d: want rising", runs.tokens[0], runs.tokens[1], l.Token())
 	}
+}
+
+// frozenBackend is a frozen standby's backend: a connection held until
+// the test ends, its pid and its start in microseconds, as a listening
+// entry names them.
+func frozenBackend(t *testing.T, pool *pgxpool.Pool) (pid int, started int64) {
+	t.Helper()
+	frozen, err := pool.Acquire(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(frozen.Release)
+	if err := frozen.QueryRow(ctx(t), `SELECT pid, (extract(epoch FROM backend_start) * 1000000)::bigint
+FROM pg_stat_activity WHERE pid = pg_backend_pid()`).Scan(&pid, &started); err != nil {
+		t.Fatal(err)
+	}
+	return pid, started
 }
 
 // A holder that dies without releasing frees the lease (or its slot) at
@@ -372,18 +379,7 @@ func TestAFrozenHeadHoldsACrashedLeaseUpForItsTurnAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustExec(t, pool, `UPDATE `+quoted+` SET holder = 'dead', released_at = NULL, expires_at = now() + interval '2 seconds'`)
-	// The frozen head's backend: this connection's.
-	frozen, err := pool.Acquire(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer frozen.Release()
-	var pid int
-	var started int64
-	if err := frozen.QueryRow(ctx(t), `SELECT pid, (extract(epoch FROM backend_start) * 1000000)::bigint
-FROM pg_stat_activity WHERE pid = pg_backend_pid()`).Scan(&pid, &started); err != nil {
-		t.Fatal(err)
-	}
+	pid, started := frozenBackend(t, pool)
 	mustExec(t, pool, fmt.Sprintf(`UPDATE %s SET queue = jsonb_build_array(jsonb_build_object('holder', 'frozen', 'id', 'frozen',
   'priority', 0, 'since', 1, 'pid', %d, 'started', %d))`, quoted, pid, started))
 	var expires time.Time
