@@ -107,8 +107,7 @@ func newSlotsCluster(t *testing.T, addr, user, dbName, table string, n, slots in
 func (c *cluster) start(m *member) {
 	c.starts++
 	m.id = fmt.Sprintf("m%d-%d", m.index, c.starts)
-	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=1", c.dbUser, m.proxy.Addr(), c.dbName)
-	args := []string{"--database-url", url, "--table", c.table, "--job", "work", "--id", m.id, "--wait", "--log-format", "json",
+	args := []string{"--database-url", dbURL(c.dbUser, m.proxy.Addr(), c.dbName), "--table", c.table, "--job", "work", "--id", m.id, "--wait", "--log-format", "json",
 		"--ttl", ttl.String(), "--renew-interval", renew.String(), "--grace", grace.String(), "--retry-interval", retry.String()}
 	if c.slots > 1 {
 		args = append(args, "--slots", strconv.Itoa(c.slots))
@@ -116,6 +115,13 @@ func (c *cluster) start(m *member) {
 	m.proc = lwtest.Start(c.t, binary, []string{lwtest.Child("trap record:" + c.history + " block")},
 		append(args, "--", lwtest.Self())...)
 	c.register(m)
+}
+
+// dbURL is a wrapper's connection string to database dbName as user
+// through addr (a proxy's, or the server's own): a connect that takes
+// over a second fails, as one to a busy server would.
+func dbURL(user, addr, dbName string) string {
+	return fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=1", user, addr, dbName)
 }
 
 // register keeps m's wrapper under its holder id, for checkDeadlines.

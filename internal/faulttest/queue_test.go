@@ -19,6 +19,7 @@ import (
 	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/internal/stall"
+	"github.com/redbite/leasewrap/internal/tcpproxy"
 	"github.com/redbite/leasewrap/lease"
 )
 
@@ -58,7 +59,7 @@ func newQueueJob(t *testing.T, addr, user, dbName, table string, pool *pgxpool.P
 		cluster: &cluster{t: t, dbAddr: addr, dbUser: user, dbName: dbName, table: table,
 			history: filepath.Join(t.TempDir(), "history"), dead: map[int]int64{}, slots: 1},
 		pool: pool,
-		url:  fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=1", user, addr, dbName),
+		url:  dbURL(user, addr, dbName),
 		ends: t.TempDir(),
 	}
 	migrate(t, q.url, table)
@@ -75,10 +76,18 @@ func newSharedQueueJob(t *testing.T) *queueJob {
 // add starts a wrapper of the job with the harness's timings and flags
 // of its own, under the holder id q<n>; its child records its run and
 // runs until the test finishes it.
-func (q *queueJob) add(flags ...string) *member {
-	m := &member{index: len(q.members)}
+func (q *queueJob) add(flags ...string) *member { return q.addVia(nil, flags...) }
+
+// addVia is add with the wrapper connecting through proxy (nil:
+// directly), so that a fault of that proxy is the wrapper's alone.
+func (q *queueJob) addVia(proxy *tcpproxy.Proxy, flags ...string) *member {
+	m := &member{index: len(q.members), proxy: proxy}
 	m.id = fmt.Sprintf("q%d", m.index)
-	args := []string{"--database-url", q.url, "--table", q.table, "--job", "work", "--id", m.id, "--wait", "--log-format", "json",
+	url := q.url
+	if proxy != nil {
+		url = dbURL(q.dbUser, proxy.Addr(), q.dbName)
+	}
+	args := []string{"--database-url", url, "--table", q.table, "--job", "work", "--id", m.id, "--wait", "--log-format", "json",
 		"--ttl", ttl.String(), "--renew-interval", renew.String(), "--grace", grace.String(), "--retry-interval", retry.String()}
 	args = append(append(args, flags...), "--", lwtest.Self())
 	m.proc = lwtest.Start(q.t, binary, []string{lwtest.Child("trap record:" + q.history + " await:" + q.endFile(m))}, args...)
@@ -103,6 +112,15 @@ func (q *queueJob) lead(flags ...string) (*member, lwtest.Interval) {
 func (q *queueJob) enqueue(flags ...string) *member {
 	q.t.Helper()
 	m := q.add(flags...)
+	q.waitQueued(m)
+	return m
+}
+
+// enqueueProxied is enqueue through a proxy of the standby's own
+// (member.proxy), for faults of its connection alone.
+func (q *queueJob) enqueueProxied(flags ...string) *member {
+	q.t.Helper()
+	m := q.addVia(tcpproxy.Start(q.t, q.dbAddr), flags...)
 	q.waitQueued(m)
 	return m
 }
@@ -773,4 +791,132 @@ func (q *queueJob) blocked(prefix string) bool {
 func (q *queueJob) waitBlocked(what, prefix string) {
 	q.t.Helper()
 	pgtest.Eventually(q.t, 10*time.Second, what+" waiting for the row lock", func() bool { return q.blocked(prefix) })
+}
+
+// The head of the queue loses its connection to the database (its own
+// proxy) before, during and after a handoff, four trials in a row:
+//
+//  1. cut before the release: its backend ends with the connection, so
+//     the release passes it over and the next standby runs within a
+//     retry interval;
+//  2. blackholed before the release: its backend lives on, so it is
+//     handed the lease it cannot adopt, and the next standby runs within
+//     the first expiry and a retry interval (recorded could_not_start);
+//  3. cut while the lease is handed to it (frozen at the release, cut,
+//     then thawed): as 2;
+//  4. cut after it adopted the lease: it stops its command before the
+//     lease could expire and exits 75, and the next standby runs within
+//     the TTL and a retry interval.
+//
+// Restored, it queues again; it runs nothing while cut off.
+func TestQueueHeadCutOff(t *testing.T) {
+	t.Parallel()
+	q := newSharedQueueJob(t)
+	rep := &report{}
+	holder, _ := q.lead()
+	head := q.enqueueProxied()
+	// handOn releases holder's lease with head first in the queue and
+	// next behind it, the fault injected by fault, and waits for next's
+	// run within bound.
+	handOn := func(what string, bound time.Duration, fault func()) lwtest.Interval {
+		t.Helper()
+		next := q.enqueue()
+		n := len(q.runs())
+		fault()
+		window := q.window()
+		q.finish(holder)
+		if what == "cut as the lease was handed to it" {
+			pgtest.Eventually(t, 15*time.Second, "the lease handed to "+head.id, func() bool { return q.holderNow() == head.id })
+			head.proxy.Cut()
+			_ = head.proc.Cmd.Process.Signal(syscall.SIGCONT)
+		}
+		r := q.waitRun(n, bound+20*time.Second)
+		if r.Holder != next.id {
+			t.Fatalf("%s: %s ran after %s's release, want %s", what, r.Holder, holder.id, next.id)
+		}
+		rep.failovers = append(rep.failovers, q.tookSince(window, r, bound, holder.id+"'s release, "+head.id+" "+what))
+		rep.trials++
+		head.proxy.Restore()
+		q.waitQueued(head)
+		holder = next
+		return r
+	}
+
+	backend := q.backendOf(head)
+	handOn("cut before the release", retry+slack, func() {
+		head.proxy.Cut()
+		pgtest.Eventually(t, 10*time.Second, "the cut standby's backend gone", func() bool { return !q.backendAlive(backend) })
+	})
+	handOn("blackholed before the release", firstExpiry+retry+slack, head.proxy.Blackhole)
+	handOn("cut as the lease was handed to it", firstExpiry+retry+slack, func() { q.freeze(head) })
+
+	next := q.enqueue()
+	q.finish(holder)
+	adopted := q.waitRun(len(q.runs()), retry+slack+20*time.Second)
+	if adopted.Holder != head.id {
+		t.Fatalf("%s ran after %s's release, want the head of the queue, %s", adopted.Holder, holder.id, head.id)
+	}
+	window := q.window()
+	head.proxy.Cut()
+	last := q.waitRun(len(q.runs()), ttl+retry+slack+20*time.Second)
+	if last.Holder != next.id {
+		t.Fatalf("%s ran after %s was cut off holding the lease, want %s", last.Holder, head.id, next.id)
+	}
+	rep.failovers = append(rep.failovers, q.tookSince(window, last, ttl+retry+slack, head.id+" was cut off holding the lease"))
+	rep.trials++
+	if code := head.proc.Wait(t, 15*time.Second); code != 75 {
+		t.Errorf("%s, cut off holding the lease, exited %d, want 75", head.id, code)
+	}
+
+	q.stop()
+	q.check("queue-head-cut", rep, false)
+	var handed []recordedRun
+	for _, row := range q.checkRecorded() {
+		if row.outcome == lease.OutcomeCouldNotStart {
+			handed = append(handed, row)
+		}
+	}
+	if len(handed) != 2 || handed[0].holder != head.id || handed[1].holder != head.id {
+		t.Errorf("could_not_start rows %v, want two of %s's (blackholed, and cut as the lease was handed to it)", handed, head.id)
+	}
+}
+
+// Priorities change while standbys wait: an operator restarts one queued
+// standby with a higher --priority and another with a lower one. Each
+// leaves the queue and enters it again at its new place, ahead of every
+// standby of a lower priority and behind those of its own that came
+// before it, and the lease goes in that order, one handoff per release.
+func TestQueuePriorityChanged(t *testing.T) {
+	t.Parallel()
+	q := newSharedQueueJob(t)
+	a, _ := q.lead()
+	b := q.enqueue()
+	c := q.enqueue()
+	d := q.enqueue()
+	restart := func(m *member, priority string) *member {
+		t.Helper()
+		_ = m.proc.Cmd.Process.Signal(os.Interrupt)
+		m.proc.Wait(t, 15*time.Second)
+		return q.enqueue("--priority", priority)
+	}
+	up := restart(c, "1")
+	down := restart(b, "-1")
+	e := q.enqueue()
+	want := []string{up.id, d.id, e.id, down.id}
+	if got := q.queued(); !slices.Equal(got, want) {
+		t.Fatalf("queue %v, want %v", got, want)
+	}
+	q.finish(a)
+	for i, id := range want {
+		r := q.waitRun(i+1, retry+slack+20*time.Second)
+		if r.Holder != id {
+			t.Fatalf("run %d is %s's, want %s's (queue order %v)", i+2, r.Holder, id, want)
+		}
+		q.finish(q.member(r.Holder))
+	}
+	q.stop()
+	q.check("queue-priority-changed", &report{trials: 1}, false)
+	if got, want := holdersOf(q.checkRecorded()), append([]string{a.id}, want...); !slices.Equal(got, want) {
+		t.Errorf("history in token order %v, want %v", got, want)
+	}
 }

@@ -64,8 +64,7 @@ func newFleet(t *testing.T, n int, spec string, extra ...string) *fleet {
 func (f *fleet) start(m *scheduler) *lwtest.Proc {
 	f.starts++
 	m.id = fmt.Sprintf("s%d-%d", m.index, f.starts)
-	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=1", f.dbUser, m.proxy.Addr(), f.dbName)
-	args := append([]string{"--database-url", url, "--table", f.table, "--job", "work", "--id", m.id, "--log-format", "json",
+	args := append([]string{"--database-url", dbURL(f.dbUser, m.proxy.Addr(), f.dbName), "--table", f.table, "--job", "work", "--id", m.id, "--log-format", "json",
 		"--ttl", ttl.String(), "--renew-interval", renew.String(), "--grace", grace.String(), "--retry-interval", retry.String(),
 		"--schedule", f.spec}, f.extra...)
 	args = append(args, m.flags...)
