@@ -45,3 +45,55 @@ func TestAReleaseSentAgainRecordsTheRunOnce(t *testing.T) {
 		t.Errorf("%d history rows after the release was sent twice, want 1", runs)
 	}
 }
+
+// The release planned ahead (WarmRelease) is planned, not run: the row
+// and the history are as they were. The release that follows records the
+// run as usual, and a WarmRelease after it starts nothing.
+func TestTheReleasePlannedAheadWritesNothing(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	s, err := New(pool, append(standbyTimings, WithTable(table), WithHolder("h"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.TryAcquire(ctx, "j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := func() (row string, runs int) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT to_jsonb(l)::text, (SELECT count(*) FROM `+pgx.Identifier{table + HistorySuffix}.Sanitize()+
+			`) FROM `+pgx.Identifier{table}.Sanitize()+` AS l WHERE job_name = 'j'`).Scan(&row, &runs); err != nil {
+			t.Fatal(err)
+		}
+		return row, runs
+	}
+	row, runs := state()
+	if err := l.planRelease(); err != nil {
+		t.Fatalf("planning the release: %v", err)
+	}
+	if after, afterRuns := state(); after != row || afterRuns != runs {
+		t.Errorf("planning the release changed the table:\nrow %s, %d runs\nwas %s, %d runs", after, afterRuns, row, runs)
+	}
+
+	l.WarmRelease()
+	if err := l.Release(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	timer := l.warmTimer
+	l.mu.Unlock()
+	l.WarmRelease()
+	l.mu.Lock()
+	again := l.warmTimer
+	l.mu.Unlock()
+	if again != timer {
+		t.Error("WarmRelease after the release started a warm-up")
+	}
+	if _, afterRuns := state(); afterRuns != runs+1 {
+		t.Errorf("%d runs recorded after the release, want %d", afterRuns, runs+1)
+	}
+}

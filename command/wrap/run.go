@@ -171,9 +171,14 @@ func (w *wrapper) attempt(path string, l *lease.Lease, mon *monitor.Monitor, log
 	cmd.Env = childEnv(os.Environ(), leaseVars{job: w.o.job, holder: w.o.holder, table: w.store.Table(),
 		row: l.Row(), token: l.Token(), slot: l.Slot(), scheduledAt: l.ScheduledAt()})
 	cfg := runner.Config{
-		Signals:    w.sigs,
-		Log:        log,
-		Started:    mon.ChildStarted,
+		Signals: w.sigs,
+		Log:     log,
+		Started: func() {
+			mon.ChildStarted()
+			// Planned while the command runs, the release is quicker to
+			// hand the lease on when it ends.
+			l.WarmRelease()
+		},
 		MaxRuntime: w.o.maxRuntime,
 	}
 	res := w.children.Run(cmd, l, cfg)
