@@ -190,6 +190,32 @@ func TestLostRowIsReportedAsSuch(t *testing.T) {
 	}
 }
 
+// A row deleted between two renewals, the command ending before the next
+// one, is noticed by no renewal: the release says so, as a warning, and
+// the child's status is still passed through and its run recorded once.
+func TestRowDeletedBeforeTheReleaseIsReportedThen(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	goOn := filepath.Join(t.TempDir(), "go")
+	p := lw(t, []string{child("ready await:" + goOn + " exit:3")},
+		d.argsTTL("60s", "--renew-interval", "30s", "--job", "j", "--id", "leader", "--", self())...)
+	p.Expect(t, "ready")
+	d.exec(t, `DELETE FROM TABLE`)
+	if err := os.WriteFile(goOn, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := p.WaitLog(t, "the lease was no longer this instance's at the release: its row was deleted or changed since the last renewal; the run is recorded in the history")
+	if e["level"] != "warn" {
+		t.Errorf("the release that found no row logged %v, want a warning", e)
+	}
+	if got := p.Wait(t, 10*time.Second); got != 3 {
+		t.Errorf("exit %d, want the child's 3", got)
+	}
+	if runs := d.historyRuns(t, "leader"); !slices.Equal(runs, []string{"1:3:exited"}) {
+		t.Errorf("history of the run whose row was deleted: %q, want one run that exited 3", runs)
+	}
+}
+
 // The database goes away mid-run, by a cut or a blackhole: the child must
 // be dead before the lease the database still records runs out.
 func TestDatabaseLostMidRunStopsTheChildBeforeExpiry(t *testing.T) {

@@ -158,7 +158,14 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 		return exitStatus(res)
 	}
 	end := lease.End{ExitCode: recordedStatus(res), Outcome: runOutcome(res), Attempt: attempt, Output: w.kept, Ran: res.Ran}
-	w.logFinish(l.Finish(context.Background(), end), log)
+	if err := l.Finish(context.Background(), end); errors.Is(err, lease.ErrLost) && res.Lost == nil {
+		// No renewal failed, so nothing said so yet: the row was deleted
+		// or rewritten by hand between renewals (or a release retried
+		// after a broken connection found it handed on by its first try).
+		log.Warn().Err(err).Msg("the lease was no longer this instance's at the release: its row was deleted or changed since the last renewal; the run is recorded in the history")
+	} else {
+		w.logFinish(err, log)
+	}
 	return exitStatus(res)
 }
 
