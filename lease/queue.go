@@ -61,11 +61,13 @@ func parseHandoff(payload string) (n handoffNotice, ok bool) {
 }
 
 // FirstExpiry is how long a standby a lease was handed to has to adopt it
-// (hear or see the handoff, and renew): two retry intervals, the time a
-// polling head of the queue takes to look, and once more for the
-// statement; at least a second, for a loaded machine. A standby that
-// froze costs the job this long (one that died is passed over).
-func FirstExpiry(t Timings) time.Duration { return max(2*t.RetryInterval, time.Second) }
+// (hear the handoff, and renew): one retry interval, which a listening
+// standby, told at once, needs only for its statement; at least a second,
+// for a loaded machine. A polling standby gets its own polling interval
+// more (handoffSet), the time it takes to look. A standby that froze
+// costs the job this long, a retry interval beyond a handoff at the
+// default timings (one that died is passed over at no cost).
+func FirstExpiry(t Timings) time.Duration { return max(t.RetryInterval, time.Second) }
 
 // pollBehind is how many retry intervals a polling standby behind the
 // head of the queue waits between looks (the head looks every one, since

@@ -51,3 +51,20 @@ func TestTimingErrorNamesTheSetting(t *testing.T) {
 		}
 	}
 }
+
+// A standby handed the lease has one retry interval to adopt it, at least
+// a second: a frozen head of the queue holds a handoff up that long, one
+// retry interval (2 s) at the default timings.
+func TestFirstExpiryIsOneRetryInterval(t *testing.T) {
+	for _, c := range []struct {
+		ttl, want time.Duration
+	}{
+		{45 * time.Second, 2 * time.Second},
+		{90 * time.Second, 4 * time.Second},
+		{10 * time.Second, time.Second},
+	} {
+		if got := lease.FirstExpiry(lease.DeriveTimings(c.ttl)); got != c.want {
+			t.Errorf("FirstExpiry with a TTL of %s = %s, want %s", c.ttl, got, c.want)
+		}
+	}
+}
