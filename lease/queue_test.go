@@ -22,6 +22,7 @@ type waiter struct {
 	holder string
 	tr     *tracer
 	got    chan *lease.Lease
+	stop   context.CancelFunc // ends the Acquire: the standby leaves the queue
 }
 
 // stand starts holder's Acquire of job on table.
@@ -31,6 +32,7 @@ func stand(t *testing.T, table, job, holder string, opts ...lease.Option) *waite
 	s := newStore(t, tracedPool(t, pgtest.URL(), w.tr), table, holder, opts...)
 	c, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	w.stop = cancel
 	go func() {
 		l, err := s.Acquire(c, job)
 		if err != nil && c.Err() == nil {
@@ -92,9 +94,10 @@ func waitQueue(t *testing.T, pool *pgxpool.Pool, table, job string, holders ...s
 
 // A release hands the lease to the standby first in line, highest
 // priority first and then first come, in the statement that releases it:
-// the standby's adoption is the only write any standby sends, the others
-// stay quiet but for the next in line's one look when the first expiry
-// has passed, and every run is recorded once, tokens rising.
+// of nine standbys, the one handed the lease sends the only write, its
+// adoption; the others stay quiet but for the next in line's one look when
+// the first expiry has passed, and every run is recorded once, tokens
+// rising.
 func TestAReleaseHandsTheLeaseOnInQueueOrder(t *testing.T) {
 	t.Parallel()
 	for _, listen := range []bool{true, false} {
@@ -111,7 +114,14 @@ func TestAReleaseHandsTheLeaseOnInQueueOrder(t *testing.T) {
 			}
 			ws = append(ws, stand(t, table, "job", "e", append(opts, lease.WithPriority(1))...))
 			waitQueue(t, pool, table, "job", "e", "b", "c", "d")
+			// Five more behind them all, there to be quiet.
+			behind := []string{"f", "g", "h", "i", "j"}
+			for i, name := range behind {
+				ws = append(ws, stand(t, table, "job", name, append(opts, lease.WithPriority(-1))...))
+				waitQueue(t, pool, table, "job", append([]string{"e", "b", "c", "d"}, behind[:i+1]...)...)
+			}
 			order := []*waiter{ws[3], ws[0], ws[1], ws[2]}
+			line := append(slices.Clone(order), ws[4:]...) // the whole queue, in order
 			first := lease.FirstExpiry(lease.DeriveTimings(10 * time.Second))
 			for i, next := range order {
 				mark := make([]int, len(ws))
@@ -134,11 +144,15 @@ func TestAReleaseHandsTheLeaseOnInQueueOrder(t *testing.T) {
 						t.Errorf("handoff %d: %s, handed the lease, wrote %v; want its adoption alone", i+1, w.holder, writes)
 					case w != next && len(writes) > 0:
 						t.Errorf("handoff %d to %s: %s wrote %v; want nothing", i+1, next.holder, w.holder, writes)
-					case listen && w != next && (i+1 >= len(order) || w != order[i+1]) && w.tr.len() > mark[j]:
+					case listen && w != next && w != line[i+1] && w.tr.len() > mark[j]:
 						t.Errorf("handoff %d to %s: %s, not next, sent %s; want nothing", i+1, next.holder, w.holder, brief(w.tr.since(mark[j])))
 					}
 				}
 			}
+			for _, w := range ws[4:] {
+				w.stop()
+			}
+			waitQueue(t, pool, table, "job")
 			if err := holder.Release(ctx(t), nil); err != nil {
 				t.Fatal(err)
 			}
@@ -152,6 +166,45 @@ func TestAReleaseHandsTheLeaseOnInQueueOrder(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Polling standbys (no LISTEN, as behind PgBouncer) look at the pace of
+// their place: the head of the queue every retry interval, the standbys
+// behind it every four (pollBehind), so that a queue of polling standbys
+// costs the database little more than its head does.
+func TestPollingStandbysBehindTheHeadLookFourTimesAsSeldom(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	timings := []lease.Option{lease.WithTTL(20 * time.Second), lease.WithRenewInterval(time.Second),
+		lease.WithGrace(time.Second), lease.WithRetryInterval(100 * time.Millisecond), lease.WithListen(false)}
+	holder := mustAcquire(t, newStore(t, pool, table, "a", timings...), "job")
+	var ws []*waiter
+	for i, name := range []string{"b", "c", "d"} {
+		ws = append(ws, stand(t, table, "job", name, timings...))
+		waitQueue(t, pool, table, "job", []string{"b", "c", "d"}[:i+1]...)
+	}
+	mark := make([]int, len(ws))
+	for i, w := range ws {
+		mark[i] = w.tr.len()
+	}
+	looks := func(i int) int { return countTrips(ws[i].tr.since(mark[i]), isLook) }
+	pgtest.Eventually(t, 30*time.Second, "24 looks of the head of the queue", func() bool { return looks(0) >= 24 })
+	head := looks(0)
+	for i, w := range ws[1:] {
+		// Jitter shortens a wait by up to a tenth: a fourth of the head's
+		// looks and a ninth more, and the one each may be between.
+		if n := looks(i + 1); n == 0 || n > head/3+2 {
+			t.Errorf("%s, behind the head of the queue, looked %d times while the head looked %d; want once for every four of the head's", w.holder, n, head)
+		}
+	}
+	for _, w := range ws {
+		w.stop()
+	}
+	waitQueue(t, pool, table, "job")
+	if err := holder.Release(ctx(t), nil); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -438,6 +438,64 @@ func TestQueueDeadHeadPassedOver(t *testing.T) {
 	}
 }
 
+// The head of the queue is SIGKILLed during a handoff, and the next head
+// just after one:
+//
+//  1. killed while the lease is handed to it (frozen at the release, so
+//     that it cannot adopt first, then killed): the next standby runs
+//     within the first expiry and a retry interval of the release, and
+//     the handoff is recorded could_not_start;
+//  2. killed the moment its command started on the lease it adopted: its
+//     command dies with it, the next standby runs within the TTL and a
+//     retry interval, and the run is recorded lost.
+func TestQueueHeadKilledDuringAndAfterAHandoff(t *testing.T) {
+	t.Parallel()
+	q := newSharedQueueJob(t)
+	rep := &report{}
+	a, _ := q.lead()
+	b := q.enqueue()
+	c := q.enqueue()
+	d := q.enqueue()
+
+	q.freeze(b)
+	window := q.window()
+	q.finish(a)
+	pgtest.Eventually(t, 15*time.Second, "the lease handed to "+b.id, func() bool { return q.holderNow() == b.id })
+	q.kill(b)
+	rc := q.waitRun(1, firstExpiry+retry+slack+20*time.Second)
+	if rc.Holder != c.id {
+		t.Fatalf("after %s was killed with the lease handed to it, %s ran, want %s", b.id, rc.Holder, c.id)
+	}
+	rep.failovers = append(rep.failovers, q.tookSince(window, rc, firstExpiry+retry+slack, a.id+"'s release, "+b.id+" killed as the lease was handed to it"))
+	rep.trials++
+
+	q.finish(c)
+	rd := q.waitRun(2, retry+slack+20*time.Second)
+	if rd.Holder != d.id {
+		t.Fatalf("after %s's release %s ran, want %s", c.id, rd.Holder, d.id)
+	}
+	e := q.enqueue()
+	window = q.window()
+	q.kill(d)
+	lwtest.WaitGone(t, rd.Pid, 10*time.Second)
+	re := q.waitRun(3, ttl+retry+slack+20*time.Second)
+	if re.Holder != e.id {
+		t.Fatalf("after %s was killed holding the lease, %s ran, want %s", d.id, re.Holder, e.id)
+	}
+	rep.failovers = append(rep.failovers, q.tookSince(window, re, ttl+retry+slack, d.id+" was killed just after adopting"))
+	rep.trials++
+
+	q.stop()
+	q.check("queue-head-killed", rep, false)
+	outcomes := map[string]string{}
+	for _, row := range q.checkRecorded() {
+		outcomes[row.holder] = row.outcome
+	}
+	if outcomes[b.id] != lease.OutcomeCouldNotStart || outcomes[d.id] != lease.OutcomeLost {
+		t.Errorf("history: %s %q, %s %q; want could_not_start for the head killed while handed, lost for the one killed holding", b.id, outcomes[b.id], d.id, outcomes[d.id])
+	}
+}
+
 // The head of the queue is SIGSTOPped before a handoff: its backend
 // lives, so it is handed the lease, and never adopts it. The next
 // standby runs within the first expiry and a retry interval of the
