@@ -36,7 +36,11 @@ else
   SIM_DIRECT_JOBS=$(( SIM_JOBS < SIM_FIT ? SIM_JOBS : SIM_FIT ))
   SIM_DIRECT_WHY="as many as fit in 40% of the memory available"
 fi
-MAX_CONNECTIONS=$(( (FLEET > SIM_DIRECT_JOBS * 10 ? FLEET : SIM_DIRECT_JOBS * 10) + 200 ))
+# A participant may hold two connections for a moment (its pool's and its
+# listening one), and a connect that timed out leaves its backend behind
+# for a while: a tenth more than the participants, and 200.
+MOST=$(( FLEET > SIM_DIRECT_JOBS * 10 ? FLEET : SIM_DIRECT_JOBS * 10 ))
+MAX_CONNECTIONS=$(( MOST + MOST / 10 + 200 ))
 OUT=${OUT:-$ROOT/BENCHMARKS.md}
 
 need=()

@@ -95,7 +95,17 @@ func adminPool(ctx context.Context, url, database string) (*pgxpool.Pool, error)
 	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 	cfg.ConnConfig.RuntimeParams["application_name"] = adminApp
 	cfg.MaxConns = 4
-	return pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	// Connected now, before the participants: a server that reaches
+	// max_connections under them cannot then lock the measurement out.
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
 }
 
 // prepare creates or upgrades the lease table and its history, and removes
