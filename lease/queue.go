@@ -123,30 +123,7 @@ func (q *queueEntry) enter(ctx context.Context) {
 	}
 	// An entry refused (the lease was just handed to this holder id) is
 	// still left at the end: leaving frees a lease handed and not adopted.
-	newConn := listening && q.on != q.sb.conn
 	q.in, q.on = q.in || tag.RowsAffected() > 0, q.sb.conn
-	if newConn {
-		q.warmAdopt(ctx)
-	}
-}
-
-// warmAdopt plans the adopt (EXPLAIN: nothing runs) once on each
-// listening connection the standby enters the queue on, where the adopt
-// will run, so that a handoff does not wait for a backend's first plan of
-// it (see Lease.WarmRelease). A standby that polls may get another backend
-// for each statement (a pooler's), so it does not. A failure changes
-// nothing.
-func (q *queueEntry) warmAdopt(ctx context.Context) {
-	s := q.sb.store
-	if _, err := q.sb.conn.Exec(ctx, "EXPLAIN "+s.sql.adopt, q.adoptArgs()); err != nil {
-		s.log.Debug().Err(pgerr.Classify(err)).Str("job", q.sb.job).Msg("cannot plan the adopt ahead; it is planned when it runs")
-	}
-}
-
-// adoptArgs are adoptSQL's arguments for this standby's entry.
-func (q *queueEntry) adoptArgs() pgx.StrictNamedArgs {
-	s := q.sb.store
-	return pgx.StrictNamedArgs{"job": q.sb.job, "slots": s.cfg.slots, "holder": s.cfg.holder, "id": q.id, "ttl": s.cfg.TTL.Microseconds()}
 }
 
 // leave takes the standby's entry out of the queue, if it entered, and
@@ -242,7 +219,8 @@ func (q *queueEntry) adopt(ctx context.Context) (*Lease, error) {
 	a, err := queryOne[struct {
 		Token int64
 		Slot  int
-	}](ctx, db, s.sql.adopt, q.adoptArgs())
+	}](ctx, db, s.sql.adopt, pgx.StrictNamedArgs{"job": q.sb.job, "slots": s.cfg.slots, "holder": s.cfg.holder,
+		"id": q.id, "ttl": s.cfg.TTL.Microseconds()})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, nil
