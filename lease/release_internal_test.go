@@ -6,17 +6,16 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/redbite/leasewrap/internal/pgtest"
 )
 
-// A release sent again, as releaseRow does when the connection broke
-// before the answer (the first may have committed: a switchover ends
-// every session), records the run once.
-func TestAReleaseSentAgainRecordsTheRunOnce(t *testing.T) {
-	t.Parallel()
+// heldLease is holder h's lease on job j, on a fresh table of its own.
+func heldLease(t *testing.T) (context.Context, *pgxpool.Pool, string, *Lease) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
 	s, err := New(pool, append(standbyTimings, WithTable(table), WithHolder("h"))...)
@@ -27,6 +26,15 @@ func TestAReleaseSentAgainRecordsTheRunOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ctx, pool, table, l
+}
+
+// A release sent again, as releaseRow does when the connection broke
+// before the answer (the first may have committed: a switchover ends
+// every session), records the run once.
+func TestAReleaseSentAgainRecordsTheRunOnce(t *testing.T) {
+	t.Parallel()
+	ctx, pool, table, l := heldLease(t)
 	l.stopKeeper()
 	<-l.keeperDone
 	zero := 0
@@ -51,18 +59,7 @@ func TestAReleaseSentAgainRecordsTheRunOnce(t *testing.T) {
 // run as usual, and a WarmRelease after it starts nothing.
 func TestTheReleasePlannedAheadWritesNothing(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	pool := pgtest.Pool(t)
-	table := pgtest.Table(t, pool)
-	s, err := New(pool, append(standbyTimings, WithTable(table), WithHolder("h"))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := s.TryAcquire(ctx, "j")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, pool, table, l := heldLease(t)
 	state := func() (row string, runs int) {
 		t.Helper()
 		if err := pool.QueryRow(ctx, `SELECT to_jsonb(l)::text, (SELECT count(*) FROM `+pgx.Identifier{table + HistorySuffix}.Sanitize()+
