@@ -326,9 +326,12 @@ type End struct {
 	// Output is what the run kept of its command's output (--keep-output),
 	// recorded with it; nil keeps none (an empty slice is an empty output).
 	Output []byte
-	// Ran is how long the attempt's command ran, for RecordLost, which
-	// has no lease row to read its start from (0: none ran).
-	Ran time.Duration
+	// Ran is how long the attempt's command ran, and Ended when it ended
+	// (zero: at the record), for RecordLost, which has no lease row to
+	// read its start from (0: none ran): the release before the record
+	// may take a while.
+	Ran   time.Duration
+	Ended time.Time
 }
 
 // Finish is Release that records the run in the history with end's
@@ -407,9 +410,10 @@ func (l *Lease) StartAttempt(ctx context.Context) error {
 // another's (an operator's DELETE, or a take). The run is written without
 // the row, once: not if the history already has this attempt (or a later
 // one) of this lease, which is how a taker closes a run its holder left
-// started. It started end.Ran before now. It does nothing without a
-// history table. Call it after Finish, whose release (when the row is
-// still this holder's) keeps a taker from closing the run too.
+// started. It ended at end.Ended, end.Ran after it started. It does
+// nothing without a history table. Call it after Finish, whose release
+// (when the row is still this holder's) keeps a taker from closing the run
+// too.
 func (l *Lease) RecordLost(ctx context.Context, end End) error {
 	s := l.store
 	if s.hist() == nil {
@@ -418,7 +422,10 @@ func (l *Lease) RecordLost(ctx context.Context, end End) error {
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
 	args := l.runArgs(end)
-	args["ran"] = end.Ran.Microseconds()
+	args["ran"], args["ended_ago"] = end.Ran.Microseconds(), int64(0)
+	if !end.Ended.IsZero() {
+		args["ended_ago"] = time.Since(end.Ended).Microseconds()
+	}
 	_, err := s.db.Exec(ctx, s.sql.recordLost, args)
 	if err != nil {
 		return fmt.Errorf("cannot record attempt %d of lease %q: %w", end.Attempt, l.job, pgerr.Classify(err))

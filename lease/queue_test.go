@@ -122,6 +122,18 @@ func TestAReleaseHandsTheLeaseOnInQueueOrder(t *testing.T) {
 			}
 			order := []*waiter{ws[3], ws[0], ws[1], ws[2]}
 			line := append(slices.Clone(order), ws[4:]...) // the whole queue, in order
+			if listen {
+				// Each standby's start ends with its probe (see probe):
+				// quiet standing by is judged from there.
+				pgtest.Eventually(t, 20*time.Second, "every standby's probe", func() bool {
+					for _, w := range ws {
+						if countTrips(w.tr.since(0), isProbe) == 0 {
+							return false
+						}
+					}
+					return true
+				})
+			}
 			first := lease.FirstExpiry(lease.DeriveTimings(10 * time.Second))
 			for i, next := range order {
 				mark := make([]int, len(ws))

@@ -94,3 +94,23 @@ func TestTheReleasePlannedAheadWritesNothing(t *testing.T) {
 		t.Errorf("%d runs recorded after the release, want %d", afterRuns, runs+1)
 	}
 }
+
+// A run recorded without its row (RecordLost) a while after its command
+// ended (a release first, retried on a loaded machine) keeps its times:
+// it finished when the command ended, and started Ran before that.
+func TestARunRecordedLateKeepsItsTimes(t *testing.T) {
+	t.Parallel()
+	ctx, pool, table, l := heldLease(t)
+	ended := time.Now().Add(-5 * time.Second)
+	if err := l.RecordLost(ctx, End{Attempt: 1, Outcome: OutcomeLost, Ran: time.Second, Ended: ended}); err != nil {
+		t.Fatal(err)
+	}
+	var ran, endedAgo time.Duration
+	if err := pool.QueryRow(ctx, `SELECT finished_at - started_at, now() - finished_at FROM `+
+		pgx.Identifier{table + HistorySuffix}.Sanitize()).Scan(&ran, &endedAgo); err != nil {
+		t.Fatal(err)
+	}
+	if ran != time.Second || endedAgo < 5*time.Second || endedAgo > 15*time.Second {
+		t.Errorf("recorded: ran %s, ended %s ago; want 1s, 5s ago", ran, endedAgo)
+	}
+}

@@ -352,10 +352,12 @@ FROM ended`
 // recordLostSQL records a run without its lease row (see Lease.RecordLost):
 // @job, @slot, @holder, @token, @attempt, @exit_code, @outcome,
 // @output the output it kept (NULL: none), @scheduled_at the scheduled time
-// (NULL: none), @ran how long it ran (microseconds); not when the history
+// (NULL: none), @ran how long it ran and @ended_ago how long ago it ended
+// (microseconds, by the local clock); not when the history
 // already has this attempt (or a later one) of this lease.
 const recordLostSQL = `INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome,
   output, scheduled_at)
-SELECT @job::text, @slot::integer, @holder::text, @token::bigint, @attempt::integer, now() - @ran::bigint * interval '1 microsecond', now(), @exit_code::integer, @outcome::text,
+SELECT @job::text, @slot::integer, @holder::text, @token::bigint, @attempt::integer, now() - (@ran::bigint + @ended_ago::bigint) * interval '1 microsecond',
+  now() - @ended_ago::bigint * interval '1 microsecond', @exit_code::integer, @outcome::text,
   @output::bytea, @scheduled_at::timestamptz
 WHERE NOT EXISTS (SELECT FROM {history} WHERE job_name = @job::text AND fencing_token = @token::bigint AND attempt >= @attempt::integer)`

@@ -54,8 +54,10 @@ type Result struct {
 	Signal os.Signal
 	// TimedOut is set when the child ran past MaxRuntime and was stopped.
 	TimedOut bool
-	// Ran is how long the child ran, from its start to its exit.
-	Ran time.Duration
+	// Ran is how long the child ran, from its start to its exit, and
+	// Ended when it exited.
+	Ran   time.Duration
+	Ended time.Time
 }
 
 // pollInterval is how often a stopping child's deadlines are checked, and
@@ -200,8 +202,9 @@ func (sv *supervision) run(waited <-chan unix.WaitStatus) Result {
 
 // exited logs the child's end and stops whatever of the run is left.
 func (sv *supervision) exited(ws unix.WaitStatus) Result {
+	ended := time.Now()
 	res := Result{Started: true, Status: waitStatus(ws), Lost: sv.lost, Signal: sv.signal, TimedOut: sv.timedOut,
-		Ran: time.Since(sv.started)}
+		Ran: ended.Sub(sv.started), Ended: ended}
 	ev := sv.log.Info()
 	if res.Status != 0 {
 		ev = sv.log.Warn()

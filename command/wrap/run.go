@@ -157,7 +157,7 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 		logRelease(l.AbandonWith(context.Background(), end), log)
 		return exitStatus(res)
 	}
-	end := lease.End{ExitCode: recordedStatus(res), Outcome: runOutcome(res), Attempt: attempt, Output: w.kept, Ran: res.Ran}
+	end := lease.End{ExitCode: recordedStatus(res), Outcome: runOutcome(res), Attempt: attempt, Output: w.kept, Ran: res.Ran, Ended: res.Ended}
 	if err := l.Finish(context.Background(), end); errors.Is(err, lease.ErrLost) && res.Lost == nil {
 		// No renewal failed, so nothing said so yet: the row was deleted
 		// or rewritten by hand between renewals (or a release retried
