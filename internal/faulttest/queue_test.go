@@ -586,7 +586,12 @@ func TestQueueHolderKilledMidHandoff(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	q.kill(b)
+	// Its release takes a few milliseconds: it may have released and
+	// exited before the signal lands.
+	_ = b.proc.Cmd.Process.Kill()
+	if code := b.proc.Wait(t, 10*time.Second); code != 128+int(syscall.SIGKILL) && code != 0 {
+		t.Errorf("%s, SIGKILLed as its command ended, exited %d; want %d, or 0 had it released first", b.id, code, 128+int(syscall.SIGKILL))
+	}
 	last := q.waitRun(2, ttl+retry+slack+20*time.Second)
 	if last.Holder != c.id {
 		t.Fatalf("after %s was killed as its command ended %s ran, want the head of the queue, %s (then %s)", b.id, last.Holder, c.id, d.id)
