@@ -38,6 +38,9 @@ RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
 # distroless/static: no shell, no package manager; ca-certificates, tzdata and
 # a nonroot user are included.
 FROM gcr.io/distroless/static-debian12:nonroot AS base
+LABEL org.opencontainers.image.title=leasewrap \
+      org.opencontainers.image.source=https://github.com/redbite/leasewrap \
+      org.opencontainers.image.licenses=Apache-2.0
 USER 65532:65532
 ENTRYPOINT ["leasewrap"]
 
