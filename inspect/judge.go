@@ -14,8 +14,10 @@ import (
 // A job's states, as Judge decides them and every view shows them.
 const (
 	// StateHealthy: nothing to act on. A job with a schedule: its latest
-	// due time ran and succeeded, is running, or was skipped because the
-	// run before it still held the lease. A job without one: it last
+	// due time ran and succeeded, is running, was skipped because the
+	// run before it still held the lease, came due while an operator had
+	// paused the job (now resumed), or came before the job's schedule was
+	// set. A job without one: it last
 	// succeeded within the policy's age, and (by the views' policy) its
 	// newest run did not fail.
 	StateHealthy = "healthy"
