@@ -281,7 +281,7 @@ type RunJSON struct {
 	// By is, for a scheduled time nobody ran (whose holder is ""), who
 	// accounted for it: who paused the job (paused), the holder whose
 	// run still held the lease (skipped), the instance that recorded it
-	// (missed); null for a run.
+	// (missed); null for a run that records none.
 	By *string `json:"by"`
 }
 
@@ -304,9 +304,10 @@ func origin(r inspect.Run) *string {
 	return &r.Origin
 }
 
-// by is who accounted for a time r nobody ran, nil for a run.
+// by is r.By: who accounted for a time r nobody ran; nil for a run
+// that records none.
 func by(r inspect.Run) *string {
-	if !notRun(r) {
+	if !notRun(r) && r.By == "" {
 		return nil
 	}
 	return &r.By
@@ -321,7 +322,7 @@ func printHistoryTable(w io.Writer, runs []inspect.Run) error {
 	slotted := slices.ContainsFunc(runs, func(r inspect.Run) bool { return r.Slot > 1 })
 	// BY says who accounted for a scheduled time nobody ran: such a row
 	// has no holder.
-	byWhom := slices.ContainsFunc(runs, notRun)
+	byWhom := slices.ContainsFunc(runs, func(r inspect.Run) bool { return notRun(r) || r.By != "" })
 	if slotted {
 		fmt.Fprint(tw, "JOB\tSLOT\t")
 	} else {
@@ -348,13 +349,13 @@ func printHistoryTable(w io.Writer, runs []inspect.Run) error {
 		holder, token, attempt, started, duration := escape.Printable(r.Holder), strconv.FormatInt(r.FencingToken, 10), strconv.Itoa(r.Attempt),
 			timefmt.Stamp(r.StartedAt), runDuration(r).String()
 		whom := "-"
+		if r.By != "" {
+			whom = escape.Printable(r.By)
+		}
 		if notRun(r) {
 			// A scheduled time nobody ran is no run: no holder, token,
 			// attempt or duration, and the time it was due.
 			holder, token, attempt, started, duration = "-", "-", "-", "due "+timefmt.Stamp(dueAt(r)), "-"
-			if r.By != "" {
-				whom = escape.Printable(r.By)
-			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t", holder, token, attempt, started, duration, exit, escape.Printable(r.Outcome))
 		if byWhom {
