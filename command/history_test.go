@@ -164,7 +164,7 @@ func TestHistoryJSONShape(t *testing.T) {
 		slices.Sort(k)
 		return k
 	}
-	want := []string{"attempt", "duration_seconds", "exit_code", "fencing_token", "finished_at", "holder", "job", "origin", "outcome", "output_bytes",
+	want := []string{"attempt", "by", "duration_seconds", "exit_code", "fencing_token", "finished_at", "holder", "job", "origin", "outcome", "output_bytes",
 		"scheduled_at", "slot", "started_at"}
 	for _, r := range runs {
 		if !slices.Equal(keys(r), want) {

@@ -16,8 +16,11 @@ import (
 // never released) has lease.OutcomeLost and finishes when its lease
 // expired.
 type Run struct {
-	Job          string
-	Slot         int
+	Job  string
+	Slot int
+	// Holder is the holder that ran it; "" for a scheduled time nobody
+	// ran (lease.NotRun), which no holder held: By says who accounted
+	// for that one.
 	Holder       string
 	FencingToken int64
 	Attempt      int
@@ -31,6 +34,10 @@ type Run struct {
 	// OutputBytes is the size of the output the run kept (Reader.Output
 	// reads it), 0 when it kept none.
 	OutputBytes int
+	// By is, for a scheduled time nobody ran, who accounted for it: who
+	// paused the job (paused), the holder whose run still held the lease
+	// (skipped), or the instance that recorded it missed; "" for a run.
+	By string `db:"-"`
 	// Origin is how the run came to be (OriginSchedule, OriginCatchUp,
 	// OriginManual or OriginPlain), "" when that cannot be told: its
 	// scheduled time's claim is gone. History and Summaries set it.
@@ -87,6 +94,9 @@ func (r *Reader) History(ctx context.Context, q HistoryQuery) ([]Run, error) {
 		return nil, r.historyError(err)
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[Run])
+	for i := range out {
+		out[i].noHolder()
+	}
 	if err == nil {
 		err = r.origins(ctx, out)
 	}
@@ -178,8 +188,19 @@ func (n *nullableRun) run(job string) *Run {
 	if n.FinishedAt == nil {
 		return nil
 	}
-	return &Run{Job: job, Slot: *n.Slot, Holder: *n.Holder, FencingToken: *n.FencingToken, Attempt: *n.Attempt,
+	r := &Run{Job: job, Slot: *n.Slot, Holder: *n.Holder, FencingToken: *n.FencingToken, Attempt: *n.Attempt,
 		StartedAt: *n.StartedAt, FinishedAt: *n.FinishedAt, ExitCode: n.ExitCode, Outcome: *n.Outcome}
+	r.noHolder()
+	return r
+}
+
+// noHolder moves the holder column of a scheduled time nobody ran to By:
+// the history's holder of such a row is who accounted for the time (for a
+// paused one, the operator who paused the job), and no holder held it.
+func (r *Run) noHolder() {
+	if lease.NotRun(r.Outcome) {
+		r.By, r.Holder = r.Holder, ""
+	}
 }
 
 // OutputQuery chooses the run whose kept output Reader.Output reads: Job's

@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -13,8 +14,10 @@ import (
 // A job's states, as Judge decides them and every view shows them.
 const (
 	// StateHealthy: nothing to act on. A job with a schedule: its latest
-	// due time ran and succeeded, is running, or was skipped because the
-	// run before it still held the lease. A job without one: it last
+	// due time ran and succeeded, is running, was skipped because the
+	// run before it still held the lease, came due while an operator had
+	// paused the job (now resumed), or came before the job's schedule was
+	// set. A job without one: it last
 	// succeeded within the policy's age, and (by the views' policy) its
 	// newest run did not fail.
 	StateHealthy = "healthy"
@@ -89,6 +92,11 @@ type Facts struct {
 	// (nil: none). A due time before it came before the job was
 	// scheduled (or before what the claims keep): it is not judged.
 	FirstClaim *time.Time
+	// ScheduledSince is when the job's schedule was recorded: by its
+	// first scheduler, or by leasewrap reschedule (nil: not recorded). A
+	// due time before it that nobody accounted for was owed by nobody:
+	// it is not judged.
+	ScheduledSince *time.Time
 }
 
 // Policy is how strictly Judge reads the facts of a job without a
@@ -156,6 +164,9 @@ func Judge(f Facts, p Policy) Verdict {
 }
 
 // judgeScheduled decides from how the latest due time is accounted for.
+// A time nobody ran is judged by why: missed is an alarm, skipped (the
+// run before it went on) and paused (an operator's act, over once
+// resumed) are not.
 func judgeScheduled(v *Verdict, f Facts, job string) {
 	if f.DueErr != nil {
 		v.State, v.Reason = StateUnknown, fmt.Sprintf("%s: cannot tell how its latest due time is accounted for: %v", job, f.DueErr)
@@ -166,20 +177,34 @@ func judgeScheduled(v *Verdict, f Facts, job string) {
 		v.Reason = fmt.Sprintf("%s has no scheduled time due yet", job)
 		return
 	}
-	if f.FirstClaim != nil && acc.At.Before(*f.FirstClaim) && acc.Claim == "" && acc.Run == nil {
+	unaccounted := acc.Claim == "" && acc.Run == nil
+	if unaccounted && f.ScheduledSince != nil && acc.At.Before(*f.ScheduledSince) {
+		v.Reason = fmt.Sprintf("%s has no scheduled time due since it was scheduled at %s", job, timefmt.Stamp(*f.ScheduledSince))
+		return
+	}
+	if unaccounted && f.FirstClaim != nil && acc.At.Before(*f.FirstClaim) {
 		v.Reason = fmt.Sprintf("%s has no scheduled time due since its first", job)
 		return
 	}
 	at := acc.At.UTC()
 	v.Due = &at
 	when := timefmt.Stamp(at)
+	outcome, by := acc.Claim, acc.By
+	if run := acc.Run; run != nil && lease.NotRun(run.Outcome) {
+		// The time's history row says the same as its claim, which may be
+		// gone (pruned, or emptied by an operator).
+		outcome = cmp.Or(outcome, run.Outcome)
+		by = cmp.Or(by, run.By)
+	}
 	switch {
-	case acc.Claim == "" && acc.Run == nil:
+	case outcome == "" && acc.Run == nil:
 		v.State, v.Reason = StateOverdue, fmt.Sprintf("%s: the time due at %s was not run, and no instance recorded it missed (are its schedulers running?)", job, when)
-	case acc.Claim == lease.OutcomeMissed:
+	case outcome == lease.OutcomeMissed:
 		v.State, v.Reason = StateMissed, fmt.Sprintf("%s: the time due at %s was missed", job, when)
-	case acc.Claim == lease.OutcomeSkipped:
+	case outcome == lease.OutcomeSkipped:
 		v.Reason = fmt.Sprintf("%s: the time due at %s was skipped: the run before it still held the lease", job, when)
+	case outcome == lease.OutcomePaused:
+		v.Reason = fmt.Sprintf("%s: the time due at %s was paused by %s; nothing was owed", job, when, escape.Printable(byOrUnknown(by)))
 	case acc.Run == nil:
 		v.Reason = fmt.Sprintf("%s: the time due at %s is running", job, when)
 	case !acc.Run.Succeeded():
@@ -188,6 +213,15 @@ func judgeScheduled(v *Verdict, f Facts, job string) {
 	default:
 		v.Reason = fmt.Sprintf("%s: the time due at %s ran and succeeded on %s", job, when, escape.Printable(acc.Run.Holder))
 	}
+}
+
+// byOrUnknown is who accounted for a time, or "an unknown operator" when
+// that was not recorded.
+func byOrUnknown(by string) string {
+	if by == "" {
+		return "an unknown operator"
+	}
+	return by
 }
 
 // PauseReason says who paused the job, since when, until when and why.

@@ -18,6 +18,10 @@ type Account struct {
 	// lease.OutcomeMissed, lease.OutcomeSkipped (or lease.ClaimManual);
 	// "" when no instance has accounted for the time (yet).
 	Claim string
+	// By is the holder the claim records: who ran the time, whose run
+	// still held the lease (skipped), who paused the job (paused), or the
+	// instance that recorded the time missed.
+	By string
 	// Run is the time's history row (the newest, for a run of several
 	// attempts), nil while a run goes on or when none was recorded.
 	Run *Run
@@ -26,10 +30,9 @@ type Account struct {
 // accountSQL reads the claim and the history row of one scheduled time:
 // @job the job, @scheduled_at the time. Both through an index: the claims' primary key, and
 // the history's (job_name, finished_at) index from the time on.
-const accountSQL = `SELECT now() AS now,
-  (SELECT outcome FROM {claims} WHERE job_name = @job::text AND scheduled_at = @scheduled_at::timestamptz) AS claim,
-  r.*
+const accountSQL = `SELECT now() AS now, c.outcome AS claim, c.holder AS claim_by, r.*
 FROM (VALUES (1)) AS one
+LEFT JOIN {claims} c ON c.job_name = @job::text AND c.scheduled_at = @scheduled_at::timestamptz
 LEFT JOIN LATERAL (SELECT ` + runColumns + ` FROM {history} WHERE job_name = @job::text AND finished_at >= @scheduled_at::timestamptz
   AND scheduled_at = @scheduled_at::timestamptz ORDER BY finished_at DESC LIMIT 1) r ON true`
 
@@ -51,13 +54,13 @@ func (r *Reader) Scheduled(ctx context.Context, job string, at time.Time) (Accou
 	if err != nil {
 		return a, fmt.Errorf("cannot read the claims %s and history %s: %w", r.objects.Claims, r.objects.History, pgerr.Classify(err))
 	}
-	a.Now, a.Claim, a.Run = row.Now, deref(row.Claim), row.run(job)
+	a.Now, a.Claim, a.By, a.Run = row.Now, deref(row.Claim), deref(row.ClaimBy), row.run(job)
 	return a, nil
 }
 
 // accountRow reads accountSQL.
 type accountRow struct {
-	Now   time.Time
-	Claim *string
+	Now            time.Time
+	Claim, ClaimBy *string
 	nullableRun
 }

@@ -43,6 +43,9 @@ type JobSummary struct {
 	Since time.Time
 	// Schedule is the job's schedule in its canonical form ("": none).
 	Schedule string
+	// ScheduledSince is when the job's schedule was recorded (its first
+	// scheduler, or leasewrap reschedule), nil when that is not recorded.
+	ScheduledSince *time.Time
 	// Paused is the job's pause in force, nil when it is not paused.
 	Paused *lease.Pause
 	// Now is the database clock the summary was read at.
@@ -69,10 +72,11 @@ type JobSummary struct {
 // (win, read twice, is computed once).
 const summarySQL = `WITH rows AS (
   SELECT ` + schema.BaseJob + ` AS job, holder, expires_at > now() AS live, coalesce(slots, 1) AS slots, coalesce(slot, 1) AS slot,
-    schedule
+    schedule, scheduled_since
   FROM {lease}),
 jobs AS (
-  SELECT job, max(slots) FILTER (WHERE slot = 1) AS slots, max(schedule) FILTER (WHERE slot = 1) AS schedule, count(*) FILTER (WHERE live) AS held,
+  SELECT job, max(slots) FILTER (WHERE slot = 1) AS slots, max(schedule) FILTER (WHERE slot = 1) AS schedule,
+    max(scheduled_since) FILTER (WHERE slot = 1) AS scheduled_since, count(*) FILTER (WHERE live) AS held,
     coalesce(array_agg(DISTINCT holder ORDER BY holder) FILTER (WHERE live), '{}') AS holders
   FROM rows WHERE @job::text IS NULL OR job = @job::text GROUP BY job),
 win AS (
@@ -88,7 +92,7 @@ spans AS (
 SELECT j.job, coalesce(j.slots, 1) AS slots, j.held AS slots_held, j.holders, now() - @window::bigint * interval '1 microsecond' AS since,
   lr.*, ls.finished_at AS last_success, ls.holder AS last_success_by, coalesce(r.outcomes, '{}') AS outcomes, coalesce(r.counts, '{}') AS counts,
   coalesce(sp.outcomes, '{}') AS span_outcomes, coalesce(sp.firsts, '{}') AS span_firsts, coalesce(sp.lasts, '{}') AS span_lasts,
-  coalesce(j.schedule, '') AS schedule, now() AS now,
+  coalesce(j.schedule, '') AS schedule, j.scheduled_since, now() AS now,
   coalesce(pg_catalog.has_table_privilege(pg_catalog.to_regclass(@claims::text), 'SELECT'), false) AS claims,
   p.*
 FROM jobs j
@@ -172,6 +176,7 @@ type summaryRow struct {
 	SpanOutcomes          []string
 	SpanFirsts, SpanLasts []time.Time
 	Schedule              string
+	ScheduledSince        *time.Time
 	Now                   time.Time
 	// whether this role may read the claims table
 	Claims bool
@@ -181,7 +186,7 @@ type summaryRow struct {
 func (row *summaryRow) summary() JobSummary {
 	js := JobSummary{Job: row.Job, Slots: row.Slots, SlotsHeld: row.SlotsHeld, Holders: row.Holders, Since: row.Since,
 		LastRun: row.run(row.Job), LastSuccess: row.LastSuccess, LastSuccessBy: deref(row.LastSuccessBy),
-		Runs: make(map[string]int, len(row.Outcomes)), Schedule: row.Schedule, Now: row.Now, Paused: row.pause()}
+		Runs: make(map[string]int, len(row.Outcomes)), Schedule: row.Schedule, ScheduledSince: row.ScheduledSince, Now: row.Now, Paused: row.pause()}
 	for i, outcome := range row.Outcomes {
 		js.Runs[outcome] = row.Counts[i]
 	}
@@ -216,12 +221,12 @@ func (row *summaryRow) countSpans(js *JobSummary) {
 // and claim of its newest run, which finished at @finished under token
 // @tokens, attempt @attempts (NULL: no run): each through the claims'
 // primary key and the history's (job_name, finished_at) index.
-const factsSQL = `SELECT d.n,
-  (SELECT outcome FROM {claims} WHERE job_name = d.job AND scheduled_at = d.due) AS claim,
+const factsSQL = `SELECT d.n, dc.outcome AS claim, dc.holder AS claim_by,
   (SELECT min(scheduled_at) FROM {claims} WHERE job_name = d.job) AS first_claim,
   r.*, lh.scheduled_at AS last_scheduled_at, lc.outcome AS last_claim, lc.claimed_at AS last_claimed_at
 FROM unnest(@jobs::text[], @dues::timestamptz[], @finished::timestamptz[], @tokens::bigint[], @attempts::integer[]) WITH ORDINALITY
   AS d(job, due, finished, token, attempt, n)
+LEFT JOIN {claims} dc ON dc.job_name = d.job AND dc.scheduled_at = d.due
 LEFT JOIN LATERAL (SELECT ` + runColumns + ` FROM {history} WHERE d.due IS NOT NULL AND job_name = d.job AND finished_at >= d.due
   AND scheduled_at = d.due ORDER BY finished_at DESC LIMIT 1) r ON true
 LEFT JOIN LATERAL (SELECT scheduled_at FROM {history} WHERE d.finished IS NOT NULL AND job_name = d.job
@@ -243,7 +248,7 @@ func (r *Reader) judge(ctx context.Context, out []JobSummary, claims bool) error
 	for i := range out {
 		js := &out[i]
 		facts[i] = Facts{Job: js.Job, Now: js.Now, Known: true, Held: js.SlotsHeld > 0, Schedule: js.Schedule, Paused: js.Paused,
-			LastRun: js.LastRun, LastSuccess: js.LastSuccess, LastSuccessBy: js.LastSuccessBy}
+			LastRun: js.LastRun, LastSuccess: js.LastSuccess, LastSuccessBy: js.LastSuccessBy, ScheduledSince: js.ScheduledSince}
 		var due *time.Time
 		if js.Schedule != "" {
 			at, err := DueTime(js.Schedule, js.Now)
@@ -291,9 +296,9 @@ func (r *Reader) judge(ctx context.Context, out []JobSummary, claims bool) error
 
 // factsRow reads a row of factsSQL: the nth job's.
 type factsRow struct {
-	N          int64
-	Claim      *string
-	FirstClaim *time.Time
+	N              int64
+	Claim, ClaimBy *string
+	FirstClaim     *time.Time
 	// the run of the due time
 	nullableRun
 	// the claim of the newest run's scheduled time
@@ -329,7 +334,7 @@ func (r *Reader) readFacts(ctx context.Context, out []JobSummary, facts []Facts,
 		}
 		js := &out[i]
 		if due := dues[f.N-1]; due != nil {
-			facts[i].Due = &Account{At: *due, Now: js.Now, Claim: deref(f.Claim), Run: f.run(job)}
+			facts[i].Due = &Account{At: *due, Now: js.Now, Claim: deref(f.Claim), By: deref(f.ClaimBy), Run: f.run(job)}
 			facts[i].FirstClaim = f.FirstClaim
 		}
 		if js.LastRun != nil {

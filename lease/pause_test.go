@@ -227,3 +227,34 @@ func TestATakeFindingAPauseSaysSoInOneRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A time recorded missed while the job is paused (a scheduler catching up
+// on times due while it was down) is recorded paused, by who paused the
+// job, in its claim and its history row, as a take that finds the pause
+// records it: not by the instance that recorded it.
+func TestMissedTimesWhilePausedArePausedByWhoPaused(t *testing.T) {
+	t.Parallel()
+	pool, table, a, _, reg := twoSchedulers(t)
+	op := newStore(t, pool, table, "ops")
+	base := reg.Now.Truncate(2 * time.Second)
+	if _, _, err := op.Pause(ctx(t), "job", "", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	at := base.Add(2 * time.Second)
+	pgtest.Eventually(t, 10*time.Second, "a time due after the pause recorded", func() bool {
+		n, _, _, err := a.RecordMissed(ctx(t), "job", lease.OutcomeMissed, []lease.Missed{{At: at}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	})
+	var claimBy, claim, runBy, run string
+	if err := pool.QueryRow(ctx(t), "SELECT c.holder, c.outcome, h.holder, h.outcome FROM "+pgx.Identifier{table + "_schedule"}.Sanitize()+
+		" c JOIN "+pgx.Identifier{table + "_history"}.Sanitize()+" h ON h.scheduled_at = c.scheduled_at WHERE c.scheduled_at = $1", at).
+		Scan(&claimBy, &claim, &runBy, &run); err != nil {
+		t.Fatal(err)
+	}
+	if claim != lease.OutcomePaused || run != lease.OutcomePaused || claimBy != "ops" || runBy != "ops" {
+		t.Errorf("claim %s by %s, history %s by %s; want both paused by ops", claim, claimBy, run, runBy)
+	}
+}

@@ -463,15 +463,16 @@ func (l *Lease) scheduledArg() *time.Time {
 // rescheduleSQL switches a job to another schedule: @job, @spec the
 // canonical spec. The zone data's fingerprint is left for the first
 // instance to register to record (with the same schedule, that is all it
-// does), and the mark moves to now: the new schedule's times before the
-// switch are owed nothing. It answers the schedule it replaced (NULL:
+// does), and the mark and scheduled_since move to now: the new
+// schedule's times before the switch are owed nothing. It answers the schedule it replaced (NULL:
 // none).
 const rescheduleSQL = `WITH was AS (
   SELECT schedule FROM {lease} WHERE job_name = @job::text FOR UPDATE),
 switched AS (
-  UPDATE {lease} SET schedule = @spec::text, schedule_zone = NULL,
+  UPDATE {lease} AS l SET schedule = @spec::text, schedule_zone = NULL,
     accounted_through = CASE WHEN schedule IS DISTINCT FROM @spec::text
-      THEN greatest(accounted_through, ` + latestClaim + `, now()) ELSE accounted_through END
+      THEN greatest(accounted_through, ` + latestClaim + `, now()) ELSE accounted_through END,
+    scheduled_since = ` + scheduledSince + `
   WHERE job_name = @job::text)
 SELECT schedule FROM was`
 

@@ -83,13 +83,15 @@ const latestClaim = `(SELECT max(scheduled_at) FROM {claims} WHERE job_name = @j
 // one, free (released at once, as a lease handed back), so that an
 // instance with another schedule is refused when it starts, not at its
 // first time. The fingerprint is recorded with the schedule, and with a
-// schedule recorded before fingerprints were. It answers the schedule
-// and the fingerprint recorded, the database clock and the mark.
+// schedule recorded before fingerprints were; when the schedule is
+// recorded (scheduledSince). It answers the schedule and the fingerprint
+// recorded, the database clock and the mark.
 const registerSQL = `WITH reg AS (
-  INSERT INTO {lease} AS l (job_name, holder, expires_at, fencing_token, released_at, schedule, schedule_zone)
-  VALUES (@job::text, @holder::text, now(), ` + clockToken + `, now(), @spec::text, @zone::text)
+  INSERT INTO {lease} AS l (job_name, holder, expires_at, fencing_token, released_at, schedule, schedule_zone, scheduled_since)
+  VALUES (@job::text, @holder::text, now(), ` + clockToken + `, now(), @spec::text, @zone::text, now())
   ON CONFLICT (job_name) DO UPDATE SET schedule = excluded.schedule,
-    schedule_zone = CASE WHEN l.schedule IS NULL THEN excluded.schedule_zone ELSE coalesce(l.schedule_zone, excluded.schedule_zone) END
+    schedule_zone = CASE WHEN l.schedule IS NULL THEN excluded.schedule_zone ELSE coalesce(l.schedule_zone, excluded.schedule_zone) END,
+    scheduled_since = ` + scheduledSince + `
   WHERE l.schedule IS NULL OR l.schedule = excluded.schedule AND l.schedule_zone IS NULL AND excluded.schedule_zone IS NOT NULL
   RETURNING schedule, schedule_zone),
 cur AS (
@@ -97,6 +99,13 @@ cur AS (
 SELECT coalesce((SELECT schedule FROM reg), (SELECT schedule FROM cur)) AS schedule,
   CASE WHEN EXISTS (SELECT FROM reg) THEN (SELECT schedule_zone FROM reg) ELSE (SELECT schedule_zone FROM cur) END AS zone,
   now() AS now, greatest((SELECT accounted_through FROM cur), ` + latestClaim + `) AS latest`
+
+// scheduledSince is the scheduled_since a statement that records the
+// schedule @spec on the lease row l sets: now() when the row had none,
+// or another one (leasewrap reschedule), and what it was otherwise. It
+// is when the job began to owe the schedule's times; a row scheduled
+// before the column was added keeps NULL, not a guess.
+const scheduledSince = `CASE WHEN l.schedule IS DISTINCT FROM @spec::text THEN now() ELSE l.scheduled_since END`
 
 // scheduleMarkSQL reads a job's schedule, the database clock and the
 // mark: @job. No row: the job has no lease row.
@@ -147,7 +156,7 @@ due AS (
     AND coalesce((SELECT schedule FROM old), @spec::text) = @spec::text AND coalesce((SELECT slots FROM old), 1) = 1),
 ` + takeSpec{row: "@job::text", from: "due", read: "old",
 	columns: []takeColumn{{name: "schedule", value: "@spec::text"}, {name: "last_scheduled_at", value: "@at::timestamptz"},
-		{name: "accounted_through", value: "@at::timestamptz"}},
+		{name: "accounted_through", value: "@at::timestamptz"}, {name: "scheduled_since", value: "now()", update: scheduledSince}},
 	where: "coalesce(l.slots, 1) = 1 AND coalesce(l.schedule, @spec::text) = @spec::text\n" +
 		"  AND @at::timestamptz > coalesce(l.accounted_through, '-infinity') AND NOT coalesce(l." + pausedCondition + ", false)"}.taken() + `,
 claim AS (
@@ -199,25 +208,27 @@ const missedSQL = missedCTE + missedAnswer
 const missedRecordingSQL = missedCTE + `,
 run AS (
   INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, outcome, scheduled_at)
-  SELECT @job::text, 1, @holder::text, 0, 1, coalesce(first_at, scheduled_at), scheduled_at, outcome, scheduled_at
+  SELECT @job::text, 1, holder, 0, 1, coalesce(first_at, scheduled_at), scheduled_at, outcome, scheduled_at
   FROM m)` + missedAnswer
 
 const missedCTE = `WITH locked AS (
-  SELECT greatest(accounted_through, ` + latestClaim + `) AS mark, CASE WHEN ` + pausedCondition + ` THEN paused_at END AS paused_at
+  SELECT greatest(accounted_through, ` + latestClaim + `) AS mark, CASE WHEN ` + pausedCondition + ` THEN paused_at END AS paused_at,
+    coalesce(paused_by, '') AS paused_by
   FROM {lease} WHERE job_name = @job::text FOR UPDATE),
 times AS (
   SELECT t.at, t.first FROM unnest(@ats::timestamptz[], @firsts::timestamptz[]) AS t(at, first)),
 todo AS (
-  SELECT t.at, t.first, CASE WHEN @outcome::text = '` + OutcomeMissed + `' AND t.at >= r.paused_at THEN '` + OutcomePaused + `' ELSE @outcome::text END AS outcome
-  FROM times t, locked r
+  SELECT t.at, t.first, p.outcome, CASE WHEN p.outcome = '` + OutcomePaused + `' THEN r.paused_by ELSE @holder::text END AS holder
+  FROM times t, locked r,
+    LATERAL (SELECT CASE WHEN @outcome::text = '` + OutcomeMissed + `' AND t.at >= r.paused_at THEN '` + OutcomePaused + `' ELSE @outcome::text END AS outcome) p
   WHERE t.at <= now() AND t.at > coalesce(r.mark, '-infinity')
     AND NOT EXISTS (SELECT FROM times s WHERE s.first <= coalesce(r.mark, '-infinity') AND s.at > coalesce(r.mark, '-infinity'))),
 m AS (
   INSERT INTO {claims} (job_name, scheduled_at, first_at, outcome, holder, fencing_token, claimed_at)
-  SELECT @job::text, at, first, outcome, @holder::text, 0, now() FROM todo
+  SELECT @job::text, at, first, outcome, holder, 0, now() FROM todo
   ORDER BY at
   ON CONFLICT DO NOTHING
-  RETURNING scheduled_at, first_at, outcome),
+  RETURNING scheduled_at, first_at, outcome, holder),
 moved AS (
   UPDATE {lease} SET accounted_through = greatest(accounted_through, (SELECT max(at) FROM todo))
   WHERE job_name = @job::text AND EXISTS (SELECT FROM todo))`

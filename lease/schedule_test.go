@@ -271,3 +271,41 @@ func TestInstancesWithOtherZoneDataAreRefused(t *testing.T) {
 		t.Fatalf("the old zone data after the reset: %v, want refused", err)
 	}
 }
+
+// The lease row records when the job's schedule was set: by the first
+// instance that registers it, kept by every later one, moved by a
+// reschedule to another schedule (not by one to the same).
+func TestTheScheduleRecordsWhenItWasSet(t *testing.T) {
+	t.Parallel()
+	pool, table, a, b, reg := twoSchedulers(t)
+	since := func() time.Time {
+		t.Helper()
+		var at *time.Time
+		if err := pool.QueryRow(ctx(t), "SELECT scheduled_since FROM "+pgx.Identifier{table}.Sanitize()+" WHERE job_name = 'job'").Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		if at == nil {
+			t.Fatal("scheduled_since is NULL")
+		}
+		return *at
+	}
+	first := since()
+	if first.After(reg.Now) || reg.Now.Sub(first) > time.Minute {
+		t.Fatalf("scheduled_since %v, want when a registered (%v)", first, reg.Now)
+	}
+	if _, err := b.Register(ctx(t), "job", everySpec, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Reschedule(ctx(t), "job", everySpec); err != nil {
+		t.Fatal(err)
+	}
+	if got := since(); !got.Equal(first) {
+		t.Fatalf("scheduled_since %v after a second registration and a reschedule to the same, want %v", got, first)
+	}
+	if _, err := a.Reschedule(ctx(t), "job", "@every 3s"); err != nil {
+		t.Fatal(err)
+	}
+	if got := since(); !got.After(first) {
+		t.Fatalf("scheduled_since %v after a reschedule, want later than %v", got, first)
+	}
+}

@@ -89,8 +89,9 @@ free AS (
   WHERE o.expires_at <= now() AND coalesce(o.schedule, @spec::text) = @spec::text AND coalesce(o.slots, 1) = 1
     AND NOT coalesce(o.` + pausedCondition + `, false)),
 ` + takeSpec{row: "@job::text", from: "free", read: "old",
-	columns: []takeColumn{{name: "schedule", value: "@spec::text"}, {name: "last_scheduled_at", value: "scheduled_at"}},
-	where:   "coalesce(l.slots, 1) = 1 AND coalesce(l.schedule, @spec::text) = @spec::text"}.taken() + `,
+	columns: []takeColumn{{name: "schedule", value: "@spec::text"}, {name: "last_scheduled_at", value: "scheduled_at"},
+		{name: "scheduled_since", value: "now()", update: scheduledSince}},
+	where: "coalesce(l.slots, 1) = 1 AND coalesce(l.schedule, @spec::text) = @spec::text"}.taken() + `,
 claim AS (
   UPDATE {claims} c SET outcome = '` + ClaimManual + `', holder = @holder::text, fencing_token = t.fencing_token, claimed_at = now()
   FROM taken t, free f

@@ -23,7 +23,7 @@ func TestShapeCheckAgreesWithRead(t *testing.T) {
 	complete := `job_name text PRIMARY KEY, holder text NOT NULL, expires_at timestamptz NOT NULL,
   fencing_token bigint NOT NULL DEFAULT 0, acquired_at timestamptz, renewed_at timestamptz, last_started_at timestamptz,
   last_finished_at timestamptz, last_exit_code integer, last_holder text, released_at timestamptz, slot integer, slots integer,
-  schedule text, last_scheduled_at timestamptz, accounted_through timestamptz, schedule_zone text,
+  schedule text, last_scheduled_at timestamptz, accounted_through timestamptz, schedule_zone text, scheduled_since timestamptz,
   paused_until timestamptz, paused_at timestamptz, paused_by text, pause_reason text, queue jsonb`
 	for _, tc := range []struct {
 		name, columns string

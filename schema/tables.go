@@ -118,6 +118,12 @@ var Leases = Table{
 		// (schedule.Schedule.ZoneRules; NULL: none recorded). An instance
 		// whose zone data differ is refused, as one with another schedule.
 		{"schedule_zone", "text", "text", NullsAny, false},
+		// scheduled_since is when the job's schedule was recorded: by
+		// the first instance that registered it, by a take that found
+		// none, or by leasewrap reschedule to another one (NULL: before
+		// this column, or never scheduled). A due time before it was owed
+		// by nobody: the views do not judge it.
+		{"scheduled_since", "timestamp with time zone", "timestamptz", NullsAny, false},
 		// paused_until is set while an operator paused the job
 		// (leasewrap pause; 'infinity': until resumed): no take takes the
 		// row, and a scheduled time due meanwhile is claimed paused.

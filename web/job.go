@@ -300,10 +300,24 @@ func notRunRow(b *html, page jobPage, r inspect.Run) {
 	b.time(scheduledAt(r))
 	b.raw(`</a></td><td>`)
 	outcome(b, kind)
-	b.raw(`</td><td class="none">scheduled time, not run</td>` +
-		`<td></td><td></td><td></td><td></td><td></td><td>`)
+	b.raw(`</td><td class="none">scheduled time, not run`)
+	accountedBy(b, r)
+	b.raw(`</td><td></td><td></td><td></td><td></td><td></td><td>`)
 	origin(b, r.Origin)
 	b.raw(`</td><td></td></tr>`)
+}
+
+// accountedBy writes who accounted for a scheduled time nobody ran
+// (r.By: who paused the job, whose run held the lease, who recorded it
+// missed), as "; by NAME", when that is recorded: such a time has no
+// holder.
+func accountedBy(b *html, r inspect.Run) {
+	if r.By == "" {
+		return
+	}
+	b.raw(`; by <span class="by">`)
+	b.text(r.By)
+	b.raw(`</span>`)
 }
 
 // selected writes the selected run's details and the output it kept.
@@ -322,6 +336,7 @@ func selected(b *html, page jobPage) {
 		b.raw(kind)
 		b.raw(`</span></h2><p>`)
 		b.text(kindMeaning(kind))
+		accountedBy(b, *r)
 		b.raw(`.</p></section>`)
 		return
 	}

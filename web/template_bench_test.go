@@ -39,6 +39,7 @@ type runView struct {
 	ExitCode                   *int
 	StartedAt, FinishedAt      time.Time
 	Kind, ID, Holder, Origin   string
+	By                         string       // who accounted for a time not run
 	Since                      template.URL // ?since= as url.QueryEscape writes it
 	NotRun, Manual             bool
 	At                         time.Time // the scheduled time a time not run stands for
@@ -104,7 +105,7 @@ var jobTemplate = template.Must(template.New("job").Funcs(template.FuncMap{
 <h2>Runs</h2><div class="scroll"><table class="runs"><thead><tr><th>Started (UTC)</th><th>Outcome</th><th>Duration</th><th>Exit</th><th>Holder</th><th>Slot</th><th>Token</th><th>Attempt</th><th>Origin</th><th>Output</th></tr></thead><tbody>
 {{- range . -}}
 {{- if .NotRun -}}
-<tr class="not-run" data-outcome="{{.Kind}}"><td><a href="{{template "href" .}}">{{template "time" .At}}</a></td><td><span class="outcome k-{{.Kind}}">{{.Kind}}</span></td><td class="none">scheduled time, not run</td><td></td><td></td><td></td><td></td><td></td><td>{{template "origin" .Origin}}</td><td></td></tr>
+<tr class="not-run" data-outcome="{{.Kind}}"><td><a href="{{template "href" .}}">{{template "time" .At}}</a></td><td><span class="outcome k-{{.Kind}}">{{.Kind}}</span></td><td class="none">scheduled time, not run{{if .By}}; by <span class="by">{{.By}}</span>{{end}}</td><td></td><td></td><td></td><td></td><td></td><td>{{template "origin" .Origin}}</td><td></td></tr>
 {{- else -}}
 <tr data-outcome="{{.Kind}}"><td><a href="{{template "href" .}}">{{template "time" .StartedAt}}</a></td><td><span class="outcome k-{{.Kind}}">{{.Kind}}</span></td><td>{{dur .StartedAt .FinishedAt}}</td><td>{{template "exit" .ExitCode}}</td><td class="holder">{{.Holder}}</td><td>{{.Slot}}</td><td>{{.FencingToken}}</td><td>{{.Attempt}}</td><td>{{template "origin" .Origin}}</td><td>
 {{- if .OutputBytes}}<a href="{{template "href" .}}">{{.OutputBytes}} bytes</a>{{end -}}
@@ -124,7 +125,7 @@ func runViews(page jobPage) []runView {
 	for i, r := range page.Runs {
 		vs[i] = runView{Slot: r.Slot, Attempt: r.Attempt, OutputBytes: r.OutputBytes, FencingToken: r.FencingToken,
 			ExitCode: r.ExitCode, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Kind: kindOf(r), ID: runID(r), Holder: escape.Printable(r.Holder),
-			Origin: escape.Printable(r.Origin), Since: since, NotRun: notRun(r),
+			Origin: escape.Printable(r.Origin), By: escape.Printable(r.By), Since: since, NotRun: notRun(r),
 			Manual: r.Origin == inspect.OriginManual, At: scheduledAt(r)}
 	}
 	return vs
@@ -295,6 +296,10 @@ func TestJobPageTemplateWritesTheBuildersPage(t *testing.T) {
 		r := inspect.Run{Job: "j", Slot: 1 + i%2, Holder: holders[i%len(holders)], FencingToken: int64(100 + i), Attempt: 1 + i%3,
 			StartedAt: at(time.Duration(i) * 7 * time.Minute), Outcome: outcomes[i%len(outcomes)],
 			Origin: origins[i%len(origins)], OutputBytes: i % 4 * 100}
+		if notRun(r) {
+			// As the history reads it: a time not run has no holder.
+			r.By, r.Holder = r.Holder, ""
+		}
 		r.FinishedAt = r.StartedAt.Add([]time.Duration{0, 400 * time.Millisecond, 12 * time.Second, 3 * time.Minute, 2 * time.Hour}[i%5])
 		if i%6 != 5 {
 			code := i % 3

@@ -278,6 +278,11 @@ type RunJSON struct {
 	// plain; null when that cannot be told (its scheduled time's claim
 	// is gone).
 	Origin *string `json:"origin"`
+	// By is, for a scheduled time nobody ran (whose holder is ""), who
+	// accounted for it: who paused the job (paused), the holder whose
+	// run still held the lease (skipped), the instance that recorded it
+	// (missed); null for a run that records none.
+	By *string `json:"by"`
 }
 
 func printHistoryJSON(w io.Writer, runs []inspect.Run) error {
@@ -286,7 +291,7 @@ func printHistoryJSON(w io.Writer, runs []inspect.Run) error {
 		out = append(out, RunJSON{Job: r.Job, Slot: r.Slot, Holder: r.Holder, FencingToken: r.FencingToken,
 			Attempt: r.Attempt, StartedAt: r.StartedAt.UTC(), FinishedAt: r.FinishedAt.UTC(),
 			DurationSeconds: runDuration(r).Seconds(), ExitCode: r.ExitCode, Outcome: r.Outcome,
-			ScheduledAt: timefmt.UTC(r.ScheduledAt), OutputBytes: r.OutputBytes, Origin: origin(r)})
+			ScheduledAt: timefmt.UTC(r.ScheduledAt), OutputBytes: r.OutputBytes, Origin: origin(r), By: by(r)})
 	}
 	return escape.JSON(w, out)
 }
@@ -299,6 +304,15 @@ func origin(r inspect.Run) *string {
 	return &r.Origin
 }
 
+// by is r.By: who accounted for a time r nobody ran; nil for a run
+// that records none.
+func by(r inspect.Run) *string {
+	if !notRun(r) && r.By == "" {
+		return nil
+	}
+	return &r.By
+}
+
 func runDuration(r inspect.Run) time.Duration {
 	return max(r.FinishedAt.Sub(r.StartedAt), 0).Round(time.Millisecond)
 }
@@ -306,12 +320,19 @@ func runDuration(r inspect.Run) time.Duration {
 func printHistoryTable(w io.Writer, runs []inspect.Run) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	slotted := slices.ContainsFunc(runs, func(r inspect.Run) bool { return r.Slot > 1 })
+	// BY says who accounted for a scheduled time nobody ran: such a row
+	// has no holder.
+	byWhom := slices.ContainsFunc(runs, func(r inspect.Run) bool { return notRun(r) || r.By != "" })
 	if slotted {
 		fmt.Fprint(tw, "JOB\tSLOT\t")
 	} else {
 		fmt.Fprint(tw, "JOB\t")
 	}
-	fmt.Fprintln(tw, "HOLDER\tTOKEN\tATTEMPT\tSTARTED\tDURATION\tEXIT\tOUTCOME\tORIGIN")
+	fmt.Fprint(tw, "HOLDER\tTOKEN\tATTEMPT\tSTARTED\tDURATION\tEXIT\tOUTCOME\t")
+	if byWhom {
+		fmt.Fprint(tw, "BY\t")
+	}
+	fmt.Fprintln(tw, "ORIGIN")
 	for _, r := range runs {
 		fmt.Fprintf(tw, "%s\t", escape.Printable(r.Job))
 		if slotted {
@@ -325,14 +346,22 @@ func printHistoryTable(w io.Writer, runs []inspect.Run) error {
 		if r.Origin != "" {
 			how = r.Origin
 		}
-		token, attempt, started, duration := strconv.FormatInt(r.FencingToken, 10), strconv.Itoa(r.Attempt), timefmt.Stamp(r.StartedAt), runDuration(r).String()
-		if notRun(r) {
-			// A scheduled time nobody ran is no run: no token, attempt or
-			// duration, and the time it was due.
-			token, attempt, started, duration = "-", "-", "due "+timefmt.Stamp(dueAt(r)), "-"
+		holder, token, attempt, started, duration := escape.Printable(r.Holder), strconv.FormatInt(r.FencingToken, 10), strconv.Itoa(r.Attempt),
+			timefmt.Stamp(r.StartedAt), runDuration(r).String()
+		whom := "-"
+		if r.By != "" {
+			whom = escape.Printable(r.By)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", escape.Printable(r.Holder), token, attempt,
-			started, duration, exit, escape.Printable(r.Outcome), how)
+		if notRun(r) {
+			// A scheduled time nobody ran is no run: no holder, token,
+			// attempt or duration, and the time it was due.
+			holder, token, attempt, started, duration = "-", "-", "-", "due "+timefmt.Stamp(dueAt(r)), "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t", holder, token, attempt, started, duration, exit, escape.Printable(r.Outcome))
+		if byWhom {
+			fmt.Fprintf(tw, "%s\t", whom)
+		}
+		fmt.Fprintf(tw, "%s\n", how)
 	}
 	return tw.Flush()
 }
