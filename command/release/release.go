@@ -106,7 +106,13 @@ func parseRequest(c *cli.Context) (request, error) {
 	if err != nil {
 		return request{}, err
 	}
-	r := request{job: job, id: c.String("id"), to: c.String("to"), force: c.Bool("force"), yes: c.Bool("yes")}
+	r := request{job: job, force: c.Bool("force"), yes: c.Bool("yes")}
+	if r.id, err = cmdutil.ParseHolder(s, "id"); err != nil {
+		return r, err
+	}
+	if r.to, err = cmdutil.ParseHolder(s, "to"); err != nil {
+		return r, err
+	}
 	switch {
 	case r.to != "" && r.force:
 		return r, cmdutil.Usagef("--to hands the lease on when its holder has stopped its command, --force frees it at once: use one")
