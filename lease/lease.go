@@ -191,9 +191,18 @@ func (l *Lease) keep(ctx context.Context) {
 			return
 		default:
 			nextRenew = cfg.clock.Now() + jitter(cfg.RetryInterval)
-			log.Warn().Err(err).Stringer("remaining", l.Remaining().Round(time.Millisecond)).Msg("renewal failed")
+			log.Warn().Err(err).Str("next", l.retrying()).Stringer("remaining", l.Remaining().Round(time.Millisecond)).Msg("renewal failed")
 		}
 	}
+}
+
+// retrying says what follows a failed renewal: another every retry
+// interval, and the lease given up when none has succeeded by the moment
+// work has to stop.
+func (l *Lease) retrying() string {
+	cfg := l.store.cfg
+	return fmt.Sprintf("retrying every %s; if none succeeds within %s, the lease is given up and the work under it stopped",
+		cfg.RetryInterval, max(l.Remaining()-cfg.StopBefore(), 0).Round(time.Millisecond))
 }
 
 // lose ends the lease because leadership can no longer be guaranteed, and
@@ -233,6 +242,8 @@ func (l *Lease) extend(ctx context.Context, query, what string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, remaining)
 	defer cancel()
+	bound, _ := ctx.Deadline()
+	within := time.Until(bound)
 	var r renewal
 	db, done := s.replicaDB(s.db)
 	defer done()
@@ -255,6 +266,9 @@ func (l *Lease) extend(ctx context.Context, query, what string) error {
 		err = send()
 	}
 	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && timedOut(err) {
+			err = &NoAnswerError{Within: within, Err: err}
+		}
 		err = fmt.Errorf("cannot %s %q: %w", what, l.job, pgerr.Classify(err))
 		s.cfg.observer.Failed(err)
 		return err
