@@ -113,6 +113,15 @@ func (e *NoAnswerError) Error() string {
 // context.DeadlineExceeded) still holds.
 func (e *NoAnswerError) Unwrap() error { return e.Err }
 
+// noAnswer is err as a *NoAnswerError when it is the timeout of ctx, a
+// statement's context that was given within, and err otherwise.
+func noAnswer(ctx context.Context, err error, within time.Duration) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && timedOut(err) {
+		return &NoAnswerError{Within: within, Err: err}
+	}
+	return err
+}
+
 // connectionLost reports whether err says the connection broke rather than
 // that the server refused the statement: a network or protocol error, a
 // connection exception (class 08), or the server ending the session

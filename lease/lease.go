@@ -201,8 +201,12 @@ func (l *Lease) keep(ctx context.Context) {
 // work has to stop.
 func (l *Lease) retrying() string {
 	cfg := l.store.cfg
+	left := (l.Remaining() - cfg.StopBefore()).Round(time.Millisecond)
+	if left <= 0 {
+		return "no time is left for another: the lease is given up and the work under it stopped"
+	}
 	return fmt.Sprintf("retrying every %s; if none succeeds within %s, the lease is given up and the work under it stopped",
-		cfg.RetryInterval, max(l.Remaining()-cfg.StopBefore(), 0).Round(time.Millisecond))
+		cfg.RetryInterval, left)
 }
 
 // lose ends the lease because leadership can no longer be guaranteed, and
@@ -266,10 +270,7 @@ func (l *Lease) extend(ctx context.Context, query, what string) error {
 		err = send()
 	}
 	if err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) && timedOut(err) {
-			err = &NoAnswerError{Within: within, Err: err}
-		}
-		err = fmt.Errorf("cannot %s %q: %w", what, l.job, pgerr.Classify(err))
+		err = fmt.Errorf("cannot %s %q: %w", what, l.job, pgerr.Classify(noAnswer(ctx, err, within)))
 		s.cfg.observer.Failed(err)
 		return err
 	}
@@ -551,6 +552,8 @@ func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, end End) 
 	s := l.store
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
+	deadline, _ := ctx.Deadline()
+	within := time.Until(deadline)
 	query, args := s.releaseArgs(l, holdFor, end)
 	for {
 		tag, err := s.db.Exec(ctx, query, args)
@@ -563,7 +566,7 @@ func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, end End) 
 		case err == nil:
 			return nil
 		case !retryable(err) || ctx.Err() != nil:
-			return fmt.Errorf("cannot release lease %q: %w", l.job, pgerr.Classify(err))
+			return fmt.Errorf("cannot release lease %q: %w", l.job, pgerr.Classify(noAnswer(ctx, err, within)))
 		}
 		// A connection that broke while the lease was held fails once; the
 		// pool dials a fresh one for the next try.
@@ -571,7 +574,7 @@ func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, end End) 
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("cannot release lease %q: %w", l.job, pgerr.Classify(err))
+			return fmt.Errorf("cannot release lease %q: %w", l.job, pgerr.Classify(noAnswer(ctx, err, within)))
 		case <-t.C:
 		}
 	}
