@@ -70,47 +70,14 @@ func unknownWord(word string, cmds []*cli.Command) error {
 	return cmdutil.Usagef("unknown command %q: see leasewrap --help (a command to run goes after --)", word)
 }
 
-// nearest is the subcommand name (or "help") closest to word, within two
-// edits, or "" when none is.
+// nearest is the subcommand name (or "help") word is likely a typo of
+// (cmdutil.Nearest), or "".
 func nearest(word string, cmds []*cli.Command) string {
-	best, bestDist := "", 3
 	names := []string{"help"}
 	for _, c := range cmds {
 		names = append(names, c.Names()...)
 	}
-	for _, name := range names {
-		if d := editDistance(word, name); d < bestDist && d < len(name) {
-			best, bestDist = name, d
-		}
-	}
-	return best
-}
-
-// editDistance counts the insertions, deletions, substitutions and swaps
-// of two neighbours that turn a into b (optimal string alignment).
-func editDistance(a, b string) int {
-	x, y := []rune(a), []rune(b)
-	d := make([][]int, len(x)+1)
-	for i := range d {
-		d[i] = make([]int, len(y)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(x); i++ {
-		for j := 1; j <= len(y); j++ {
-			cost := 1
-			if x[i-1] == y[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && x[i-1] == y[j-2] && x[i-2] == y[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(x)][len(y)]
+	return cmdutil.Nearest(word, names)
 }
 
 // splitChild splits args at the first "--": leasewrap's own arguments before

@@ -160,8 +160,9 @@ func TestStatusAndHistorySayAJobFromTheEnvironment(t *testing.T) {
 
 // The words people try first do what they do in git and kubectl: help,
 // help SUBCOMMAND and --version; a word that is no subcommand (nor, without
-// --, a program) is refused with the subcommand it is likely a typo of;
-// leasewrap alone prints its usage to stderr and exits 64.
+// --, a program) is refused with the subcommand it is likely a typo of, and
+// an unknown flag with the flag; leasewrap alone prints its usage to stderr
+// and exits 64.
 func TestHabitsOfTheCommandLine(t *testing.T) {
 	env := map[string]string{"LEASEWRAP_JOB": "", "LEASEWRAP_DATABASE_URL": "", "DATABASE_URL": "", "PGHOST": "", "PGDATABASE": "", "PGSERVICE": ""}
 	for _, tc := range []struct {
@@ -178,6 +179,9 @@ func TestHabitsOfTheCommandLine(t *testing.T) {
 		{[]string{"hisotry", "--job", "x"}, cmdutil.ExitUsage, "", `did you mean "history"?`},
 		{[]string{"--job", "x", "stauts"}, cmdutil.ExitUsage, "", `unknown command "stauts"; did you mean "status"?`},
 		{[]string{"--job", "x", "no-such-program-xyzzy"}, cmdutil.ExitUsage, "", `unknown command "no-such-program-xyzzy": see leasewrap --help`},
+		{[]string{"--job", "x", "--hold", "5m", "--", "true"}, cmdutil.ExitUsage, "", "leasewrap: unknown flag --hold; did you mean --hold-for? (see leasewrap --help)\n"},
+		{[]string{"status", "--jbo", "x"}, cmdutil.ExitUsage, "", "leasewrap: unknown flag --jbo; did you mean --job? (see leasewrap status --help)\n"},
+		{[]string{"--job", "x", "--xyzzy", "--", "true"}, cmdutil.ExitUsage, "", "leasewrap: unknown flag --xyzzy (see leasewrap --help)\n"},
 		{[]string{"--job", "x", "stauts", "--", "true"}, cmdutil.ExitUsage, "", `unknown command "stauts"`},
 		// A program, by path or in $PATH, is still the command to run (the
 		// refusal that follows is the missing database's), and so is a word
@@ -197,16 +201,5 @@ func TestHabitsOfTheCommandLine(t *testing.T) {
 	p := lw(t, nil)
 	if code := p.Wait(t, 10*time.Second); code != cmdutil.ExitUsage || !strings.Contains(p.Logs.String(), "leasewrap help SUBCOMMAND") {
 		t.Errorf("leasewrap alone: exit %d, stderr %q; want 64 and the usage", code, p.Logs)
-	}
-}
-
-func TestEditDistance(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want int
-	}{{"stauts", "status", 1}, {"status", "status", 0}, {"hisotry", "history", 1}, {"relase", "release", 1}, {"foo", "status", 6}, {"", "help", 4}} {
-		if got := editDistance(tc.a, tc.b); got != tc.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
 	}
 }

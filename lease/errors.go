@@ -97,6 +97,31 @@ func (e *HeldError) Error() string {
 // Is makes errors.Is(err, ErrHeld) true.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
+// NoAnswerError is a statement the database did not answer within the
+// time it was given: a server that hangs, or a network that drops what
+// is sent, said as such rather than as "context deadline exceeded".
+type NoAnswerError struct {
+	Within time.Duration // how long the statement was given
+	Err    error         // the timeout, as the driver reported it
+}
+
+func (e *NoAnswerError) Error() string {
+	return fmt.Sprintf("the database did not answer within %s", e.Within.Round(time.Millisecond))
+}
+
+// Unwrap returns the driver's error, so that errors.Is(err,
+// context.DeadlineExceeded) still holds.
+func (e *NoAnswerError) Unwrap() error { return e.Err }
+
+// noAnswer is err as a *NoAnswerError when it is the timeout of ctx, a
+// statement's context that was given within, and err otherwise.
+func noAnswer(ctx context.Context, err error, within time.Duration) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && timedOut(err) {
+		return &NoAnswerError{Within: within, Err: err}
+	}
+	return err
+}
+
 // connectionLost reports whether err says the connection broke rather than
 // that the server refused the statement: a network or protocol error, a
 // connection exception (class 08), or the server ending the session

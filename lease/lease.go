@@ -191,9 +191,22 @@ func (l *Lease) keep(ctx context.Context) {
 			return
 		default:
 			nextRenew = cfg.clock.Now() + jitter(cfg.RetryInterval)
-			log.Warn().Err(err).Stringer("remaining", l.Remaining().Round(time.Millisecond)).Msg("renewal failed")
+			log.Warn().Err(err).Str("next", l.retrying()).Stringer("remaining", l.Remaining().Round(time.Millisecond)).Msg("renewal failed")
 		}
 	}
+}
+
+// retrying says what follows a failed renewal: another every retry
+// interval, and the lease given up when none has succeeded by the moment
+// work has to stop.
+func (l *Lease) retrying() string {
+	cfg := l.store.cfg
+	left := (l.Remaining() - cfg.StopBefore()).Round(time.Millisecond)
+	if left <= 0 {
+		return "no time is left for another: the lease is given up and the work under it stopped"
+	}
+	return fmt.Sprintf("retrying every %s; if none succeeds within %s, the lease is given up and the work under it stopped",
+		cfg.RetryInterval, left)
 }
 
 // lose ends the lease because leadership can no longer be guaranteed, and
@@ -233,6 +246,8 @@ func (l *Lease) extend(ctx context.Context, query, what string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, remaining)
 	defer cancel()
+	bound, _ := ctx.Deadline()
+	within := time.Until(bound)
 	var r renewal
 	db, done := s.replicaDB(s.db)
 	defer done()
@@ -255,7 +270,7 @@ func (l *Lease) extend(ctx context.Context, query, what string) error {
 		err = send()
 	}
 	if err != nil {
-		err = fmt.Errorf("cannot %s %q: %w", what, l.job, pgerr.Classify(err))
+		err = fmt.Errorf("cannot %s %q: %w", what, l.job, pgerr.Classify(noAnswer(ctx, err, within)))
 		s.cfg.observer.Failed(err)
 		return err
 	}
@@ -537,6 +552,8 @@ func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, end End) 
 	s := l.store
 	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
+	deadline, _ := ctx.Deadline()
+	within := time.Until(deadline)
 	query, args := s.releaseArgs(l, holdFor, end)
 	for {
 		tag, err := s.db.Exec(ctx, query, args)
@@ -549,7 +566,7 @@ func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, end End) 
 		case err == nil:
 			return nil
 		case !retryable(err) || ctx.Err() != nil:
-			return fmt.Errorf("cannot release lease %q: %w", l.job, pgerr.Classify(err))
+			return fmt.Errorf("cannot release lease %q: %w", l.job, pgerr.Classify(noAnswer(ctx, err, within)))
 		}
 		// A connection that broke while the lease was held fails once; the
 		// pool dials a fresh one for the next try.
@@ -557,7 +574,7 @@ func (l *Lease) releaseRow(ctx context.Context, holdFor time.Duration, end End) 
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("cannot release lease %q: %w", l.job, pgerr.Classify(err))
+			return fmt.Errorf("cannot release lease %q: %w", l.job, pgerr.Classify(noAnswer(ctx, err, within)))
 		case <-t.C:
 		}
 	}

@@ -166,11 +166,14 @@ func CheckJob(job string) error {
 }
 
 // CheckNewJob reports whether job may name a lease to take: CheckJob's rule,
-// printable characters only (a name shows up in terminals, logs and
+// no white space at either end (CheckEdges), printable characters only (a name shows up in terminals, logs and
 // metrics), and no '#', which SlotRow uses to name a job's other slots: a
 // job "x#2" would take slot 2 of job "x".
 func CheckNewJob(job string) error {
 	if err := CheckJob(job); err != nil {
+		return err
+	}
+	if err := CheckEdges("job name", job); err != nil {
 		return err
 	}
 	if strings.ContainsRune(job, '#') {
@@ -187,10 +190,13 @@ func CheckNewJob(job string) error {
 const MaxHolderLen = 200
 
 // CheckHolder reports whether id can be a holder id: 1-200 bytes of
-// printable UTF-8.
+// printable UTF-8, without white space at either end (CheckEdges).
 func CheckHolder(id string) error {
 	if id == "" || len(id) > MaxHolderLen || !utf8.ValidString(id) {
 		return fmt.Errorf("invalid holder id %.40q (%d bytes): must be 1-%d bytes of UTF-8, as in %q", id, len(id), MaxHolderLen, "web-1")
+	}
+	if err := CheckEdges("holder id", id); err != nil {
+		return err
 	}
 	if i := strings.IndexFunc(id, unprintable); i >= 0 {
 		return fmt.Errorf("invalid holder id %q: control and invisible characters (%U) are not allowed", id, []rune(id[i:])[0])

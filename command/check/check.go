@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -156,6 +155,6 @@ func unknown(c *cli.Context, job string, err error) error {
 	if msg == nil {
 		msg = err
 	}
-	r := Result{Job: job, Status: "unknown", State: inspect.StateUnknown, Message: strings.ReplaceAll(msg.Error(), "\n\t", "; "), code: cmdutil.CheckUnknown}
+	r := Result{Job: job, Status: "unknown", State: inspect.StateUnknown, Message: cmdutil.OneLine(msg), code: cmdutil.CheckUnknown}
 	return r.print(c.App.Writer, c.Bool("json"))
 }

@@ -67,10 +67,11 @@ func Printed(_ int, err error) error {
 // OperatorStore opens the database and a Store acting as who (--id when
 // given), for an operator's command that writes.
 func OperatorStore(c *cli.Context, s Settings, who string) (*lease.Store, *Admin, error) {
-	if id := c.String("id"); id != "" {
-		if err := lease.CheckHolder(id); err != nil {
-			return nil, nil, Usagef("invalid %s: %v", s.Source("id"), err)
-		}
+	id, err := ParseHolder(s, "id")
+	if err != nil {
+		return nil, nil, err
+	}
+	if id != "" {
 		who = id
 	}
 	a, err := OpenAdmin(c)

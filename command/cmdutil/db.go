@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,11 +105,33 @@ func (d *Database) Close() {
 	}
 }
 
+// OneLine is err's message on one line. A *pgconn.ConnectError with
+// several attempts (one per host, and per TLS mode tried) puts each on a
+// line of its own, under a first line that ends in a colon: each different
+// one is said once, after "; ". The message is read as written rather than
+// from the error's tree, which would miss what a redactor masked.
+func OneLine(err error) string {
+	head, rest, _ := strings.Cut(err.Error(), "\n\t")
+	var attempts []string
+	for _, a := range strings.Split(rest, "\n\t") {
+		if a != "" && !slices.Contains(attempts, a) {
+			attempts = append(attempts, a)
+		}
+	}
+	if len(attempts) == 0 {
+		return strings.ReplaceAll(head, "\n", "; ")
+	}
+	sep := "; "
+	if strings.HasSuffix(head, ":") {
+		sep = " "
+	}
+	return strings.ReplaceAll(head+sep+strings.Join(attempts, "; "), "\n", "; ")
+}
+
 // Unavailable logs why the lease store could not be used, naming the
 // database, and returns EX_UNAVAILABLE.
 func (d *Database) Unavailable(err error, log zerolog.Logger) error {
-	msg := strings.ReplaceAll(err.Error(), "\n\t", "; ")
-	ev := d.Named(log.Error()).Str("error", msg)
+	ev := d.Named(log.Error()).Str("error", OneLine(err))
 	if errors.Is(err, lease.ErrNotLeaseTable) {
 		ev.Msg("refusing a table that is not a lease table: check --table (or LEASEWRAP_TABLE)")
 	} else if errors.Is(err, lease.ErrNotReplicated) {

@@ -155,9 +155,36 @@ func ParseJob(s Settings) (string, error) {
 		return "", nil
 	}
 	if err := lease.CheckJob(job); err != nil {
-		return "", Usagef("invalid %s: %v", s.Source("job"), err)
+		return "", NameError(s, "job", err)
+	}
+	if err := lease.CheckEdges("job name", job); err != nil {
+		return "", NameError(s, "job", err)
 	}
 	return job, nil
+}
+
+// ParseHolder reads a holder id setting (--id, release's --to): "" when
+// it is not set.
+func ParseHolder(s Settings, name string) (string, error) {
+	id := s.Ctx.String(name)
+	if id == "" {
+		return "", nil
+	}
+	if err := lease.CheckHolder(id); err != nil {
+		return "", NameError(s, name, err)
+	}
+	return id, nil
+}
+
+// NameError is the usage error for err, lease's refusal of the job name or
+// holder id that setting name holds. White space at either end is named
+// with the value, which the rest of the message does not quote.
+func NameError(s Settings, name string, err error) error {
+	var edge *lease.EdgeSpaceError
+	if errors.As(err, &edge) {
+		return Usagef("%s %q: %v", s.Source(name), s.Ctx.String(name), err)
+	}
+	return Usagef("invalid %s: %v", s.Source(name), err)
 }
 
 // SayJobFromEnv says on stderr that status or history shows only job, as

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 
 	"github.com/urfave/cli/v2"
 )
@@ -24,7 +25,24 @@ func UsageError(c *cli.Context, err error, _ bool) error {
 	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
 		name += " " + c.Command.Name
 	}
-	return Usagef("%s (see %s --help)", flagError(err.Error()), name)
+	return Usagef("%s (see %s --help)", flagError(err.Error(), flagNames(c)), name)
+}
+
+// flagNames are the names of the flags c's command takes, its own and the
+// app's, for a "did you mean".
+func flagNames(c *cli.Context) []string {
+	flags := c.App.Flags
+	if c.Command != nil {
+		flags = append(slices.Clone(flags), c.Command.Flags...)
+	}
+	var names []string
+	for _, f := range flags {
+		if v, ok := f.(cli.VisibleFlag); ok && !v.IsVisible() {
+			continue
+		}
+		names = append(names, f.Names()...)
+	}
+	return names
 }
 
 // urfave/cli's words for a flag it does not know or a boolean it cannot
@@ -36,11 +54,15 @@ var (
 )
 
 // flagError says msg, urfave/cli's error, as leasewrap's other settings
-// errors do: the flag as written, with two dashes, and what is valid. Any
-// other message is left as it is.
-func flagError(msg string) string {
+// errors do: the flag as written, with two dashes, and what is valid (for
+// an unknown flag, the one of names it is likely a typo of). Any other
+// message is left as it is.
+func flagError(msg string, names []string) string {
 	const bools = "want true or false (or 1, 0, t, f)"
 	if m := unknownFlag.FindStringSubmatch(msg); m != nil {
+		if near := Nearest(m[1], names); near != "" {
+			return fmt.Sprintf("unknown flag --%s; did you mean --%s?", m[1], near)
+		}
 		return "unknown flag --" + m[1]
 	}
 	if m := badBool.FindStringSubmatch(msg); m != nil {

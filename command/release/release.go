@@ -1,6 +1,7 @@
 package release
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/redbite/leasewrap/command/cmdutil"
 	"github.com/redbite/leasewrap/inspect"
 	"github.com/redbite/leasewrap/internal/escape"
+	"github.com/redbite/leasewrap/internal/timefmt"
 	"github.com/redbite/leasewrap/lease"
 )
 
@@ -75,8 +77,11 @@ func releaseAction(c *cli.Context) error {
 		// Asked for already: what this command would ask for is under way.
 		return cmdutil.Printed(fmt.Fprintln(c.App.Writer, escape.Printable("release already requested: "+r.outcome(j.Holder, j.FencingToken))))
 	}
-	holder, token, err := store.ReleaseHeld(c.Context, lease.SlotRow(r.job, r.slot), r.id, j.FencingToken, r.force)
+	holder, token, err := releaseSeen(c.Context, a.Read, store, r, j)
+	var exit *cmdutil.ExitError
 	switch {
+	case errors.As(err, &exit):
+		return err
 	case errors.Is(err, lease.ErrNoJob):
 		return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: err}
 	case err != nil:
@@ -106,7 +111,13 @@ func parseRequest(c *cli.Context) (request, error) {
 	if err != nil {
 		return request{}, err
 	}
-	r := request{job: job, id: c.String("id"), to: c.String("to"), force: c.Bool("force"), yes: c.Bool("yes")}
+	r := request{job: job, force: c.Bool("force"), yes: c.Bool("yes")}
+	if r.id, err = cmdutil.ParseHolder(s, "id"); err != nil {
+		return r, err
+	}
+	if r.to, err = cmdutil.ParseHolder(s, "to"); err != nil {
+		return r, err
+	}
 	switch {
 	case r.to != "" && r.force:
 		return r, cmdutil.Usagef("--to hands the lease on when its holder has stopped its command, --force frees it at once: use one")
@@ -117,6 +128,40 @@ func parseRequest(c *cli.Context) (request, error) {
 		return r, cmdutil.Usagef("invalid %s %q: must be a number 1-%d", s.Source("slot"), c.String("slot"), lease.MaxSlots)
 	}
 	return r, nil
+}
+
+// releaseSeen releases the lease as the look-up j saw it. When it has
+// changed hands since (a handoff between the look-up and the release), the
+// refusal says who holds it now.
+func releaseSeen(ctx context.Context, read *inspect.Reader, store *lease.Store, r request, j inspect.JobStatus) (string, int64, error) {
+	holder, token, err := store.ReleaseHeld(ctx, lease.SlotRow(r.job, r.slot), r.id, j.FencingToken, r.force)
+	if !errors.Is(err, lease.ErrNoJob) || r.id == "" {
+		return holder, token, err
+	}
+	jobs, readErr := read.Status(ctx, r.job)
+	if i := slices.IndexFunc(jobs, func(j inspect.JobStatus) bool { return j.Slot == r.slot }); readErr == nil && i >= 0 &&
+		jobs[i].Live() && jobs[i].Holder != r.id {
+		return "", 0, notHeldBy(jobs[i], r.id)
+	}
+	return "", 0, err
+}
+
+// notHeldBy is the refusal to release, on id's behalf, the lease in j that
+// another holder has (exit 1: no live lease of that holder), saying whose
+// it is.
+func notHeldBy(j inspect.JobStatus, id string) error {
+	now := "it is free (" + string(j.State) + ")"
+	if j.Live() {
+		now = "it is held by " + escape.Printable(j.Holder)
+		if j.LastStarted != nil {
+			now += " since " + timefmt.Stamp(*j.LastStarted)
+		}
+		if j.State != lease.StateHeld {
+			now += " (" + string(j.State) + ")"
+		}
+	}
+	return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: fmt.Errorf("%q is not held by %s: %s; nothing released",
+		j.Job, escape.Printable(id), now)}
 }
 
 // outcome says what the holder does once asked to release.
@@ -152,7 +197,7 @@ func releasable(j inspect.JobStatus, id string, force, yes bool) error {
 	holder := escape.Printable(j.Holder)
 	switch {
 	case id != "" && j.Holder != id:
-		return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: fmt.Errorf("the lease on %s is not held by %s (holder: %s, %s)", escape.Printable(j.Job), escape.Printable(id), holder, j.State)}
+		return notHeldBy(j, id)
 	case !j.Live():
 		return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: fmt.Errorf("the lease on %s is already free (%s)", escape.Printable(j.Job), j.State)}
 	case j.State == lease.StateKept && !force:

@@ -60,11 +60,11 @@ func triggerSettings(c *cli.Context) (job, id string, within time.Duration, err 
 	if job, err = cmdutil.RequireJob(s); err != nil {
 		return "", "", 0, err
 	}
-	id = c.String("id")
+	if id, err = cmdutil.ParseHolder(s, "id"); err != nil {
+		return "", "", 0, err
+	}
 	if id == "" {
 		id = lease.DefaultHolder()
-	} else if err := lease.CheckHolder(id); err != nil {
-		return "", "", 0, cmdutil.Usagef("invalid %s: %v", s.Source("id"), err)
 	}
 	timings, _, err := cmdutil.ParseTimings(s)
 	if err != nil {

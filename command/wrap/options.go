@@ -55,7 +55,7 @@ const maxKeepOutput = 1 << 20
 // touches neither the database nor the child.
 func parseRunOptions(c *cli.Context, child []string, hasChild bool) (runOptions, error) {
 	s := cmdutil.NewSettings(c)
-	o := runOptions{command: child, holder: c.String("id"), wait: c.Bool("wait"), listen: c.Bool("listen"),
+	o := runOptions{command: child, wait: c.Bool("wait"), listen: c.Bool("listen"),
 		httpAddr: c.String("http-addr"), requireReplicated: c.Bool("require-replicated")}
 	if !hasChild {
 		o.command = c.Args().Slice()
@@ -71,12 +71,10 @@ func parseRunOptions(c *cli.Context, child []string, hasChild bool) (runOptions,
 		return o, err
 	}
 	if err := lease.CheckNewJob(o.job); err != nil {
-		return o, cmdutil.Usagef("invalid %s: %v", s.Source("job"), err)
+		return o, cmdutil.NameError(s, "job", err)
 	}
-	if o.holder != "" {
-		if err := lease.CheckHolder(o.holder); err != nil {
-			return o, cmdutil.Usagef("invalid %s: %v", s.Source("id"), err)
-		}
+	if o.holder, err = cmdutil.ParseHolder(s, "id"); err != nil {
+		return o, err
 	}
 	if o.store, err = cmdutil.ParseStoreOptions(s); err != nil {
 		return o, err

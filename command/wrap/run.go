@@ -474,7 +474,7 @@ func (w *wrapper) ping(ctx context.Context) error {
 
 // oneLine is err's message on one line (pgx puts each host's failure on
 // a line of its own).
-func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n\t", "; ") }
+func oneLine(err error) string { return cmdutil.OneLine(err) }
 
 // causeOf replaces err with the reason ctx ended, when it did: a failed
 // statement is only the symptom of a signal or a timeout.
