@@ -564,7 +564,7 @@ func TestBrowserLayoutAtLaptopAndPhone(t *testing.T) {
 		b.do(chromedp.Navigate(srv.URL + "/jobs/" + jobReport + since))
 		tl := eval[map[string]float64](b, `(() => { const fig = document.querySelector('figure.timeline'), svg = document.getElementById('timeline');
   return {svg: svg.getBoundingClientRect().width, label: Math.min(...[...svg.querySelectorAll('text')].map(t => t.getBoundingClientRect().height)),
-    scroll: fig.scrollWidth, client: fig.clientWidth, left: fig.scrollLeft, auto: getComputedStyle(fig).overflowX === 'auto' ? 1 : 0,
+    scroll: fig.scrollWidth, client: fig.clientWidth, end: svg.getBoundingClientRect().right - fig.getBoundingClientRect().right, auto: getComputedStyle(fig).overflowX === 'auto' ? 1 : 0,
     page: document.documentElement.scrollWidth - document.documentElement.clientWidth}; })()`)
 		if tl["svg"] < 960 || tl["label"] < 10 {
 			t.Errorf("%d px: the timeline is %.0f px wide, its smallest label %.1f px high; want at least 960 and 10", width, tl["svg"], tl["label"])
@@ -572,9 +572,9 @@ func TestBrowserLayoutAtLaptopAndPhone(t *testing.T) {
 		if mobile && (tl["auto"] != 1 || tl["scroll"] <= tl["client"]) {
 			t.Errorf("%d px: the timeline does not scroll in its own box: %v", width, tl)
 		}
-		// Scrolled to its right end, where now and the newest runs are.
-		if mobile && tl["left"] < tl["scroll"]-tl["client"]-1 {
-			t.Errorf("%d px: the timeline shows from %.0f px, not from its right end: %v", width, tl["left"], tl)
+		// Shown from its right end, where now and the newest runs are.
+		if tl["end"] > 1 {
+			t.Errorf("%d px: the timeline's right end, now, is %.0f px out of sight: %v", width, tl["end"], tl)
 		}
 		if tl["page"] > 0 {
 			t.Errorf("%d px: the job's page is %.0f px wider than the screen", width, tl["page"])

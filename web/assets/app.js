@@ -1,6 +1,5 @@
 // leasewrap's pages work without this script. With it: the viewer's local
-// time as each time's title, a run's facts shown on hover or focus, and a
-// timeline wider than the screen shown from its right end (now).
+// time as each time's title, and a run's facts shown on hover or focus.
 "use strict";
 (function () {
   function local(iso) {
@@ -37,10 +36,6 @@
   document.addEventListener("DOMContentLoaded", function () {
     setLocalTitles(document);
     var svg = document.getElementById("timeline");
-    // On a screen narrower than the drawing, it scrolls: start at its
-    // right, where now is.
-    var figure = svg && svg.closest("figure");
-    if (figure) figure.scrollLeft = figure.scrollWidth;
     if (svg) {
       svg.addEventListener("mouseover", show);
       svg.addEventListener("focusin", show);
