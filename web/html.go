@@ -37,7 +37,8 @@ func (b *html) text(s string) { b.entities(escape.Printable(s)) }
 // printed writes s that is already printable: text whose parts from the
 // database were escaped once, as a verdict's reason is (inspect.Judge
 // escapes the job name and holders in it). Escaping its backslashes again
-// would show a name otherwise than every other view: `c\d` as `c\\d`.
+// would show a name otherwise than every other view: the job a'b"c\d,
+// printed a'b"c\\d, as a'b"c\\\\d.
 // Anything left that a browser would act on or hide is still spelled
 // out, as escape.Text does, and HTML's special characters made entities.
 func (b *html) printed(s string) { b.entities(string(escape.Text([]byte(s)))) }

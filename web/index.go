@@ -130,7 +130,7 @@ func renderIndex(jobs []jobRow, now time.Time, refresh int) []byte {
 	b.raw(`</header><main><div class="scroll"><table class="jobs"><thead><tr>` +
 		`<th>Job</th><th>Health</th><th>State</th><th>Outcome</th><th>Holder</th><th>Last run</th>` +
 		`<th>Duration</th><th>Origin</th><th>Exit</th><th>Next</th>` +
-		`<th>Recent runs</th></tr></thead><tbody>`) // jobColumns of them
+		`<th>Recent runs</th></tr></thead><tbody>`)
 	for _, j := range jobs {
 		b.raw(`<tr class="job`)
 		switch j.rank() {

@@ -56,8 +56,8 @@ var states = []word{
 
 // healths are what each of a job's states (inspect.States, the judgement
 // check, status and the exporter share) means, as the legend says it;
-// each has its own colour (class h-NAME). TestEveryHealthHasAMeaning
-// keeps the list whole.
+// each has its own colour (class h-NAME).
+// TestEveryHealthHasAMeaningAndAColour keeps the list whole.
 var healths = map[string]string{
 	inspect.StateHealthy: "nothing to act on",
 	inspect.StatePaused:  "an operator paused the job (leasewrap pause): nothing runs it until it is resumed, on purpose; not an alarm",
@@ -118,7 +118,7 @@ func notRun(r inspect.Run) bool { return lease.NotRun(r.Outcome) }
 // states and the kinds of run.
 func legend(b *html) {
 	b.raw(`<section class="legend" id="legend"><h2>Legend</h2><h3>Health</h3>` +
-		`<p class="none">The same judgement as leasewrap check, status and the exporter; the reason is written beside it.</p><dl>`)
+		`<p class="none">The same judgement as leasewrap check, status and the exporter; each job's reason is written with it.</p><dl>`)
 	for _, h := range inspect.States {
 		// No data-health here: that names a job's state.
 		b.raw(`<dt><span class="health h-`)
