@@ -545,8 +545,8 @@ func TestNamesReadTheSameInTheirReason(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasPrefix(s.Verdict.Reason, escape.Printable(job)+" ") {
-			t.Fatalf("the reason of %q is %q: it does not start with the name", job, s.Verdict.Reason)
+		if !strings.Contains(s.Verdict.Reason, escape.Printable(job)) {
+			t.Fatalf("the reason of %q is %q: it does not name the job", job, s.Verdict.Reason)
 		}
 		reason := `<span class="reason">` + html.EscapeString(s.Verdict.Reason) + `</span>`
 		_, page, _ := lwtest.Get(t, srv.URL, "/jobs/"+url.PathEscape(job))
