@@ -204,7 +204,7 @@ func renderJob(page jobPage, root string) []byte {
 	b.raw(`</p><p class="verdict">`)
 	health(&b, page.Verdict)
 	b.raw(` `)
-	b.text(page.Verdict.Reason)
+	reason(&b, page.Verdict)
 	b.raw(`</p>`)
 	leaseFacts(&b, page.Lease)
 	b.raw(`<nav class="windows">`)
