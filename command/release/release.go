@@ -75,7 +75,7 @@ func releaseAction(c *cli.Context) error {
 		// Asked for already: what this command would ask for is under way.
 		return cmdutil.Printed(fmt.Fprintln(c.App.Writer, escape.Printable("release already requested: "+r.outcome(j.Holder, j.FencingToken))))
 	}
-	holder, token, err := store.ReleaseHeld(c.Context, lease.SlotRow(r.job, r.slot), r.id, j.FencingToken, r.force)
+	holder, token, err := store.ReleaseHeldBy(c.Context, lease.SlotRow(r.job, r.slot), r.id, j.FencingToken, r.force, r.by())
 	switch {
 	case errors.Is(err, lease.ErrNoJob):
 		return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: err}
@@ -117,6 +117,16 @@ func parseRequest(c *cli.Context) (request, error) {
 		return r, cmdutil.Usagef("invalid %s %q: must be a number 1-%d", s.Source("slot"), c.String("slot"), lease.MaxSlots)
 	}
 	return r, nil
+}
+
+// by says who asks, and how, as the holder records it with the run it
+// stops: "release by root@host", "release --to B by root@host".
+func (r request) by() string {
+	how := "release"
+	if r.to != "" {
+		how += " --to " + r.to
+	}
+	return how + " by " + cmdutil.Operator()
 }
 
 // outcome says what the holder does once asked to release.
