@@ -269,6 +269,10 @@ type RunJSON struct {
 	DurationSeconds float64   `json:"duration_seconds"`
 	ExitCode        *int      `json:"exit_code"`
 	Outcome         string    `json:"outcome"`
+	// StoppedBy says who asked for the stop of a run with outcome
+	// stopped ("SIGTERM to leasewrap", "release by root@host"); null for
+	// another outcome, or when not known.
+	StoppedBy *string `json:"stopped_by"`
 	// ScheduledAt is null for a run without a schedule.
 	ScheduledAt *time.Time `json:"scheduled_at"`
 	// OutputBytes is the size of the output the run kept (history
@@ -285,10 +289,19 @@ func printHistoryJSON(w io.Writer, runs []inspect.Run) error {
 	for _, r := range runs {
 		out = append(out, RunJSON{Job: r.Job, Slot: r.Slot, Holder: r.Holder, FencingToken: r.FencingToken,
 			Attempt: r.Attempt, StartedAt: r.StartedAt.UTC(), FinishedAt: r.FinishedAt.UTC(),
-			DurationSeconds: runDuration(r).Seconds(), ExitCode: r.ExitCode, Outcome: r.Outcome,
+			DurationSeconds: runDuration(r).Seconds(), ExitCode: r.ExitCode, Outcome: r.Outcome, StoppedBy: stoppedBy(r),
 			ScheduledAt: timefmt.UTC(r.ScheduledAt), OutputBytes: r.OutputBytes, Origin: origin(r)})
 	}
 	return escape.JSON(w, out)
+}
+
+// stoppedBy is who asked for r's stop, nil when r was not stopped or
+// that is not known.
+func stoppedBy(r inspect.Run) *string {
+	if r.Outcome != lease.OutcomeStopped || r.StoppedBy == "" {
+		return nil
+	}
+	return &r.StoppedBy
 }
 
 // origin is how r came to be, nil when that cannot be told.
@@ -332,7 +345,7 @@ func printHistoryTable(w io.Writer, runs []inspect.Run) error {
 			token, attempt, started, duration = "-", "-", "due "+timefmt.Stamp(dueAt(r)), "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", escape.Printable(r.Holder), token, attempt,
-			started, duration, exit, escape.Printable(r.Outcome), how)
+			started, duration, exit, escape.Printable(r.Outcome)+r.Stop(), how)
 	}
 	return tw.Flush()
 }
