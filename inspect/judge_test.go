@@ -1,11 +1,16 @@
 package inspect
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/redbite/leasewrap/internal/pgtest"
 	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/schema"
 )
 
 // Judge of a job without a schedule: a stopped run counts neither way, a
@@ -83,5 +88,62 @@ func TestTakingOver(t *testing.T) {
 		if got := TakingOver(tc.queue, tc.ago); got != tc.want {
 			t.Errorf("TakingOver(%d standbys, free for %s) = %q, want %q", len(tc.queue), tc.ago, got, tc.want)
 		}
+	}
+}
+
+// The summary reads a standby taking over from the lease row: a job
+// whose lease came free a moment ago, with a live standby in its queue,
+// is healthy, and says which standby takes it; one free for longer than
+// TakeoverBound, or whose standby stopped looking, is judged as not held.
+func TestSummaryReadsAStandbyTakingOver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	s, err := lease.New(pool, lease.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lt, ht := pgx.Identifier{table}.Sanitize(), schema.HistoryTable(pgx.Identifier{table}).Sanitize()
+	entry := func(holder, until string) string {
+		return `jsonb_build_array(jsonb_build_object('id', '` + holder + `', 'holder', '` + holder + `', 'priority', 0,
+  'since', (extract(epoch FROM now()) * 1000000)::bigint, 'until', (extract(epoch FROM ` + until + `) * 1000000)::bigint))`
+	}
+	for _, sql := range []string{
+		`INSERT INTO ` + lt + ` (job_name, holder, expires_at, fencing_token, released_at, queue) VALUES
+  ('taking', 'A', now() - interval '2 seconds', 1, now() - interval '2 seconds', ` + entry("B", "now() + interval '1 minute'") + `),
+  ('long-free', 'A', now() - interval '5 minutes', 1, now() - interval '5 minutes', ` + entry("B", "now() + interval '1 minute'") + `),
+  ('gone-standby', 'A', now() - interval '2 seconds', 1, now() - interval '2 seconds', ` + entry("B", "now() - interval '1 second'") + `)`,
+		`INSERT INTO ` + ht + ` (job_name, holder, fencing_token, started_at, finished_at, exit_code, outcome, stopped_by)
+SELECT j, 'A', 1, now() - interval '1 hour', now() - interval '2 seconds', 143, 'stopped', 'SIGTERM to leasewrap'
+FROM unnest(ARRAY['taking', 'long-free', 'gone-standby']) AS j`,
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Open(pool, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := r.Summaries(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"taking":       "healthy: taking has no holder this moment; standby B is taking it over; its last run on A was stopped (SIGTERM to leasewrap)",
+		"long-free":    "stale: long-free has no successful run in the history; its newest run on A was stopped (SIGTERM to leasewrap)",
+		"gone-standby": "stale: gone-standby has no successful run in the history; its newest run on A was stopped (SIGTERM to leasewrap)",
+	}
+	for _, js := range jobs {
+		if got := js.Verdict.State + ": " + js.Verdict.Reason; got != want[js.Job] {
+			t.Errorf("%s: %q, want %q", js.Job, got, want[js.Job])
+		}
+	}
+	if len(jobs) != len(want) {
+		t.Errorf("%d jobs, want %d", len(jobs), len(want))
 	}
 }
