@@ -23,14 +23,14 @@ import (
 func Command() *cli.Command {
 	return &cli.Command{
 		Name:  "check",
-		Usage: "a monitoring check: exit 0 if --job last succeeded within --max-age (a job with a schedule: if its latest due time ran and succeeded), 1 if it is paused, 2 if not, 3 if it cannot tell",
+		Usage: "a monitoring check: exit 0 if --job last succeeded within --max-age or runs now with no failed run since (a job with a schedule: if its latest due time ran and succeeded), 1 if it is paused, 2 if not, 3 if it cannot tell",
 		UsageText: "leasewrap check --job NAME --max-age D [--fail-on-last-failure] [--json]\n" +
 			"leasewrap check --job NAME [--json]   (a job run with --schedule)\n" +
 			"Prints one line (Nagios/Icinga style, with perfdata) or, with --json, one object.",
 		Flags: append([]cli.Flag{
 			cmdutil.JobFlag("the job to check (required)"),
 			&cli.StringFlag{Name: "max-age", Usage: "how long ago the last successful run may have finished, as in 26h (required for a job without a schedule)"},
-			&cli.BoolFlag{Name: "fail-on-last-failure", Usage: "also exit 2 when the newest run failed, even if a success is recent enough"},
+			&cli.BoolFlag{Name: "fail-on-last-failure", Usage: "also exit 2 when the newest run that counts failed, even if a success is recent enough"},
 			cmdutil.JSONFlag("print a JSON object for machines"),
 		}, cmdutil.StoreFlags()...),
 		// A monitoring system reads UNKNOWN (3) and one line on stdout, for
