@@ -179,7 +179,7 @@ func TestHistoryJSONShape(t *testing.T) {
 		return k
 	}
 	want := []string{"attempt", "duration_seconds", "exit_code", "fencing_token", "finished_at", "holder", "job", "origin", "outcome", "output_bytes",
-		"scheduled_at", "slot", "started_at"}
+		"scheduled_at", "slot", "started_at", "stopped_by"}
 	for _, r := range runs {
 		if !slices.Equal(keys(r), want) {
 			t.Errorf("keys %q, want %q", keys(r), want)
