@@ -163,14 +163,16 @@ func judgeUnscheduled(v *Verdict, f Facts, p Policy, job string) {
 		return
 	case failed && f.LastSuccess == nil:
 		v.State, v.Reason = StateFailing, fmt.Sprintf("%s has no successful run in the history", job)
-	case failed && (p.FailOnLastFailure || running && age > p.MaxAge):
-		v.State, v.Reason = StateFailing, fmt.Sprintf("%s last run failed, %s ago", job, RoundAge(f.Now.Sub(counted.FinishedAt)))
+	case failed && running && (p.FailOnLastFailure || age > p.MaxAge):
+		v.State, v.Reason = StateFailing, lastFailed(f, job)
 	case running:
 		v.Reason = runningReason(f, job)
 	case f.LastSuccess == nil:
 		v.State, v.Reason = StateStale, fmt.Sprintf("%s has no successful run in the history", job)
 	case age > p.MaxAge:
 		v.State, v.Reason = StateStale, fmt.Sprintf("%s last succeeded %s ago, longer than %s", job, RoundAge(age), p.MaxAge)
+	case failed && p.FailOnLastFailure:
+		v.State, v.Reason = StateFailing, lastFailed(f, job)
 	default:
 		v.Reason = fmt.Sprintf("%s last succeeded %s ago on %s", job, RoundAge(age), escape.Printable(f.LastSuccessBy))
 		if failed {
@@ -186,6 +188,11 @@ func judgeUnscheduled(v *Verdict, f Facts, p Policy, job string) {
 	if last := f.LastRun; last != nil && !last.Counts() && v.State != StateHealthy {
 		v.Reason += fmt.Sprintf("; its newest run on %s was %s%s", escape.Printable(last.Holder), last.Outcome, last.Stop())
 	}
+}
+
+// lastFailed says when the newest run that counts failed.
+func lastFailed(f Facts, job string) string {
+	return fmt.Sprintf("%s last run failed, %s ago", job, RoundAge(f.Now.Sub(f.LastCounted.FinishedAt)))
 }
 
 // runningReason says where a held job (or one a standby is taking over)
