@@ -356,6 +356,10 @@ func selected(b *html, page jobPage) {
 	origin(b, r.Origin)
 	b.raw(`</dd><dt>Exit status</dt><dd>`)
 	exitCode(b, r.ExitCode)
+	if r.Outcome == lease.OutcomeStopped && r.By != "" {
+		b.raw(`</dd><dt>Stopped by</dt><dd class="stopped-by">`)
+		b.text(r.By)
+	}
 	b.raw(`</dd><dt>Started</dt><dd>`)
 	b.time(r.StartedAt)
 	b.raw(`</dd><dt>Finished</dt><dd>`)

@@ -31,7 +31,7 @@ type word struct{ name, meaning string }
 var kinds = []word{
 	{kindSucceeded, "exited 0"},
 	{kindRunning, "holds the lease now"},
-	{kindStopped, "stopped by an operator (leasewrap release)"},
+	{kindStopped, "leasewrap was asked to stop it (a signal to leasewrap, leasewrap release): neither a success nor a failure"},
 	{kindFailed, "exited non-zero"},
 	{kindSignalled, "ended by a signal (exit 128+N)"},
 	{kindTimedOut, "stopped for running past --max-runtime (exit 124)"},
