@@ -19,13 +19,14 @@ import (
 
 // judged is what every view says of a job at one moment.
 type judged struct {
-	checkCode                  int
+	checkCode, failOnErrorCode int
 	check, status, state, page string
 	healthy                    string
 }
 
 // judgeViews reads job's judgement in check (--max-age 1h), status
-// --json, the exporter's leasewrap_job_state and the web page's row.
+// --json and --fail-on-error, the exporter's leasewrap_job_state and the
+// web page's row.
 func (d db) judgeViews(t *testing.T, addr, job string) judged {
 	t.Helper()
 	store := []string{"--database-url", pgtest.URL(), "--table", d.table}
@@ -43,6 +44,7 @@ func (d db) judgeViews(t *testing.T, addr, job string) judged {
 		t.Fatalf("status --json: %v in %q", err, out)
 	}
 	j.status = jobs[0].Health + ": " + jobs[0].HealthReason
+	j.failOnErrorCode, _ = output(t, append([]string{"status", "--fail-on-error", "--job", job}, store...)...)
 	series := scrape(t, addr)
 	j.state = "none"
 	for _, s := range []string{"healthy", "failing", "stale", "absent", "unknown", "paused"} {
@@ -69,6 +71,9 @@ func (d db) wantHealthy(t *testing.T, addr, job, when, why string) {
 	}
 	if !strings.HasPrefix(j.status, "healthy: ") || !strings.Contains(j.status, why) {
 		t.Errorf("%s: status says %q, want healthy, saying %q", when, j.status, why)
+	}
+	if j.failOnErrorCode != 0 {
+		t.Errorf("%s: status --fail-on-error exited %d, want 0", when, j.failOnErrorCode)
 	}
 	if j.healthy != "1" {
 		t.Errorf("%s: leasewrap_job_state is %s (healthy %q), want healthy 1", when, j.state, j.healthy)
@@ -126,8 +131,8 @@ func TestRollingRestartStaysHealthy(t *testing.T) {
 		}
 	}
 	_, out = output(t, "history", "--job", "svc", "--database-url", pgtest.URL(), "--table", d.table)
-	if strings.Count(out, " stopped (SIGTERM to leasewrap) ") != 3 {
-		t.Errorf("history: %q, want three runs stopped (SIGTERM to leasewrap)", out)
+	if !strings.Contains(out, " OUTCOME  BY ") || strings.Count(out, " stopped  SIGTERM to leasewrap ") != 3 {
+		t.Errorf("history: %q, want three runs stopped, BY SIGTERM to leasewrap", out)
 	}
 }
 
@@ -197,6 +202,9 @@ func TestOOMKilledCommandIsFailingAfterTheTakeover(t *testing.T) {
 	}
 	if !strings.HasPrefix(j.status, "failing: ") || !strings.Contains(j.status, why) {
 		t.Errorf("status says %q, want failing, saying %q", j.status, why)
+	}
+	if j.failOnErrorCode != cmdutil.ExitLastRunFailed {
+		t.Errorf("status --fail-on-error exited %d, want %d", j.failOnErrorCode, cmdutil.ExitLastRunFailed)
 	}
 	if j.state != "failing" {
 		t.Errorf("leasewrap_job_state is %s, want failing", j.state)
