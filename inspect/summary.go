@@ -151,6 +151,13 @@ func (r *Reader) Summary(ctx context.Context, job string, window time.Duration) 
 }
 
 func (r *Reader) summaries(ctx context.Context, job *string, window time.Duration) ([]JobSummary, error) {
+	// A history leasewrap cannot write to (a NOT NULL column added by
+	// hand, a type changed) records no run: its newest runs would judge
+	// the job on stale facts. A catalog that cannot be read is left to
+	// the summary's own error.
+	if hs, err := r.objects.ReadHistory(ctx, r.db); err == nil && hs.Problem != nil {
+		return nil, fmt.Errorf("run history unavailable: %w", hs.Problem)
+	}
 	args := pgx.StrictNamedArgs{"window": window.Microseconds(), "job": job, "claims": r.objects.Claims}
 	rows, _ := r.db.Query(ctx, r.sql.summary, args)
 	found, err := pgx.CollectRows(rows, pgx.RowToStructByName[summaryRow])
