@@ -6,8 +6,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redbite/leasewrap/command/cmdutil"
 )
 
 // Each way a run can end leaves one history row, written with the release.
@@ -22,6 +25,7 @@ func TestHistoryRecordsHowEachRunEnded(t *testing.T) {
 		}
 	}
 	run("exited", "exit:3", 3, "--", self())
+	// A command that dies of a signal nobody sent through leasewrap.
 	run("signalled", "kill:TERM", 143, "--", self())
 	// Found and executable, but its interpreter does not exist: the lease
 	// is taken, the exec fails.
@@ -40,11 +44,21 @@ func TestHistoryRecordsHowEachRunEnded(t *testing.T) {
 	if got := p.Wait(t, 10*time.Second); got != 75 {
 		t.Fatalf("released holder exited %d, want 75", got)
 	}
+	// A signal to leasewrap stops the command.
+	p = lw(t, []string{child("ready block")}, d.args("--job", "terminated", "--", self())...)
+	p.Expect(t, "ready")
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Wait(t, 10*time.Second); got != 143 {
+		t.Fatalf("holder sent SIGTERM exited %d, want 143", got)
+	}
 
 	var got []string
-	d.query(t, &got, `SELECT array_agg(job_name || ' ' || outcome || ' ' || coalesce(exit_code::text, '-') ORDER BY job_name)
-FROM TABLE_history`)
-	want := []string{"could-not-start could_not_start 127", "exited exited 3", "signalled signalled 143", "stopped stopped 143"}
+	d.query(t, &got, `SELECT array_agg(job_name || ' ' || outcome || ' ' || coalesce(exit_code::text, '-') || ' ' || coalesce(stopped_by, '-')
+  ORDER BY job_name) FROM TABLE_history`)
+	want := []string{"could-not-start could_not_start 127 -", "exited exited 3 -", "signalled signalled 143 -",
+		"stopped stopped 143 release by " + cmdutil.Operator(), "terminated stopped 143 SIGTERM to leasewrap"}
 	if !slices.Equal(got, want) {
 		t.Errorf("history rows %q, want %q", got, want)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
 )
 
@@ -34,10 +35,13 @@ type Run struct {
 	// OutputBytes is the size of the output the run kept (Reader.Output
 	// reads it), 0 when it kept none.
 	OutputBytes int
-	// By is, for a scheduled time nobody ran, who accounted for it: who
-	// paused the job (paused), the holder whose run still held the lease
-	// (skipped), or the instance that recorded it missed; "" for a run.
-	By string `db:"-"`
+	// By says who: for a run with lease.OutcomeStopped, who asked for the
+	// stop ("SIGTERM to leasewrap", "release by root@host"); for a
+	// scheduled time nobody ran, who accounted for it: who paused the job
+	// (paused), the holder whose run still held the lease (skipped), or
+	// the instance that recorded it missed. "" for any other run, or when
+	// not known.
+	By string `db:"stopped_by"`
 	// Origin is how the run came to be (OriginSchedule, OriginCatchUp,
 	// OriginManual or OriginPlain), "" when that cannot be told: its
 	// scheduled time's claim is gone. History and Summaries set it.
@@ -48,6 +52,26 @@ type Run struct {
 // one outcome that counts as a success (in SQL: succeededSQL).
 func (r Run) Succeeded() bool {
 	return r.Outcome == lease.OutcomeExited && r.ExitCode != nil && *r.ExitCode == 0
+}
+
+// Counts reports whether the run counts in a job's judgement: a run
+// leasewrap was asked to stop (lease.OutcomeStopped) is neither a success
+// nor a failure of its command, and a scheduled time nobody ran is no run
+// (in SQL: countsSQL).
+func (r Run) Counts() bool {
+	return r.Outcome != lease.OutcomeStopped && !lease.NotRun(r.Outcome)
+}
+
+// countsSQL is Counts over a history row.
+const countsSQL = `outcome NOT IN ` + lease.NotRunSQL + ` AND outcome <> '` + lease.OutcomeStopped + `'`
+
+// Stop says who stopped a run with lease.OutcomeStopped, in parentheses
+// after a space, and "" for any other run or when not known.
+func (r Run) Stop() string {
+	if r.Outcome != lease.OutcomeStopped || r.By == "" {
+		return ""
+	}
+	return " (" + escape.Printable(r.By) + ")"
 }
 
 // succeededSQL is Succeeded over a history row aliased h.
@@ -65,7 +89,7 @@ type HistoryQuery struct {
 // job), @since the earliest finish (NULL: any), @limit the most runs (NULL:
 // all).
 const historySQL = `SELECT h.job_name AS job, h.slot, h.holder, h.fencing_token, h.attempt, h.started_at, h.finished_at, h.exit_code, h.outcome,
-  {scheduled_at} AS scheduled_at, coalesce({output_bytes}, 0) AS output_bytes
+  {scheduled_at} AS scheduled_at, coalesce({output_bytes}, 0) AS output_bytes, coalesce({stopped_by}, '') AS stopped_by
 FROM {history} h WHERE (@job::text IS NULL OR h.job_name = @job::text) AND (@since::timestamptz IS NULL OR h.finished_at >= @since::timestamptz)
 ORDER BY h.finished_at DESC, h.started_at DESC, h.fencing_token DESC LIMIT @limit::integer`
 
@@ -89,7 +113,7 @@ func (r *Reader) History(ctx context.Context, q HistoryQuery) ([]Run, error) {
 	if q.Limit > 0 {
 		limit = &q.Limit
 	}
-	rows, err := r.db.Query(ctx, r.sql.pick(hs).history, pgx.StrictNamedArgs{"job": job, "since": since, "limit": limit})
+	rows, err := r.db.Query(ctx, r.forTable(hs).history, pgx.StrictNamedArgs{"job": job, "since": since, "limit": limit})
 	if err != nil {
 		return nil, r.historyError(err)
 	}
@@ -107,7 +131,8 @@ func (r *Reader) History(ctx context.Context, q HistoryQuery) ([]Run, error) {
 }
 
 // Freshness is what the history says about a job's recent runs: its newest
-// successful run and its newest run of any kind, with the database's clock.
+// successful run, its newest run of any kind and its newest run that
+// counts (Run.Counts), with the database's clock.
 type Freshness struct {
 	Job string
 	// Now is the database clock when it was read.
@@ -117,25 +142,34 @@ type Freshness struct {
 	// LastRun is the newest run, or nil if none is kept. A scheduled time
 	// missed or skipped is not a run.
 	LastRun *Run
+	// LastCounted is the newest run that counts (not stopped), or nil.
+	LastCounted *Run
 }
 
-// freshnessSQL reads @job's newest successful run and newest run through
-// the (job_name, finished_at) index: two probes, never a scan, however
-// long the history. It returns two rows, the success first (succeeded),
+// freshnessSQL reads @job's newest successful run, newest run and newest
+// run that counts through the (job_name, finished_at) index: three probes,
+// never a scan, however long the history (the last walks back past the
+// stopped runs). It returns three rows, kind success, newest and counted,
 // each with the database's clock.
-const freshnessSQL = `SELECT now() AS now, true AS succeeded, s.* FROM (VALUES (1)) AS one
-LEFT JOIN LATERAL (SELECT ` + runColumns + ` FROM {history} h WHERE job_name = @job::text AND ` + succeededSQL + `
+const freshnessSQL = `SELECT now() AS now, 'success' AS kind, s.* FROM (VALUES (1)) AS one
+LEFT JOIN LATERAL (SELECT ` + runColumns + `, {stopped_by} AS stopped_by FROM {history} h WHERE job_name = @job::text AND ` + succeededSQL + `
   ORDER BY finished_at DESC LIMIT 1) s ON true
 UNION ALL
-SELECT now(), false, r.* FROM (VALUES (1)) AS one
-LEFT JOIN LATERAL (SELECT ` + runColumns + ` FROM {history} WHERE job_name = @job::text
+SELECT now(), 'newest', r.* FROM (VALUES (1)) AS one
+LEFT JOIN LATERAL (SELECT ` + runColumns + `, {stopped_by} AS stopped_by FROM {history} h WHERE job_name = @job::text
   AND outcome NOT IN ` + lease.NotRunSQL + `
-  ORDER BY finished_at DESC LIMIT 1) r ON true`
+  ORDER BY finished_at DESC LIMIT 1) r ON true
+UNION ALL
+SELECT now(), 'counted', c.* FROM (VALUES (1)) AS one
+LEFT JOIN LATERAL (SELECT ` + runColumns + `, {stopped_by} AS stopped_by FROM {history} h WHERE job_name = @job::text
+  AND ` + countsSQL + `
+  ORDER BY finished_at DESC LIMIT 1) c ON true`
 
 // freshnessRow reads a row of freshnessSQL.
 type freshnessRow struct {
 	Now       time.Time
-	Succeeded bool
+	Kind      string
+	StoppedBy *string
 	nullableRun
 }
 
@@ -147,20 +181,26 @@ func (r *Reader) Freshness(ctx context.Context, job string) (Freshness, error) {
 	if err := lease.CheckJob(job); err != nil {
 		return f, err
 	}
-	if _, err := r.readableHistory(ctx); err != nil {
+	hs, err := r.readableHistory(ctx)
+	if err != nil {
 		return f, err
 	}
-	rows, _ := r.db.Query(ctx, r.sql.freshness, pgx.StrictNamedArgs{"job": job})
+	rows, _ := r.db.Query(ctx, r.forTable(hs).freshness, pgx.StrictNamedArgs{"job": job})
 	found, err := pgx.CollectRows(rows, pgx.RowToStructByName[freshnessRow])
 	if err != nil {
 		return f, r.historyError(err)
 	}
 	for _, row := range found {
 		f.Now = row.Now
-		if row.Succeeded {
-			f.LastSuccess = row.run(job)
-		} else {
-			f.LastRun = row.run(job)
+		run := row.run(job)
+		run.stoppedBy(row.StoppedBy)
+		switch row.Kind {
+		case "success":
+			f.LastSuccess = run
+		case "newest":
+			f.LastRun = run
+		case "counted":
+			f.LastCounted = run
 		}
 	}
 	return f, nil
@@ -192,6 +232,13 @@ func (n *nullableRun) run(job string) *Run {
 		StartedAt: *n.StartedAt, FinishedAt: *n.FinishedAt, ExitCode: n.ExitCode, Outcome: *n.Outcome}
 	r.noHolder()
 	return r
+}
+
+// stoppedBy sets By of a stopped run to its history row's stopped_by.
+func (r *Run) stoppedBy(by *string) {
+	if r != nil && r.Outcome == lease.OutcomeStopped {
+		r.By = deref(by)
+	}
 }
 
 // noHolder moves the holder column of a scheduled time nobody ran to By:
@@ -231,7 +278,7 @@ func (r *Reader) Output(ctx context.Context, q OutputQuery) (out []byte, token i
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	if r.sql.pick(hs).output == "" {
+	if r.forTable(hs).output == "" {
 		return nil, 0, 0, fmt.Errorf("%w: history table %s keeps no output yet (leasewrap migrate adds it)", ErrNoOutput, r.objects.History)
 	}
 	var tok *int64

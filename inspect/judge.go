@@ -3,6 +3,7 @@ package inspect
 import (
 	"cmp"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redbite/leasewrap/internal/escape"
@@ -17,14 +18,16 @@ const (
 	// due time ran and succeeded, is running, was skipped because the
 	// run before it still held the lease, came due while an operator had
 	// paused the job (now resumed), or came before the job's schedule was
-	// set. A job without one: it last
-	// succeeded within the policy's age, and (by the views' policy) its
-	// newest run did not fail.
+	// set. A job without one: it is held (or a standby is taking it
+	// over), or it last succeeded within the policy's age; and (by the
+	// views' policy) its newest run that counts did not fail. A run
+	// leasewrap was asked to stop counts neither way.
 	StateHealthy = "healthy"
 	// StateFailing: the run judged (of the latest due time, or the newest
-	// run) did not succeed.
+	// run that counts) did not succeed.
 	StateFailing = "failing"
-	// StateStale: a job without a schedule has no success recent enough.
+	// StateStale: a job without a schedule, not held, has no success
+	// recent enough.
 	StateStale = "stale"
 	// StateMissed: the latest due time was recorded missed: no instance
 	// could run it in time.
@@ -72,15 +75,23 @@ type Facts struct {
 	Now time.Time
 	// Known is false when the job has neither a lease row nor a run.
 	Known bool
-	// Held: a slot of the job is live now.
-	Held bool
+	// Held: a slot of the job is live now; Holders the holders of its live
+	// slots, sorted.
+	Held    bool
+	Holders []string
+	// Standby is the first live standby in the job's queue while no slot
+	// is held and it is taking the lease over (TakingOver), "" otherwise.
+	Standby string
 	// Schedule is the job's schedule in its canonical form ("": none).
 	Schedule string
 	// Paused is the job's pause in force (nil: none).
 	Paused *lease.Pause
-	// LastRun is the newest finished run; LastSuccess when the newest run
-	// that exited 0 finished, and LastSuccessBy its holder.
+	// LastRun is the newest finished run; LastCounted the newest that
+	// counts (Run.Counts: not one leasewrap was asked to stop);
+	// LastSuccess when the newest run that exited 0 finished, and
+	// LastSuccessBy its holder.
 	LastRun       *Run
+	LastCounted   *Run
 	LastSuccess   *time.Time
 	LastSuccessBy string
 	// Due is how the latest due time (DueTime) is accounted for, for a
@@ -100,8 +111,9 @@ type Facts struct {
 }
 
 // Policy is how strictly Judge reads the facts of a job without a
-// schedule: how old its last success may be, and whether a failed newest
-// run counts against it when a success is recent enough. ViewPolicy is
+// schedule: how old its last success may be (for a job not held), and
+// whether a failed newest run that counts counts against it when a
+// success is recent enough. ViewPolicy is
 // the one status, history, the exporter and the web page use; check takes
 // its --max-age and --fail-on-last-failure.
 type Policy struct {
@@ -114,8 +126,9 @@ type Policy struct {
 var ViewPolicy = Policy{MaxAge: 24 * time.Hour, FailOnLastFailure: true}
 
 // Judge decides a job's state. A job with a schedule is judged by its
-// latest due time alone, whatever the policy; one without, by the age of
-// its last success and its newest run, as the policy says.
+// latest due time alone, whatever the policy; one without, by its newest
+// run that counts, whether it is held, and the age of its last success,
+// as the policy says (judgeUnscheduled).
 func Judge(f Facts, p Policy) Verdict {
 	v := Verdict{Job: f.Job, Now: f.Now, State: StateHealthy}
 	job := escape.Printable(f.Job)
@@ -133,34 +146,112 @@ func Judge(f Facts, p Policy) Verdict {
 		judgeScheduled(&v, f, job)
 		return v
 	}
-	lastFailed := f.LastRun != nil && !f.LastRun.Succeeded()
+	judgeUnscheduled(&v, f, p, job)
+	return v
+}
+
+// judgeUnscheduled decides for a job without a schedule. A run leasewrap
+// was asked to stop (a signal to it, a release, a handover) is neither a
+// success nor a failure: the judgement looks past it to the newest run
+// that counts. A job that is held, or that a live standby is taking over,
+// runs: it is healthy unless that run failed, whatever the age of its last
+// success (a service runs for weeks). One that is not is judged by the age
+// of its last success, and, by the policy, its newest run that counts.
+func judgeUnscheduled(v *Verdict, f Facts, p Policy, job string) {
+	counted := f.LastCounted
+	failed := counted != nil && !counted.Succeeded()
+	running := f.Held || f.Standby != ""
 	var age time.Duration
 	if f.LastSuccess != nil {
 		age = f.Now.Sub(*f.LastSuccess)
 	}
+	// A job that runs again after a failure is failing while that failure
+	// is recent: a service whose command was killed (by the OOM killer,
+	// say) and taken over is an alarm, not one that lasts as long as the
+	// new run does.
+	recent := failed && f.Now.Sub(counted.FinishedAt) <= p.MaxAge
 	switch {
 	case !f.Known:
 		v.State, v.Reason = StateAbsent, fmt.Sprintf("no such job %s: no lease and no run in the history", job)
-	case f.LastSuccess == nil && lastFailed:
+		return
+	case running && recent && (p.FailOnLastFailure || f.LastSuccess == nil || age > p.MaxAge):
+		v.State, v.Reason = StateFailing, lastFailed(f, job)
+	case running:
+		v.Reason = runningReason(f, job)
+	case failed && f.LastSuccess == nil:
 		v.State, v.Reason = StateFailing, fmt.Sprintf("%s has no successful run in the history", job)
-	case f.LastSuccess == nil && f.Held:
-		v.Reason = fmt.Sprintf("%s is running; no run of it has finished yet", job)
 	case f.LastSuccess == nil:
 		v.State, v.Reason = StateStale, fmt.Sprintf("%s has no successful run in the history", job)
 	case age > p.MaxAge:
 		v.State, v.Reason = StateStale, fmt.Sprintf("%s last succeeded %s ago, longer than %s", job, RoundAge(age), p.MaxAge)
-	case p.FailOnLastFailure && lastFailed:
-		v.State, v.Reason = StateFailing, fmt.Sprintf("%s last run failed, %s ago", job, RoundAge(f.Now.Sub(f.LastRun.FinishedAt)))
+	case failed && p.FailOnLastFailure:
+		v.State, v.Reason = StateFailing, lastFailed(f, job)
 	default:
 		v.Reason = fmt.Sprintf("%s last succeeded %s ago on %s", job, RoundAge(age), escape.Printable(f.LastSuccessBy))
-		if lastFailed {
+		if failed {
 			v.Reason += "; its newest run failed"
 		}
 	}
-	if lastFailed && v.State != StateAbsent {
-		v.Reason += fmt.Sprintf(" (%s%s on %s)", f.LastRun.Outcome, exitSuffix(f.LastRun.ExitCode), escape.Printable(f.LastRun.Holder))
+	if failed {
+		v.Reason += fmt.Sprintf(" (%s%s on %s)", counted.Outcome, exitSuffix(counted.ExitCode), escape.Printable(counted.Holder))
 	}
-	return v
+	if running && v.State != StateHealthy {
+		v.Reason += "; " + where(f, job)
+	}
+	if last := f.LastRun; last != nil && !last.Counts() && v.State != StateHealthy {
+		v.Reason += fmt.Sprintf("; its newest run on %s was %s%s", escape.Printable(last.Holder), last.Outcome, last.Stop())
+	}
+}
+
+// lastFailed says when the newest run that counts failed.
+func lastFailed(f Facts, job string) string {
+	return fmt.Sprintf("%s last run failed, %s ago", job, RoundAge(f.Now.Sub(f.LastCounted.FinishedAt)))
+}
+
+// runningReason says where a held job (or one a standby is taking over)
+// runs, and how its last run ended: stopped, and by whom; failed (with a
+// success recent enough, or longer ago than the policy's age); or
+// succeeded.
+func runningReason(f Facts, job string) string {
+	s := where(f, job)
+	last := f.LastRun
+	switch {
+	case last == nil:
+		return s + "; no run of it has finished yet"
+	case !last.Counts():
+		return s + fmt.Sprintf("; its last run on %s was %s%s", escape.Printable(last.Holder), last.Outcome, last.Stop())
+	case last.Succeeded():
+		return s + fmt.Sprintf("; its last run succeeded on %s, %s ago", escape.Printable(last.Holder), RoundAge(f.Now.Sub(last.FinishedAt)))
+	}
+	return s + fmt.Sprintf("; its newest run failed, %s ago", RoundAge(f.Now.Sub(last.FinishedAt)))
+}
+
+// where says who runs a held job, or which standby is taking it over.
+func where(f Facts, job string) string {
+	switch {
+	case f.Held && len(f.Holders) > 0:
+		return fmt.Sprintf("%s is running on %s", job, escape.Printable(strings.Join(f.Holders, ", ")))
+	case f.Held:
+		return fmt.Sprintf("%s is running", job)
+	}
+	return fmt.Sprintf("%s has no holder this moment; standby %s is taking it over", job, escape.Printable(f.Standby))
+}
+
+// TakeoverBound is how long after a job's lease came free (released or
+// expired) a live standby in its queue counts as taking it over: a
+// standby hears a release at once and looks every retry interval (a few
+// seconds), and one handed the lease has one to adopt it. A job free for
+// longer, with standbys that do not take it, is judged as not held.
+const TakeoverBound = time.Minute
+
+// TakingOver is the standby taking over a job no slot of which is held,
+// its lease free for freedAgo, with queue its live standbys in order: the
+// first, while freedAgo is within TakeoverBound; "" otherwise.
+func TakingOver(queue []lease.Standby, freedAgo time.Duration) string {
+	if len(queue) == 0 || freedAgo > TakeoverBound {
+		return ""
+	}
+	return queue[0].Holder
 }
 
 // judgeScheduled decides from how the latest due time is accounted for.

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -43,44 +44,61 @@ type Reader struct {
 	sql     statements
 }
 
-// statements are a Reader's statements, rendered for its tables. legacy
-// holds those for a history table of an older version, which lacks the
-// columns of kept output and schedules: a reader never upgrades it, and
-// reads NULL in their place (output is then empty).
+// statements are a Reader's statements, rendered for its tables. For a
+// history table of an older version, which lacks columns added since
+// (kept output, schedules, who stopped a run), they are rendered again
+// (forTable): a reader never upgrades the table, and reads NULL in their
+// place (output is then empty).
 type statements struct {
 	status, history, freshness, summary, output string
 	// origins reads the claims of runs, facts what a verdict needs
 	// beyond the summary.
 	origins, facts string
-	legacy         *statements
 }
 
-// pick returns the statements for the history table hs describes.
-func (s *statements) pick(hs schema.HistoryState) *statements {
-	if len(hs.MissingColumns) > 0 {
-		return s.legacy
+// addedColumns are the history's columns added since its first version:
+// the placeholder a statement reads each through, and what it reads from
+// a table with the column and from one without.
+var addedColumns = []struct{ column, placeholder, present, absent string }{
+	{"scheduled_at", "{scheduled_at}", "h.scheduled_at", "NULL::timestamptz"},
+	{"output", "{output_bytes}", "octet_length(h.output)", "NULL::integer"},
+	{"stopped_by", "{stopped_by}", "h.stopped_by", "NULL::text"},
+}
+
+// render renders the statements for o's tables, reading the history's
+// missing columns as NULL.
+func render(o schema.Objects, missing []string) statements {
+	var pairs []string
+	for _, c := range addedColumns {
+		read := c.present
+		if slices.Contains(missing, c.column) {
+			read = c.absent
+		}
+		pairs = append(pairs, c.placeholder, read)
 	}
-	return s
-}
-
-// render renders the statements for o's tables; with legacy, the history
-// columns added since the first version are read as NULL.
-func render(o schema.Objects, legacy bool) statements {
-	cols := strings.NewReplacer("{scheduled_at}", "h.scheduled_at", "{output_bytes}", "octet_length(h.output)")
-	output := o.Render(outputSQL)
-	if legacy {
-		cols = strings.NewReplacer("{scheduled_at}", "NULL::timestamptz", "{output_bytes}", "NULL::integer")
+	cols := strings.NewReplacer(pairs...)
+	output := cols.Replace(o.Render(outputSQL))
+	if slices.Contains(missing, "output") {
 		output = ""
 	}
 	return statements{
 		status:    o.Render(statusSQL),
 		history:   cols.Replace(o.Render(historySQL)),
 		origins:   o.Render(originsSQL),
-		freshness: o.Render(freshnessSQL),
-		summary:   o.Render(summarySQL),
+		freshness: cols.Replace(o.Render(freshnessSQL)),
+		summary:   cols.Replace(o.Render(summarySQL)),
 		facts:     o.Render(factsSQL),
 		output:    output,
 	}
+}
+
+// forTable returns the statements for the history table hs describes.
+func (r *Reader) forTable(hs schema.HistoryState) *statements {
+	if len(hs.MissingColumns) == 0 {
+		return &r.sql
+	}
+	sql := render(r.objects, hs.MissingColumns)
+	return &sql
 }
 
 // Open returns a Reader of the lease table table, named as lease.WithTable
@@ -94,9 +112,7 @@ func Open(db DB, table string) (*Reader, error) {
 		return nil, err
 	}
 	o := schema.For(id)
-	sql, legacy := render(o, false), render(o, true)
-	sql.legacy = &legacy
-	return &Reader{db: db, objects: o, sql: sql}, nil
+	return &Reader{db: db, objects: o, sql: render(o, nil)}, nil
 }
 
 // noTable is the error of a read that found no lease table.

@@ -3,6 +3,7 @@ package inspect
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -67,6 +68,11 @@ func (p *pauseRow) pause() *lease.Pause {
 	return out
 }
 
+// unread reports whether column is one of the lease table's that no view
+// reads (released_by, for the holder alone): a table of an earlier
+// version without it, until a take or migrate adds it, is read as it is.
+func unread(column string) bool { return column == "released_by" }
+
 // Live reports whether no other holder can take the lease now.
 func (j JobStatus) Live() bool { return j.ExpiresIn > 0 }
 
@@ -122,8 +128,8 @@ func (r *Reader) Status(ctx context.Context, job string) ([]JobStatus, error) {
 	if !st.TableExists {
 		return nil, r.noTable()
 	}
-	if len(st.MissingColumns) > 0 {
-		return nil, fmt.Errorf("lease table %s lacks %v: run leasewrap migrate", r.objects.Lease, st.MissingColumns)
+	if missing := slices.DeleteFunc(slices.Clone(st.MissingColumns), unread); len(missing) > 0 {
+		return nil, fmt.Errorf("lease table %s lacks %v: run leasewrap migrate", r.objects.Lease, missing)
 	}
 	var jobArg *string
 	if job != "" {

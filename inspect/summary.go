@@ -25,8 +25,9 @@ type JobSummary struct {
 	Slots, SlotsHeld int
 	Holders          []string
 	// LastRun is the newest finished run, nil when the history has none.
-	// A scheduled time missed or skipped is not a run.
-	LastRun *Run
+	// A scheduled time missed or skipped is not a run. LastCounted is the
+	// newest that counts in the judgement (Run.Counts: not stopped).
+	LastRun, LastCounted *Run
 	// LastSuccess is when the newest run that exited with status 0
 	// (OutcomeExited, exit code 0) finished, nil when none did, and
 	// LastSuccessBy its holder.
@@ -50,6 +51,9 @@ type JobSummary struct {
 	Paused *lease.Pause
 	// Now is the database clock the summary was read at.
 	Now time.Time
+	// Standby is the first live standby of a job no slot of which is
+	// held, taking over (TakingOver), "" when none is.
+	Standby string
 	// Verdict is the job's state, as Judge decides it with ViewPolicy.
 	Verdict Verdict
 }
@@ -70,13 +74,14 @@ type JobSummary struct {
 // with them, the rows that each summarise missed times (started_at their
 // first time, finished_at their last), which Go counts by the schedule
 // (win, read twice, is computed once).
-const summarySQL = `WITH rows AS (
-  SELECT ` + schema.BaseJob + ` AS job, holder, expires_at > now() AS live, coalesce(slots, 1) AS slots, coalesce(slot, 1) AS slot,
+var summarySQL = `WITH rows AS (
+  SELECT ` + schema.BaseJob + ` AS job, holder, expires_at, expires_at > now() AS live, coalesce(slots, 1) AS slots, coalesce(slot, 1) AS slot,
     schedule, scheduled_since
   FROM {lease}),
 jobs AS (
   SELECT job, max(slots) FILTER (WHERE slot = 1) AS slots, max(schedule) FILTER (WHERE slot = 1) AS schedule,
     max(scheduled_since) FILTER (WHERE slot = 1) AS scheduled_since, count(*) FILTER (WHERE live) AS held,
+    max(expires_at) AS last_expiry,
     coalesce(array_agg(DISTINCT holder ORDER BY holder) FILTER (WHERE live), '{}') AS holders
   FROM rows WHERE @job::text IS NULL OR job = @job::text GROUP BY job),
 win AS (
@@ -92,16 +97,23 @@ spans AS (
 SELECT j.job, coalesce(j.slots, 1) AS slots, j.held AS slots_held, j.holders, now() - @window::bigint * interval '1 microsecond' AS since,
   lr.*, ls.finished_at AS last_success, ls.holder AS last_success_by, coalesce(r.outcomes, '{}') AS outcomes, coalesce(r.counts, '{}') AS counts,
   coalesce(sp.outcomes, '{}') AS span_outcomes, coalesce(sp.firsts, '{}') AS span_firsts, coalesce(sp.lasts, '{}') AS span_lasts,
-  coalesce(j.schedule, '') AS schedule, j.scheduled_since, now() AS now,
+  coalesce(j.schedule, '') AS schedule, j.scheduled_since, now() AS now, j.last_expiry,
+  lc.holder AS counted_holder, lc.finished_at AS counted_finished_at, lc.exit_code AS counted_exit_code, lc.outcome AS counted_outcome,
   coalesce(pg_catalog.has_table_privilege(pg_catalog.to_regclass(@claims::text), 'SELECT'), false) AS claims,
   p.*
 FROM jobs j
-LEFT JOIN LATERAL (SELECT ` + pauseColumns + ` FROM {lease} WHERE job_name = j.job) p ON true
+LEFT JOIN LATERAL (SELECT ` + pauseColumns + `,
+  CASE WHEN j.held = 0 THEN ` + lease.QueueSQL("l") + ` END AS queue
+  FROM {lease} l WHERE job_name = j.job) p ON true
 LEFT JOIN LATERAL (
-  SELECT ` + runColumns + ` FROM {history} h
+  SELECT ` + runColumns + `, {stopped_by} AS stopped_by FROM {history} h
   WHERE h.job_name >= j.job AND h.job_name <= j.job
     AND h.outcome NOT IN ` + lease.NotRunSQL + `
   ORDER BY h.job_name DESC, h.finished_at DESC, h.started_at DESC, h.fencing_token DESC LIMIT 1) lr ON true
+LEFT JOIN LATERAL (
+  SELECT holder, finished_at, exit_code, outcome FROM {history} h
+  WHERE h.job_name >= j.job AND h.job_name <= j.job AND ` + countsSQL + `
+  ORDER BY h.job_name DESC, h.finished_at DESC, h.started_at DESC, h.fencing_token DESC LIMIT 1) lc ON true
 LEFT JOIN LATERAL (
   SELECT finished_at, holder FROM {history} h
   WHERE h.job_name >= j.job AND h.job_name <= j.job AND ` + succeededSQL + `
@@ -139,11 +151,15 @@ func (r *Reader) Summary(ctx context.Context, job string, window time.Duration) 
 }
 
 func (r *Reader) summaries(ctx context.Context, job *string, window time.Duration) ([]JobSummary, error) {
-	rows, err := r.db.Query(ctx, r.sql.summary, pgx.StrictNamedArgs{"window": window.Microseconds(), "job": job, "claims": r.objects.Claims})
-	if err != nil {
-		return nil, r.summaryError(ctx, err)
-	}
+	args := pgx.StrictNamedArgs{"window": window.Microseconds(), "job": job, "claims": r.objects.Claims}
+	rows, _ := r.db.Query(ctx, r.sql.summary, args)
 	found, err := pgx.CollectRows(rows, pgx.RowToStructByName[summaryRow])
+	if pgerr.SQLState(err) == pgerr.CodeUndefinedColumn {
+		// A history table of an older version, not upgraded yet: the
+		// summary reads who stopped a run as NULL.
+		rows, _ = r.db.Query(ctx, render(r.objects, []string{"stopped_by"}).summary, args)
+		found, err = pgx.CollectRows(rows, pgx.RowToStructByName[summaryRow])
+	}
 	if err != nil {
 		return nil, r.summaryError(ctx, err)
 	}
@@ -164,8 +180,18 @@ type summaryRow struct {
 	Slots, SlotsHeld int
 	Holders          []string
 	Since            time.Time
-	// the newest run
+	// the newest run, and who stopped it
 	nullableRun
+	StoppedBy *string
+	// the newest run that counts
+	CountedHolder     *string
+	CountedFinishedAt *time.Time
+	CountedExitCode   *int
+	CountedOutcome    *string
+	// the latest expiry of the job's rows
+	LastExpiry time.Time
+	// the job's live standbys (lease.QueueSQL) when no slot is held
+	Queue         []byte
 	LastSuccess   *time.Time
 	LastSuccessBy *string
 	// how many runs of each outcome the window has
@@ -189,6 +215,16 @@ func (row *summaryRow) summary() JobSummary {
 		Runs: make(map[string]int, len(row.Outcomes)), Schedule: row.Schedule, ScheduledSince: row.ScheduledSince, Now: row.Now, Paused: row.pause()}
 	for i, outcome := range row.Outcomes {
 		js.Runs[outcome] = row.Counts[i]
+	}
+	js.LastRun.stoppedBy(row.StoppedBy)
+	if row.CountedFinishedAt != nil {
+		js.LastCounted = &Run{Job: row.Job, Holder: deref(row.CountedHolder), FinishedAt: *row.CountedFinishedAt,
+			ExitCode: row.CountedExitCode, Outcome: deref(row.CountedOutcome)}
+	}
+	if row.Queue != nil {
+		// A queue that cannot be read has no standby to wait for.
+		queue, _ := lease.ParseQueue(row.Queue)
+		js.Standby = TakingOver(queue, row.Now.Sub(row.LastExpiry))
 	}
 	row.countSpans(&js)
 	return js
@@ -247,8 +283,9 @@ func (r *Reader) judge(ctx context.Context, out []JobSummary, claims bool) error
 	)
 	for i := range out {
 		js := &out[i]
-		facts[i] = Facts{Job: js.Job, Now: js.Now, Known: true, Held: js.SlotsHeld > 0, Schedule: js.Schedule, Paused: js.Paused,
-			LastRun: js.LastRun, LastSuccess: js.LastSuccess, LastSuccessBy: js.LastSuccessBy, ScheduledSince: js.ScheduledSince}
+		facts[i] = Facts{Job: js.Job, Now: js.Now, Known: true, Held: js.SlotsHeld > 0, Holders: js.Holders, Standby: js.Standby,
+			Schedule: js.Schedule, Paused: js.Paused, LastRun: js.LastRun, LastCounted: js.LastCounted,
+			LastSuccess: js.LastSuccess, LastSuccessBy: js.LastSuccessBy, ScheduledSince: js.ScheduledSince}
 		var due *time.Time
 		if js.Schedule != "" {
 			at, err := DueTime(js.Schedule, js.Now)

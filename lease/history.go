@@ -24,8 +24,13 @@ const (
 	// stopped, or its holder never came back to release it (a crash, a
 	// cut): then the next holder closed the run, at its lease's expiry.
 	OutcomeLost = "lost"
-	// OutcomeStopped: an operator released the lease (leasewrap release
-	// --id) and the command was stopped.
+	// OutcomeStopped: leasewrap was asked to stop the run, and stopped
+	// the command: a signal to leasewrap (a rolling restart, docker stop,
+	// systemctl stop), or an operator's release of the lease (leasewrap
+	// release --id or --to). Not a failure of the command, and not a
+	// success either; the history says who asked (stopped_by). A command
+	// that dies of a signal nobody sent through leasewrap is
+	// OutcomeSignalled.
 	OutcomeStopped = "stopped"
 	// OutcomeCouldNotStart: the lease was taken, but the command could not
 	// be executed or the lease was in doubt before it started; or it was

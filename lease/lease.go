@@ -347,6 +347,11 @@ type End struct {
 	// may take a while.
 	Ran   time.Duration
 	Ended time.Time
+	// StoppedBy says who asked for the stop of a run whose Outcome is
+	// OutcomeStopped, in words ("SIGTERM to leasewrap"). Empty for an
+	// operator's release: the lease row records who asked (see
+	// ReleaseHeldBy).
+	StoppedBy string
 }
 
 // Finish is Release that records the run in the history with end's
@@ -604,9 +609,13 @@ func (l *Lease) runArgs(end End) pgx.StrictNamedArgs {
 	if end.Outcome != "" {
 		outcome = &end.Outcome
 	}
+	var stoppedBy *string
+	if end.StoppedBy != "" {
+		stoppedBy = &end.StoppedBy
+	}
 	return pgx.StrictNamedArgs{"job": l.job, "slot": l.slot, "holder": l.store.cfg.holder, "token": l.token,
 		"attempt": max(end.Attempt, 1), "exit_code": end.ExitCode, "outcome": outcome, "output": end.Output,
-		"scheduled_at": l.scheduledArg()}
+		"scheduled_at": l.scheduledArg(), "stopped_by": stoppedBy}
 }
 
 // Do waits for the lease on job, runs fn while holding it, and releases it

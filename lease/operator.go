@@ -43,6 +43,14 @@ func StrongerState(a, b State) State { return schema.StrongerState(a, b) }
 // and grace. The row and its fencing token stay. It returns the holder and
 // token it released, or ErrNoJob if there was no live lease to release.
 func (s *Store) ReleaseHeld(ctx context.Context, row, holder string, token int64, force bool) (string, int64, error) {
+	return s.ReleaseHeldBy(ctx, row, holder, token, force, "")
+}
+
+// ReleaseHeldBy is ReleaseHeld that says who asks, and how, in words
+// ("release by root@host"): the holder records it in the history as who
+// stopped its run ("": not said). A lease table of an earlier version,
+// without the column for it, is released all the same, without it.
+func (s *Store) ReleaseHeldBy(ctx context.Context, row, holder string, token int64, force bool, by string) (string, int64, error) {
 	if row == "" {
 		return "", 0, fmt.Errorf("invalid lease row: empty")
 	}
@@ -54,9 +62,17 @@ func (s *Store) ReleaseHeld(ctx context.Context, row, holder string, token int64
 	if token != 0 {
 		tokenArg = &token
 	}
-	args := pgx.StrictNamedArgs{"row": row, "holder": holderArg, "force": force, "token": tokenArg, "table_channel": s.channel,
+	var byArg *string
+	if by != "" {
+		byArg = &by
+	}
+	args := pgx.NamedArgs{"row": row, "holder": holderArg, "force": force, "token": tokenArg, "by": byArg, "table_channel": s.channel,
 		"row_channel": jobChannel(s.channel, row), "slot_channel": jobChannel(s.channel, slotJob(row))}
-	was, err := queryOne[releasedRow](ctx, s.db, s.sql.releaseAny, args)
+	was, err := queryOne[releasedRow](ctx, s.db, s.sql.releaseAny, pgx.StrictNamedArgs(args))
+	if pgerr.SQLState(err) == pgerr.CodeUndefinedColumn {
+		delete(args, "by")
+		was, err = queryOne[releasedRow](ctx, s.db, s.sql.releaseAnyUnsaid, pgx.StrictNamedArgs(args))
+	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows), pgerr.SQLState(err) == pgerr.CodeUndefinedTable:
 		return "", 0, fmt.Errorf("no live lease on %q to release: %w", row, ErrNoJob)

@@ -78,15 +78,17 @@ const handoffQueue = `CASE WHEN @row::text = @job::text THEN l.queue ELSE (SELEC
 // within, counted from when the row was locked (a release that waited for
 // the lock must not shorten it), no run started and no exit status (the
 // ended run's is in the history: the row's belongs to its holder's run),
+// no operator's release pending (released_by, recorded with the run),
 // and the queue without n
 // and without the entries that are not kept (a slot's row: n alone, see
 // above). Without n, the release's own. An entry of the releasing
 // holder's own id is passed over: it is another instance sharing the
 // id, or this one's own, left by a take. A paused job is not handed on.
-var handoffSet = `(expires_at, released_at, last_finished_at, last_exit_code, holder, last_holder, fencing_token, acquired_at,
+var handoffSet = `(expires_at, released_at, released_by, last_finished_at, last_exit_code, holder, last_holder, fencing_token, acquired_at,
     renewed_at, last_started_at, last_scheduled_at, queue) = (
   SELECT CASE WHEN n.id IS NULL THEN f.expires ELSE clock_timestamp() + (@first::bigint + coalesce(n.every, 0)) * interval '1 microsecond' END,
     CASE WHEN n.id IS NULL THEN now() END,
+    NULL,
     CASE WHEN n.id IS NULL THEN now() END,
     CASE WHEN n.id IS NULL THEN @exit_code::integer END,
     coalesce(n.holder, l.holder), coalesce(n.holder, l.last_holder),
@@ -204,6 +206,7 @@ var adoptSQL = `UPDATE {lease} AS l SET
     expires_at = now() + @ttl::bigint * interval '1 microsecond',
     renewed_at = now(),
     last_started_at = now(),
+    released_by = NULL,
     queue = CASE WHEN l.job_name = @job::text THEN l.queue END
 WHERE job_name IN ` + slotRows + ` AND ` + handedEntryHere + ` AND released_at IS NULL
 RETURNING fencing_token AS token, coalesce(slot, 1) AS slot`

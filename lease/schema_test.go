@@ -273,7 +273,7 @@ func TestUpgradesTheThreeColumnTable(t *testing.T) {
 	}
 	changes := upgrade(t, string(sql), "")
 	if len(changes) != 4 || !strings.HasSuffix(changes[0], ": added fencing_token, acquired_at, renewed_at, "+
-		"last_started_at, last_finished_at, last_exit_code, last_holder, released_at, slot, slots, schedule, last_scheduled_at, accounted_through, schedule_zone, scheduled_since, paused_until, paused_at, paused_by, pause_reason, queue; set NOT NULL on holder, expires_at") ||
+		"last_started_at, last_finished_at, last_exit_code, last_holder, released_at, slot, slots, schedule, last_scheduled_at, accounted_through, schedule_zone, scheduled_since, paused_until, paused_at, paused_by, pause_reason, queue, released_by; set NOT NULL on holder, expires_at") ||
 		!strings.HasPrefix(changes[2], "created history table ") || !strings.HasPrefix(changes[3], "created claims table ") {
 		t.Errorf("changes = %q, want the table upgraded, the function, the history and the claims table created", changes)
 	}
@@ -305,7 +305,7 @@ func TestUpgradesAnOlderLeasewrapTableOnly(t *testing.T) {
   expires_at timestamptz NOT NULL, fencing_token bigint NOT NULL DEFAULT 0, acquired_at timestamptz,
   renewed_at timestamptz, last_started_at timestamptz, last_finished_at timestamptz,
   last_exit_code integer, last_holder text)`, "")
-		if len(changes) == 0 || !strings.HasSuffix(changes[0], ": added released_at, slot, slots, schedule, last_scheduled_at, accounted_through, schedule_zone, scheduled_since, paused_until, paused_at, paused_by, pause_reason, queue") {
+		if len(changes) == 0 || !strings.HasSuffix(changes[0], ": added released_at, slot, slots, schedule, last_scheduled_at, accounted_through, schedule_zone, scheduled_since, paused_until, paused_at, paused_by, pause_reason, queue, released_by") {
 			t.Errorf("changes = %q, want released_at, slot and slots added", changes)
 		}
 	})
@@ -315,7 +315,7 @@ func TestUpgradesAnOlderLeasewrapTableOnly(t *testing.T) {
   expires_at timestamptz NOT NULL, fencing_token bigint NOT NULL DEFAULT 0, acquired_at timestamptz,
   renewed_at timestamptz, last_started_at timestamptz, last_finished_at timestamptz,
   last_exit_code integer, last_holder text, released_at timestamptz)`, "")
-		if len(changes) != 4 || !strings.HasSuffix(changes[0], ": added slot, slots, schedule, last_scheduled_at, accounted_through, schedule_zone, scheduled_since, paused_until, paused_at, paused_by, pause_reason, queue") ||
+		if len(changes) != 4 || !strings.HasSuffix(changes[0], ": added slot, slots, schedule, last_scheduled_at, accounted_through, schedule_zone, scheduled_since, paused_until, paused_at, paused_by, pause_reason, queue, released_by") ||
 			!strings.HasSuffix(changes[2], `."lease_history"`) || !strings.HasSuffix(changes[3], `."lease_schedule"`) {
 			t.Errorf("changes = %q, want slot and slots added and the history and claims tables created", changes)
 		}

@@ -21,7 +21,8 @@ type statements struct {
 	take, takeRecording, takeSlots, takeSlotsRecording string
 	holder, renew, startAttempt                        string
 	release, releaseRecording, releasePruning          string
-	releaseAny, recordAttempt, recordLost              string
+	releaseAny, releaseAnyUnsaid                       string
+	recordAttempt, recordLost                          string
 	pause, resume                                      string
 	enterQueue, leaveQueue, adopt, pin                 string
 	queueLook, queueLookSlots                          string
@@ -46,6 +47,7 @@ func newStatements(o schema.Objects) statements {
 		releaseRecording:   o.Render(releaseRecordingSQL),
 		releasePruning:     o.Render(releasePruningSQL),
 		releaseAny:         o.Render(releaseAnySQL),
+		releaseAnyUnsaid:   o.Render(releaseAnyUnsaidSQL),
 		recordAttempt:      o.Render(recordAttemptSQL),
 		recordLost:         o.Render(recordLostSQL),
 		pause:              o.Render(pauseSQL),
@@ -80,7 +82,8 @@ const takeSet = `job_name = excluded.job_name,
   last_finished_at = NULL,
   last_exit_code = NULL,
   last_holder = excluded.holder,
-  released_at = NULL`
+  released_at = NULL,
+  released_by = NULL`
 
 // clockToken is the database clock in microseconds since 1970, the floor of
 // every new fencing token.
@@ -273,7 +276,7 @@ pruned AS (
 // that two of them never wait for each other. The entry handed the slot
 // stays in that queue, marked (slot_handed, see markSlotHanded).
 var releaseCTE = `WITH was AS (
-  SELECT last_started_at FROM {lease} WHERE job_name = @row::text),
+  SELECT last_started_at, released_by FROM {lease} WHERE job_name = @row::text),
 slot_queue AS (
   SELECT queue, ` + pausedCondition + ` AS paused FROM {lease}
   WHERE job_name = @job::text AND @row::text <> @job::text FOR UPDATE),
@@ -290,13 +293,16 @@ slot_handed AS (
 
 // releaseRun records the run, once: a release sent again because its
 // connection broke before the answer (a switchover ending every session)
-// may have committed the first time.
+// may have committed the first time. A stopped run records who asked:
+// @stopped_by (a signal to leasewrap), or else the operator's release
+// the row records (released_by, as it was before this statement).
 const releaseRun = `,
 run AS (
   INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome,
-    output, scheduled_at)
+    output, scheduled_at, stopped_by)
   SELECT @job::text, @slot::integer, @holder::text, @token::bigint, @attempt::integer, coalesce(last_started_at, last_finished_at),
-    last_finished_at, @exit_code::integer, @outcome::text, @output::bytea, @scheduled_at::timestamptz
+    last_finished_at, @exit_code::integer, @outcome::text, @output::bytea, @scheduled_at::timestamptz,
+    CASE WHEN @outcome::text = '` + OutcomeStopped + `' THEN coalesce(@stopped_by::text, (SELECT released_by FROM was)) END
   FROM released WHERE @outcome::text IS NOT NULL
     AND NOT EXISTS (SELECT FROM {history} WHERE job_name = @job::text AND fencing_token = @token::bigint
       AND attempt >= @attempt::integer))`
@@ -313,16 +319,26 @@ SELECT CASE WHEN free OR handed THEN pg_notify(@job_channel::text, CASE WHEN fre
 FROM released`
 
 // releaseAnySQL is an operator's release of a live lease: @row, @holder
-// (NULL: whoever's), @force, @token (NULL: any), and the channels of a
-// forced release's notification: @row_channel, the job channel of the row's
-// name, and @slot_channel, that of the job a slot's row belongs to
-// (releaseAnyParams gives them).
+// (NULL: whoever's), @force, @token (NULL: any), @by who asks and how
+// (NULL: not said), and the channels of a forced release's notification:
+// @row_channel, the job channel of the row's name, and @slot_channel, that
+// of the job a slot's row belongs to (releaseAnyParams gives them).
 // With force the lease is free at once, for a holder known to be dead;
 // without, it is only marked: the holder's next renewal fails, it stops
 // its command and its own release frees the lease, so two commands never
-// overlap. It answers the holder and token released.
-const releaseAnySQL = `WITH released AS (
-  UPDATE {lease} SET released_at = now(),
+// overlap, and records @by as who stopped its run. It answers the holder
+// and token released.
+var releaseAnySQL = releaseAny(", released_by = @by::text")
+
+// releaseAnyUnsaidSQL is releaseAnySQL for a lease table of an earlier
+// version, without released_by (until a take or migrate adds it): @by is
+// not recorded.
+var releaseAnyUnsaidSQL = releaseAny("")
+
+// releaseAny is releaseAnySQL with by, what it writes of who asks.
+func releaseAny(by string) string {
+	return `WITH released AS (
+  UPDATE {lease} SET released_at = now()` + by + `,
     expires_at = CASE WHEN @force::boolean THEN now() ELSE expires_at END
   WHERE job_name = @row::text AND (@holder::text IS NULL OR holder = @holder::text) AND expires_at > now()
     AND (released_at IS NULL OR @force::boolean) AND (@token::bigint IS NULL OR fencing_token = @token::bigint)
@@ -331,11 +347,12 @@ SELECT holder, fencing_token AS token, CASE WHEN @force::boolean
   THEN pg_notify(CASE WHEN slot > 1 THEN @slot_channel::text ELSE @row_channel::text END, ` + schema.BaseJob + `)::text
     || pg_notify(@table_channel::text, ` + schema.BaseJob + `)::text END AS notified
 FROM released`
+}
 
 // recordAttemptSQL records an attempt that ended while a retry follows:
 // @row, @holder, @token, @job, @slot, @attempt, @exit_code,
 // @outcome, @output the output it kept (NULL: none), @scheduled_at the scheduled time
-// (NULL: none). The lease row forgets
+// (NULL: none), @stopped_by who stopped it (NULL: nobody). The lease row forgets
 // the attempt's start, so that a crash during the wait for the next one
 // closes no run twice.
 const recordAttemptSQL = `WITH ended AS (
@@ -344,20 +361,22 @@ const recordAttemptSQL = `WITH ended AS (
   WHERE l.job_name = @row::text AND l.holder = @holder::text AND l.fencing_token = @token::bigint
   RETURNING l.holder, l.fencing_token, o.last_started_at AS started)
 INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome,
-  output, scheduled_at)
+  output, scheduled_at, stopped_by)
 SELECT @job::text, @slot::integer, holder, fencing_token, @attempt::integer, coalesce(started, now()), now(), @exit_code::integer, @outcome::text,
-  @output::bytea, @scheduled_at::timestamptz
+  @output::bytea, @scheduled_at::timestamptz, @stopped_by::text
 FROM ended`
 
 // recordLostSQL records a run without its lease row (see Lease.RecordLost):
 // @job, @slot, @holder, @token, @attempt, @exit_code, @outcome,
 // @output the output it kept (NULL: none), @scheduled_at the scheduled time
-// (NULL: none), @ran how long it ran and @ended_ago how long ago it ended
+// (NULL: none), @stopped_by who stopped it (NULL: nobody, or an operator's
+// release, which the row it lacks recorded), @ran how long it ran and
+// @ended_ago how long ago it ended
 // (microseconds, by the local clock); not when the history
 // already has this attempt (or a later one) of this lease.
 const recordLostSQL = `INSERT INTO {history} (job_name, slot, holder, fencing_token, attempt, started_at, finished_at, exit_code, outcome,
-  output, scheduled_at)
+  output, scheduled_at, stopped_by)
 SELECT @job::text, @slot::integer, @holder::text, @token::bigint, @attempt::integer, now() - (@ran::bigint + @ended_ago::bigint) * interval '1 microsecond',
   now() - @ended_ago::bigint * interval '1 microsecond', @exit_code::integer, @outcome::text,
-  @output::bytea, @scheduled_at::timestamptz
+  @output::bytea, @scheduled_at::timestamptz, @stopped_by::text
 WHERE NOT EXISTS (SELECT FROM {history} WHERE job_name = @job::text AND fencing_token = @token::bigint AND attempt >= @attempt::integer)`

@@ -24,7 +24,7 @@ func TestShapeCheckAgreesWithRead(t *testing.T) {
   fencing_token bigint NOT NULL DEFAULT 0, acquired_at timestamptz, renewed_at timestamptz, last_started_at timestamptz,
   last_finished_at timestamptz, last_exit_code integer, last_holder text, released_at timestamptz, slot integer, slots integer,
   schedule text, last_scheduled_at timestamptz, accounted_through timestamptz, schedule_zone text, scheduled_since timestamptz,
-  paused_until timestamptz, paused_at timestamptz, paused_by text, pause_reason text, queue jsonb`
+  paused_until timestamptz, paused_at timestamptz, paused_by text, pause_reason text, queue jsonb, released_by text`
 	for _, tc := range []struct {
 		name, columns string
 		after         string // run once the table is there ({t} is its name)

@@ -138,6 +138,12 @@ var Leases = Table{
 		// to the first live one in the same statement (see package lease,
 		// queue_sql.go).
 		{"queue", "jsonb", "jsonb", NullsAny, false},
+		// released_by says who asked for the release of the live lease,
+		// and how ("release by root@host", "release --to B by
+		// root@host"; NULL: nobody, or a version that did not say): the
+		// holder records it as its stopped run's stopped_by. Takes and
+		// releases clear it.
+		{"released_by", "text", "text", Nullable, false},
 	},
 	Kinds: []string{"r", "p"},
 	Kind:  "a table",
@@ -167,6 +173,11 @@ var Runs = Table{
 		// printed, when the run kept it. Added to older history tables.
 		{"scheduled_at", "timestamp with time zone", "timestamptz", Nullable, false},
 		{"output", "bytea", "bytea", Nullable, false},
+		// stopped_by says who asked for a run's stop, for a run whose
+		// outcome is stopped ("SIGTERM to leasewrap", "release by
+		// root@host"; NULL: another outcome, or not known). Added to
+		// older history tables.
+		{"stopped_by", "text", "text", Nullable, false},
 	},
 	Kinds:   []string{"r"},
 	Kind:    "a plain table",

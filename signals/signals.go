@@ -49,6 +49,17 @@ func Ends(sig os.Signal) bool {
 	return false
 }
 
+// Name returns sig's name, as in SIGTERM (its Go name for a signal that
+// is not a Unix one).
+func Name(sig os.Signal) string {
+	if s, ok := sig.(syscall.Signal); ok {
+		if name := unix.SignalName(s); name != "" {
+			return name
+		}
+	}
+	return sig.String()
+}
+
 // Number returns sig's number, for the 128+N exit status convention.
 func Number(sig os.Signal) int {
 	if s, ok := sig.(syscall.Signal); ok {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,7 +20,10 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/redbite/leasewrap/inspect"
+	"github.com/redbite/leasewrap/internal/escape"
 	"github.com/redbite/leasewrap/lease"
+	"github.com/redbite/leasewrap/schedule"
 	"github.com/redbite/leasewrap/schema"
 	"github.com/redbite/leasewrap/web"
 )
@@ -113,6 +117,11 @@ func (b *tab) waitFor(js string) {
 	}
 }
 
+// screenshotsEnv names a directory the browser tests keep their
+// screenshots in, to be looked at; without it they go with the test's
+// temporary directory.
+const screenshotsEnv = "LEASEWRAP_WEB_SCREENSHOTS"
+
 // screenshot saves the page as name in the test's directory and checks
 // that it is not blank: a page that drew nothing has one or two colours.
 func (b *tab) screenshot(name string) []byte {
@@ -123,7 +132,11 @@ func (b *tab) screenshot(name string) []byte {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(b.t.TempDir(), name), shot, 0o644); err != nil {
+	dir := os.Getenv(screenshotsEnv)
+	if dir == "" {
+		dir = b.t.TempDir()
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), shot, 0o644); err != nil {
 		b.t.Fatal(err)
 	}
 	img, err := png.Decode(bytes.NewReader(shot))
@@ -373,5 +386,201 @@ WHERE job_name = $1 AND scheduled_at IS NOT NULL AND outcome <> 'missed'`, jobRe
 	}
 	if err := os.WriteFile(out, shot, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Jobs of the layout test, beside the standard history's.
+const (
+	jobPaused  = "paused_job"
+	jobLong    = "cache_warmup_nightly_reports"
+	jobQuotes  = `a'b"c\d`
+	jobBusy    = "thumbnail_resize_worker"
+	jobDaily   = "daily_rollup"
+	jobUnknown = "unreadable_schedule"
+	// holderLong is a holder id as a Kubernetes pod's name makes it.
+	holderLong = "thumbnailer-7f3a9c5d8b-x2kqz.worker-pool-eu-west"
+)
+
+// layoutHistory adds to the standard history what strains the layout and
+// shows the states apart: a paused job, long names, a name with quotes
+// and a backslash, a held lease with a long holder id and 30 recent runs,
+// a daily job whose claims are written by hand (the latest time not run),
+// and a job whose recorded schedule this version cannot read.
+func (f *fleet) layoutHistory() {
+	f.t.Helper()
+	ctx := context.Background()
+	f.run(f.store("host-a"), jobPaused, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
+	if _, _, err := f.store("root@ops-laptop").Pause(ctx, jobPaused, "database upgrade", time.Time{}); err != nil {
+		f.t.Fatal(err)
+	}
+	f.run(f.store("host-a"), jobLong, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
+	f.run(f.store("host-b"), jobQuotes, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
+	busy := f.store(holderLong)
+	for i := range 30 {
+		end := lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}
+		if i == 29 {
+			end = lease.End{ExitCode: code(127), Outcome: lease.OutcomeCouldNotStart}
+		}
+		f.run(busy, jobBusy, end, nil)
+	}
+	f.take(busy, jobBusy) // held now, by the long holder id
+	s, err := schedule.Parse("0 0 * * *", "UTC")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, job := range []string{jobDaily, jobUnknown} {
+		if _, err := f.store("host-c").Register(ctx, job, s.Spec(), s.ZoneRules); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	// The daily job ran yesterday's time; nobody ran or recorded today's.
+	claims := schema.ClaimsTable(pgx.Identifier{f.table}).Sanitize()
+	if _, err := f.pool.Exec(ctx, `WITH t AS (SELECT date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' - interval '1 day' AS at),
+h AS (INSERT INTO `+f.history+` (job_name, holder, fencing_token, started_at, finished_at, exit_code, outcome, scheduled_at)
+  SELECT $1, 'host-c', 5, at, at + interval '3 minute', 0, 'exited', at FROM t)
+INSERT INTO `+claims+` (job_name, scheduled_at, outcome, holder, fencing_token) SELECT $1, at, $2, 'host-c', 5 FROM t`,
+		jobDaily, lease.ClaimRun); err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := f.pool.Exec(ctx, `UPDATE `+pgx.Identifier{f.table}.Sanitize()+` SET schedule = 'every blue moon' WHERE job_name = $1`,
+		jobUnknown); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// What / and a job's page show at a laptop's width (1280 px) and a
+// phone's (390 px), measured in the browser: every job's reason as text
+// with a size of its own (nothing to hover), the states in colours of
+// their own (the legend's, paused no alarm's), the jobs' table inside the
+// screen with no name broken on a laptop, and on a phone a timeline that
+// scrolls sideways at a width its labels can be read at rather than
+// shrinking.
+func TestBrowserLayoutAtLaptopAndPhone(t *testing.T) {
+	t.Parallel()
+	b := browser(t)
+	f := newFleet(t)
+	f.standardHistory()
+	f.layoutHistory()
+	srv := f.serve(f.pool)
+	since := "?since=" + url.QueryEscape(f.start.Add(-48*time.Hour).UTC().Format(time.RFC3339Nano))
+
+	// The legend's colour of each state; the states' colours apart.
+	b.do(chromedp.EmulateViewport(1280, 900), chromedp.Navigate(srv.URL+"/"))
+	legend := eval[map[string]string](b, `Object.fromEntries([...document.querySelectorAll('.legend .health')].map(s =>
+  [s.textContent, getComputedStyle(s).backgroundColor]))`)
+	seen := map[string]string{}
+	for _, state := range inspect.States {
+		c, ok := legend[state]
+		if !ok {
+			t.Errorf("the legend has no entry for %s: %v", state, legend)
+			continue
+		}
+		if other, ok := seen[c]; ok {
+			t.Errorf("%s and %s are both %s", state, other, c)
+		}
+		seen[c] = state
+	}
+	for _, alarm := range []string{inspect.StateFailing, inspect.StateMissed, inspect.StateOverdue} {
+		if legend[inspect.StatePaused] == legend[alarm] {
+			t.Errorf("paused has the colour of %s", alarm)
+		}
+	}
+
+	type row struct {
+		Job, Health, Colour, Reason string
+		ReasonW, ReasonH            float64
+		// MidWord counts the name's line breaks between two letters or
+		// digits.
+		MidWord int
+	}
+	const rowsJS = `[...document.querySelectorAll('tr.job')].map(tr => {
+  const badge = tr.querySelector('.health'), why = tr.nextElementSibling.querySelector('.reason');
+  const r = why.getBoundingClientRect(), st = getComputedStyle(why);
+  return {Job: tr.dataset.job, Health: badge.dataset.health, Colour: getComputedStyle(badge).backgroundColor,
+    Reason: st.visibility === 'visible' && st.display !== 'none' ? why.textContent : '', ReasonW: r.width, ReasonH: r.height,
+    MidWord: midWord(tr.querySelector('td.name a').firstChild)};
+})`
+	const midWordJS = `function midWord(text) {
+  let breaks = 0, top = null;
+  for (let i = 0; i < text.length; i++) {
+    const r = document.createRange();
+    r.setStart(text, i);
+    r.setEnd(text, i + 1);
+    const box = r.getBoundingClientRect();
+    if (box.width === 0) continue;
+    if (top !== null && box.top > top + 1 && /[\p{L}\p{N}]/u.test(text.data[i - 1]) && /[\p{L}\p{N}]/u.test(text.data[i])) breaks++;
+    top = box.top;
+  }
+  return breaks;
+}
+`
+	for _, width := range []int{1280, 390} {
+		mobile := width < 600
+		emulate := chromedp.EmulateViewport(int64(width), 900)
+		if mobile {
+			emulate = chromedp.EmulateViewport(int64(width), 844, chromedp.EmulateMobile)
+		}
+		b.do(emulate, chromedp.Navigate(srv.URL+"/"))
+		rows := eval[[]row](b, midWordJS+rowsJS)
+		states := map[string]string{}
+		for _, r := range rows {
+			states[r.Job] = r.Health
+			if r.Reason == "" || r.ReasonW <= 0 || r.ReasonH <= 0 {
+				t.Errorf("%d px: %s's reason is not shown: %+v", width, r.Job, r)
+			}
+			if r.Colour != legend[r.Health] {
+				t.Errorf("%d px: %s is %s in %s, the legend's %s is %s", width, r.Job, r.Health, r.Colour, r.Health, legend[r.Health])
+			}
+			if !mobile && r.MidWord != 0 {
+				t.Errorf("%d px: %s's name is broken mid-word %d times", width, r.Job, r.MidWord)
+			}
+		}
+		for job, want := range map[string]string{jobPaused: inspect.StatePaused, escape.Printable(jobEscapes): inspect.StateFailing, jobLong: inspect.StateHealthy} {
+			if states[job] != want {
+				t.Errorf("%d px: %s is %q, want %s", width, job, states[job], want)
+			}
+		}
+		if len(rows) != 10 {
+			t.Errorf("%d px: / lists %d jobs, want 10", width, len(rows))
+		}
+		// The reason names the job as its name cell does: escaped once.
+		quoted := slices.IndexFunc(rows, func(r row) bool { return r.Job == escape.Printable(jobQuotes) })
+		if quoted < 0 {
+			t.Errorf("%d px: / does not list %s", width, jobQuotes)
+		} else if r := rows[quoted]; !strings.Contains(r.Reason, `a'b"c\\d`) || strings.Contains(r.Reason, `c\\\\d`) {
+			t.Errorf("%d px: the reason of %s reads %q, want the name as status prints it, a'b\"c\\\\d", width, jobQuotes, r.Reason)
+		}
+		if w := eval[[]int](b, `(s => [s.scrollWidth, s.clientWidth])(document.querySelector('table.jobs').parentElement)`); w[0] > w[1] {
+			t.Errorf("%d px: the jobs' table is %d px wide in a box of %d: it scrolls sideways", width, w[0], w[1])
+		}
+		b.screenshot(fmt.Sprintf("index-%d.png", width))
+
+		for _, job := range []string{jobReport, jobPaused} {
+			b.do(chromedp.Navigate(srv.URL + "/jobs/" + job + since))
+			if r := eval[[]float64](b, `(r => [r.width, r.height])(document.querySelector('.verdict .reason').getBoundingClientRect())`); r[0] <= 0 || r[1] <= 0 {
+				t.Errorf("%d px: %s's page shows no reason: %v", width, job, r)
+			}
+		}
+		// The timeline: never narrower than its labels read at; on a phone
+		// it scrolls in its own box, and the page does not.
+		b.do(chromedp.Navigate(srv.URL + "/jobs/" + jobReport + since))
+		tl := eval[map[string]float64](b, `(() => { const fig = document.querySelector('figure.timeline'), svg = document.getElementById('timeline');
+  return {svg: svg.getBoundingClientRect().width, label: Math.min(...[...svg.querySelectorAll('text')].map(t => t.getBoundingClientRect().height)),
+    scroll: fig.scrollWidth, client: fig.clientWidth, end: svg.getBoundingClientRect().right - fig.getBoundingClientRect().right, auto: getComputedStyle(fig).overflowX === 'auto' ? 1 : 0,
+    page: document.documentElement.scrollWidth - document.documentElement.clientWidth}; })()`)
+		if tl["svg"] < 960 || tl["label"] < 10 {
+			t.Errorf("%d px: the timeline is %.0f px wide, its smallest label %.1f px high; want at least 960 and 10", width, tl["svg"], tl["label"])
+		}
+		if mobile && (tl["auto"] != 1 || tl["scroll"] <= tl["client"]) {
+			t.Errorf("%d px: the timeline does not scroll in its own box: %v", width, tl)
+		}
+		// Shown from its right end, where now and the newest runs are.
+		if tl["end"] > 1 {
+			t.Errorf("%d px: the timeline's right end, now, is %.0f px out of sight: %v", width, tl["end"], tl)
+		}
+		if tl["page"] > 0 {
+			t.Errorf("%d px: the job's page is %.0f px wider than the screen", width, tl["page"])
+		}
+		b.screenshot(fmt.Sprintf("job-%d.png", width))
 	}
 }

@@ -32,8 +32,19 @@ func (b *html) raw(s string) { b.buf = append(b.buf, s...) }
 // overrides, invalid UTF-8) spelled out as escape.Printable does, then
 // HTML's special characters as entities. Nothing of s can open an element
 // or leave a quoted attribute.
-func (b *html) text(s string) {
-	s = escape.Printable(s)
+func (b *html) text(s string) { b.entities(escape.Printable(s)) }
+
+// printed writes s that is already printable: text whose parts from the
+// database were escaped once, as a verdict's reason is (inspect.Judge
+// escapes the job name and holders in it). Escaping its backslashes again
+// would show a name otherwise than every other view: the job a'b"c\d,
+// printed a'b"c\\d, as a'b"c\\\\d.
+// Anything left that a browser would act on or hide is still spelled
+// out, as escape.Text does, and HTML's special characters made entities.
+func (b *html) printed(s string) { b.entities(string(escape.Text([]byte(s)))) }
+
+// entities writes s with HTML's special characters as entities.
+func (b *html) entities(s string) {
 	start := 0
 	for i := 0; i < len(s); i++ {
 		var ent string
@@ -103,6 +114,19 @@ func (b *html) time(t time.Time) {
 	b.raw(`</time>`)
 }
 
+// timeWrapped writes t as time does, its date and its time of day each
+// unbroken, so that a narrow cell breaks it between them only.
+func (b *html) timeWrapped(t time.Time) {
+	t = t.UTC()
+	b.raw(`<time datetime="`)
+	b.stamp(t)
+	b.raw(`"><span>`)
+	b.date(t)
+	b.raw(`</span> <span>`)
+	b.timeOfDay(t)
+	b.raw(`</span></time>`)
+}
+
 // stamp writes t in UTC as RFC 3339 with milliseconds, which a browser's
 // Date parses: 2026-03-01T08:00:00.250Z.
 func (b *html) stamp(t time.Time) {
@@ -116,11 +140,22 @@ func (b *html) stamp(t time.Time) {
 // writes several times per run.
 func (b *html) clock(t time.Time, sep byte) {
 	t = t.UTC()
+	b.date(t)
+	b.buf = append(b.buf, sep)
+	b.timeOfDay(t)
+}
+
+// date writes t's date: 2026-03-01.
+func (b *html) date(t time.Time) {
 	year, month, day := t.Date()
-	hour, minute, second := t.Clock()
 	b.buf = strconv.AppendInt(b.buf, int64(year), 10)
-	b.buf = append(b.buf, '-', byte('0'+month/10), byte('0'+month%10), '-', byte('0'+day/10), byte('0'+day%10), sep,
-		byte('0'+hour/10), byte('0'+hour%10), ':', byte('0'+minute/10), byte('0'+minute%10), ':',
+	b.buf = append(b.buf, '-', byte('0'+month/10), byte('0'+month%10), '-', byte('0'+day/10), byte('0'+day%10))
+}
+
+// timeOfDay writes t's time of day: 08:00:00.
+func (b *html) timeOfDay(t time.Time) {
+	hour, minute, second := t.Clock()
+	b.buf = append(b.buf, byte('0'+hour/10), byte('0'+hour%10), ':', byte('0'+minute/10), byte('0'+minute%10), ':',
 		byte('0'+second/10), byte('0'+second%10))
 }
 

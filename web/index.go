@@ -113,6 +113,10 @@ func (p *Pages) serveIndex(w http.ResponseWriter, r *http.Request) {
 	p.answer(w, r, "", body, err)
 }
 
+// jobColumns is how many columns /'s table has: a job's reason spans
+// them all.
+const jobColumns = 11
+
 // renderIndex writes /, reloading itself every refresh seconds (0: not).
 func renderIndex(jobs []jobRow, now time.Time, refresh int) []byte {
 	b := html{refresh: refresh}
@@ -153,14 +157,20 @@ func renderIndex(jobs []jobRow, now time.Time, refresh int) []byte {
 		state(&b, string(j.State))
 		b.raw(`</td>`)
 		lastRun(&b, j)
-		b.raw(`<td>`)
+		b.raw(`<td class="when">`)
 		if j.Next != nil {
-			b.time(*j.Next)
+			b.timeWrapped(*j.Next)
 		} else {
 			b.raw(`—`)
 		}
 		b.raw(`</td><td>`)
 		recentBar(&b, j.Recent)
+		b.raw(`</td></tr>`)
+		// Why, as text under the job's row: a phone has no hover.
+		b.raw(`<tr class="why"><td colspan="`)
+		b.int(jobColumns)
+		b.raw(`">`)
+		reason(&b, j.Verdict)
 		b.raw(`</td></tr>`)
 	}
 	b.raw(`</tbody></table></div>`)
@@ -191,8 +201,8 @@ func lastRun(b *html, j jobRow) {
 		b.raw(`<td colspan="4" class="none">no run in the history</td>`)
 		return
 	}
-	b.raw(`<td>`)
-	b.time(run.StartedAt)
+	b.raw(`<td class="when">`)
+	b.timeWrapped(run.StartedAt)
 	b.raw(`</td><td>`)
 	b.duration(run.FinishedAt.Sub(run.StartedAt))
 	b.raw(`</td><td>`)
@@ -255,17 +265,24 @@ func state(b *html, s string) {
 	b.raw(`</span>`)
 }
 
-// health writes a verdict: its state, with the reason as its title, in
-// the data-health attribute a test or a script reads.
+// health writes a verdict's state as a badge in the state's colour
+// (class h-STATE), in the data-health attribute a test or a script reads.
+// The reason is written apart, as text (reason).
 func health(b *html, v inspect.Verdict) {
 	b.raw(`<span class="health h-`)
 	b.attr(v.State)
 	b.raw(`" data-health="`)
 	b.attr(v.State)
-	b.raw(`" title="`)
-	b.attr(v.Reason)
 	b.raw(`">`)
 	b.text(v.State)
+	b.raw(`</span>`)
+}
+
+// reason writes why a verdict is what it is, as the text status and check
+// print: shown, not a tooltip, so that a phone shows it too.
+func reason(b *html, v inspect.Verdict) {
+	b.raw(`<span class="reason">`)
+	b.printed(v.Reason)
 	b.raw(`</span>`)
 }
 

@@ -204,7 +204,7 @@ func renderJob(page jobPage, root string) []byte {
 	b.raw(`</p><p class="verdict">`)
 	health(&b, page.Verdict)
 	b.raw(` `)
-	b.text(page.Verdict.Reason)
+	reason(&b, page.Verdict)
 	b.raw(`</p>`)
 	leaseFacts(&b, page.Lease)
 	b.raw(`<nav class="windows">`)
@@ -356,6 +356,10 @@ func selected(b *html, page jobPage) {
 	origin(b, r.Origin)
 	b.raw(`</dd><dt>Exit status</dt><dd>`)
 	exitCode(b, r.ExitCode)
+	if r.Outcome == lease.OutcomeStopped && r.By != "" {
+		b.raw(`</dd><dt>Stopped by</dt><dd class="stopped-by">`)
+		b.text(r.By)
+	}
 	b.raw(`</dd><dt>Started</dt><dd>`)
 	b.time(r.StartedAt)
 	b.raw(`</dd><dt>Finished</dt><dd>`)

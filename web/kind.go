@@ -31,7 +31,7 @@ type word struct{ name, meaning string }
 var kinds = []word{
 	{kindSucceeded, "exited 0"},
 	{kindRunning, "holds the lease now"},
-	{kindStopped, "stopped by an operator (leasewrap release)"},
+	{kindStopped, "leasewrap was asked to stop it (a signal to leasewrap, leasewrap release): neither a success nor a failure"},
 	{kindFailed, "exited non-zero"},
 	{kindSignalled, "ended by a signal (exit 128+N)"},
 	{kindTimedOut, "stopped for running past --max-runtime (exit 124)"},
@@ -52,6 +52,21 @@ var states = []word{
 	{string(lease.StateKept), "the command finished and --hold-for keeps the lease until it expires: no other instance runs the job before then"},
 	{string(lease.StateExpired), "its holder stopped renewing without releasing (crashed, or cut off): free to take"},
 	{string(lease.StateReleased), "handed back: free to take"},
+}
+
+// healths are what each of a job's states (inspect.States, the judgement
+// check, status and the exporter share) means, as the legend says it;
+// each has its own colour (class h-NAME).
+// TestEveryHealthHasAMeaningAndAColour keeps the list whole.
+var healths = map[string]string{
+	inspect.StateHealthy: "nothing to act on",
+	inspect.StatePaused:  "an operator paused the job (leasewrap pause): nothing runs it until it is resumed, on purpose; not an alarm",
+	inspect.StateFailing: "the run judged (of the latest scheduled time, or the newest run) did not succeed",
+	inspect.StateMissed:  "the latest scheduled time was recorded missed: no instance could run it in time",
+	inspect.StateOverdue: "the latest scheduled time was neither run nor recorded missed: are its schedulers running?",
+	inspect.StateStale:   "a job without a schedule has no success recent enough",
+	inspect.StateAbsent:  "no lease row and no run of the job",
+	inspect.StateUnknown: "its state cannot be told (its history or its schedule cannot be read)",
 }
 
 // kindOf says how a run is shown.
@@ -99,10 +114,22 @@ func kindMeaning(kind string) string {
 // lane, and counted apart from the runs.
 func notRun(r inspect.Run) bool { return lease.NotRun(r.Outcome) }
 
-// legend writes what the pages' words mean: the lease states and the
-// kinds of run.
+// legend writes what the pages' words mean: the jobs' health, the lease
+// states and the kinds of run.
 func legend(b *html) {
-	b.raw(`<section class="legend" id="legend"><h2>Legend</h2><h3>Lease state</h3><dl>`)
+	b.raw(`<section class="legend" id="legend"><h2>Legend</h2><h3>Health</h3>` +
+		`<p class="none">The same judgement as leasewrap check, status and the exporter; each job's reason is written with it.</p><dl>`)
+	for _, h := range inspect.States {
+		// No data-health here: that names a job's state.
+		b.raw(`<dt><span class="health h-`)
+		b.raw(h)
+		b.raw(`">`)
+		b.raw(h)
+		b.raw(`</span></dt><dd>`)
+		b.text(healths[h])
+		b.raw(`</dd>`)
+	}
+	b.raw(`</dl><h3>Lease state</h3><dl>`)
 	for _, s := range states {
 		b.raw(`<dt><span class="state s-`)
 		b.raw(s.name)

@@ -523,3 +523,75 @@ func TestPagesReloadThemselvesWhenAsked(t *testing.T) {
 		t.Error("stopping the reloads forgets the window")
 	}
 }
+
+// A name with quotes and a backslash, and one with controls, read the
+// same everywhere a page names them: in the name cell, the title and
+// the reason, escaped once as status prints them (a'b"c\\d), the reason
+// as the text the judgement gave (check and status print it), shown as
+// text rather than as a tooltip.
+func TestNamesReadTheSameInTheirReason(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	const quoted = `a'b"c\d`
+	// Failed, never succeeded: the reasons say no age, which would move
+	// between the reads.
+	f.run(f.store("host-a"), quoted, lease.End{ExitCode: code(1), Outcome: lease.OutcomeExited}, nil)
+	f.standardHistory()
+	srv := f.serve(f.pool)
+	r := f.reader(f.pool)
+	_, index, _ := lwtest.Get(t, srv.URL, "/")
+	for _, job := range []string{quoted, jobEscapes} {
+		s, err := r.Summary(context.Background(), job, web.DefaultWindow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(s.Verdict.Reason, escape.Printable(job)) {
+			t.Fatalf("the reason of %q is %q: it does not name the job", job, s.Verdict.Reason)
+		}
+		reason := `<span class="reason">` + html.EscapeString(s.Verdict.Reason) + `</span>`
+		_, page, _ := lwtest.Get(t, srv.URL, "/jobs/"+url.PathEscape(job))
+		for where, want := range map[string][]string{
+			"/":        {">" + shown(job) + "</a>", reason},
+			"its page": {`<h1 class="job-name">` + shown(job) + "</h1>", reason},
+		} {
+			body := map[string]string{"/": index, "its page": page}[where]
+			for _, w := range want {
+				if !strings.Contains(body, w) {
+					t.Errorf("%s does not show %s", where, w)
+				}
+			}
+			// Escaped twice, the backslash would be four.
+			if twice := html.EscapeString(escape.Printable(escape.Printable(job))); strings.Contains(body, twice) {
+				t.Errorf("%s shows %q escaped twice: %s", where, job, twice)
+			}
+			if strings.Contains(body, `title="`+html.EscapeString(s.Verdict.Reason)) {
+				t.Errorf("%s still gives the reason of %q as a tooltip", where, job)
+			}
+		}
+	}
+}
+
+// The legend says what every state of inspect.States means, each in a
+// colour the stylesheet gives it.
+func TestEveryHealthHasAMeaningAndAColour(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.run(f.store("host-a"), jobReport, lease.End{ExitCode: code(0), Outcome: lease.OutcomeExited}, nil)
+	srv := f.serve(f.pool)
+	_, css, _ := lwtest.Get(t, srv.URL, "/assets/style.css")
+	for _, path := range []string{"/", "/jobs/" + jobReport} {
+		_, body, _ := lwtest.Get(t, srv.URL, path)
+		for _, state := range inspect.States {
+			entry := `<dt><span class="health h-` + state + `">` + state + `</span></dt><dd>`
+			i := strings.Index(body, entry)
+			if i < 0 || strings.HasPrefix(body[i+len(entry):], "</dd>") {
+				t.Errorf("%s: the legend does not say what %s means", path, state)
+			}
+		}
+	}
+	for _, state := range inspect.States {
+		if !strings.Contains(css, ".h-"+state+" { background: ") {
+			t.Errorf("the stylesheet gives %s no colour", state)
+		}
+	}
+}

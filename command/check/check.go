@@ -22,14 +22,14 @@ import (
 func Command() *cli.Command {
 	return &cli.Command{
 		Name:  "check",
-		Usage: "a monitoring check: exit 0 if --job last succeeded within --max-age (a job with a schedule: if its latest due time ran and succeeded), 1 if it is paused, 2 if not, 3 if it cannot tell",
+		Usage: "a monitoring check: exit 0 if --job last succeeded within --max-age or runs now with no failed run since (a job with a schedule: if its latest due time ran and succeeded), 1 if it is paused, 2 if not, 3 if it cannot tell",
 		UsageText: "leasewrap check --job NAME --max-age D [--fail-on-last-failure] [--json]\n" +
 			"leasewrap check --job NAME [--json]   (a job run with --schedule)\n" +
 			"Prints one line (Nagios/Icinga style, with perfdata) or, with --json, one object.",
 		Flags: append([]cli.Flag{
 			cmdutil.JobFlag("the job to check (required)"),
 			&cli.StringFlag{Name: "max-age", Usage: "how long ago the last successful run may have finished, as in 26h (required for a job without a schedule)"},
-			&cli.BoolFlag{Name: "fail-on-last-failure", Usage: "also exit 2 when the newest run failed, even if a success is recent enough"},
+			&cli.BoolFlag{Name: "fail-on-last-failure", Usage: "also exit 2 when the newest run that counts failed, even if a success is recent enough"},
 			cmdutil.JSONFlag("print a JSON object for machines"),
 		}, cmdutil.StoreFlags()...),
 		// A monitoring system reads UNKNOWN (3) and one line on stdout, for
@@ -91,20 +91,32 @@ func checkAction(c *cli.Context) error {
 	// succeeded, whether it runs its first.
 	rows, err := a.Read.Status(c.Context, job)
 	known := f.LastRun != nil || !errors.Is(err, lease.ErrNoJob)
-	held := slices.ContainsFunc(rows, inspect.JobStatus.Live)
-	var paused *lease.Pause
-	if len(rows) > 0 {
-		paused = rows[0].Paused
-	}
-	res := judge(f, maxAge, c.Bool("fail-on-last-failure"), known, held, paused)
+	res := judge(f, maxAge, c.Bool("fail-on-last-failure"), known, rows)
 	return res.print(c.App.Writer, c.Bool("json"))
 }
 
 // judge decides the check from what the history says, by inspect.Judge
 // with the check's policy: known is false when the lease table has no row
-// for the job either, held when a slot of it is live.
-func judge(f inspect.Freshness, maxAge time.Duration, failOnLastFailure, known, held bool, paused *lease.Pause) Result {
-	facts := inspect.Facts{Job: f.Job, Now: f.Now, Known: known, Held: held, LastRun: f.LastRun, Paused: paused}
+// for the job either; rows are the job's lease rows, which say whether it
+// is paused, held, or being taken over by a standby.
+func judge(f inspect.Freshness, maxAge time.Duration, failOnLastFailure, known bool, rows []inspect.JobStatus) Result {
+	facts := inspect.Facts{Job: f.Job, Now: f.Now, Known: known, LastRun: f.LastRun, LastCounted: f.LastCounted}
+	var freedAgo time.Duration = math.MaxInt64
+	for _, j := range rows {
+		if j.Live() {
+			facts.Held = true
+			facts.Holders = append(facts.Holders, j.Holder)
+		}
+		freedAgo = min(freedAgo, -j.ExpiresIn)
+	}
+	slices.Sort(facts.Holders)
+	facts.Holders = slices.Compact(facts.Holders)
+	if len(rows) > 0 {
+		facts.Paused = rows[0].Paused
+		if !facts.Held {
+			facts.Standby = inspect.TakingOver(rows[0].Queue, freedAgo)
+		}
+	}
 	if run := f.LastSuccess; run != nil {
 		facts.LastSuccess, facts.LastSuccessBy = &run.FinishedAt, run.Holder
 	}

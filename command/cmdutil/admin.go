@@ -86,8 +86,9 @@ func OperatorStore(c *cli.Context, s Settings, who string) (*lease.Store, *Admin
 	return store, a, nil
 }
 
-// Pauser is who pauses by default: the operator's user name at this host.
-func Pauser() string {
+// Operator is who acts in an operator's command (pause, release): the
+// operator's user name at this host.
+func Operator() string {
 	name := "unknown"
 	if u, err := user.Current(); err == nil && u.Username != "" {
 		name = u.Username

@@ -146,15 +146,15 @@ func ExitStatuses() []ExitStatus {
 		{fmt.Sprint(runner.StatusNotExecutable), "COMMAND was found but is not executable"},
 		{fmt.Sprint(runner.StatusNotFound), "COMMAND was not found"},
 		{fmt.Sprint(ExitNotFound), "status or release: no such job, or no live lease of that holder; history --output: no run kept output; check: WARNING (the job is paused); trigger: the job has no schedule recorded"},
-		{fmt.Sprint(ExitLastRunFailed), "status --fail-on-error: the last run of a job shown exited non-zero; check: CRITICAL"},
+		{fmt.Sprint(ExitLastRunFailed), "status --fail-on-error: a job shown is failing; check: CRITICAL"},
 		{fmt.Sprint(CheckUnknown), "check: UNKNOWN, it cannot tell"},
 		{fmt.Sprint(ExitIOErr), "a subcommand could not write its output (check answers 3 instead)"},
 		{fmt.Sprint(ExitSoftware), "an internal error, a bug in leasewrap, logged as \"internal error\" (please report it)"},
 	}
 }
 
-// ExitLastRunFailed is status --fail-on-error's status when a job's last
-// run exited non-zero.
+// ExitLastRunFailed is status --fail-on-error's status when a job shown is
+// judged failing.
 const ExitLastRunFailed = 2
 
 // check exits as Nagios and Icinga plugins do.

@@ -28,7 +28,7 @@ func Command() *cli.Command {
 	return &cli.Command{
 		Name:      "exporter",
 		Usage:     "serve Prometheus metrics and a web page on every job's lease and runs, read from the tables at each request",
-		UsageText: "leasewrap exporter [--http-addr ADDR] [--web.config.file FILE] [flags]",
+		UsageText: "leasewrap exporter [--http-addr ADDR] [--web.config.file FILE] [--web.show-output] [flags]",
 		Description: "One process for the whole fleet. It only reads the lease table and its history\n" +
 			"(SELECT on both is all its role needs) and reports facts: when each job last\n" +
 			"succeeded and last ran, how, who holds it now. Alert rules decide what is stale.\n" +

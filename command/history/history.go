@@ -278,10 +278,12 @@ type RunJSON struct {
 	// plain; null when that cannot be told (its scheduled time's claim
 	// is gone).
 	Origin *string `json:"origin"`
-	// By is, for a scheduled time nobody ran (whose holder is ""), who
-	// accounted for it: who paused the job (paused), the holder whose
-	// run still held the lease (skipped), the instance that recorded it
-	// (missed); null for a run that records none.
+	// By says who: for a run with outcome stopped, who asked for the
+	// stop ("SIGTERM to leasewrap", "release by root@host"); for a
+	// scheduled time nobody ran (whose holder is ""), who accounted for
+	// it: who paused the job (paused), the holder whose run still held
+	// the lease (skipped), the instance that recorded it (missed); null
+	// for any other run, or when not known.
 	By *string `json:"by"`
 }
 
@@ -320,8 +322,8 @@ func runDuration(r inspect.Run) time.Duration {
 func printHistoryTable(w io.Writer, runs []inspect.Run) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	slotted := slices.ContainsFunc(runs, func(r inspect.Run) bool { return r.Slot > 1 })
-	// BY says who accounted for a scheduled time nobody ran: such a row
-	// has no holder.
+	// BY says who asked for a stop, or who accounted for a scheduled
+	// time nobody ran (such a row has no holder).
 	byWhom := slices.ContainsFunc(runs, func(r inspect.Run) bool { return notRun(r) || r.By != "" })
 	if slotted {
 		fmt.Fprint(tw, "JOB\tSLOT\t")

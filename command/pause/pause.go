@@ -62,7 +62,7 @@ func pauseAction(c *cli.Context) error {
 	if len(reason) > maxReason || strings.ContainsAny(reason, "\x00") {
 		return cmdutil.Usagef("invalid --reason: at most %d bytes, without NUL", maxReason)
 	}
-	store, a, err := cmdutil.OperatorStore(c, s, cmdutil.Pauser())
+	store, a, err := cmdutil.OperatorStore(c, s, cmdutil.Operator())
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func resumeAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	store, a, err := cmdutil.OperatorStore(c, s, cmdutil.Pauser())
+	store, a, err := cmdutil.OperatorStore(c, s, cmdutil.Operator())
 	if err != nil {
 		return err
 	}

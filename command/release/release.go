@@ -134,7 +134,7 @@ func parseRequest(c *cli.Context) (request, error) {
 // changed hands since (a handoff between the look-up and the release), the
 // refusal says who holds it now.
 func releaseSeen(ctx context.Context, read *inspect.Reader, store *lease.Store, r request, j inspect.JobStatus) (string, int64, error) {
-	holder, token, err := store.ReleaseHeld(ctx, lease.SlotRow(r.job, r.slot), r.id, j.FencingToken, r.force)
+	holder, token, err := store.ReleaseHeldBy(ctx, lease.SlotRow(r.job, r.slot), r.id, j.FencingToken, r.force, r.by())
 	if !errors.Is(err, lease.ErrNoJob) || r.id == "" {
 		return holder, token, err
 	}
@@ -162,6 +162,16 @@ func notHeldBy(j inspect.JobStatus, id string) error {
 	}
 	return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: fmt.Errorf("%q is not held by %s: %s; nothing released",
 		j.Job, escape.Printable(id), now)}
+}
+
+// by says who asks, and how, as the holder records it with the run it
+// stops: "release by root@host", "release --to B by root@host".
+func (r request) by() string {
+	how := "release"
+	if r.to != "" {
+		how += " --to " + r.to
+	}
+	return how + " by " + cmdutil.Operator()
 }
 
 // outcome says what the holder does once asked to release.

@@ -28,7 +28,7 @@ func Command() *cli.Command {
 		Flags: append([]cli.Flag{
 			cmdutil.JobFlag("show only this job"),
 			cmdutil.JSONFlag("print a JSON array for scripts"),
-			&cli.BoolFlag{Name: "fail-on-error", Usage: "exit 2 if the last run of a job shown exited non-zero"},
+			&cli.BoolFlag{Name: "fail-on-error", Usage: "exit 2 if a job shown is failing: the run it is judged by failed (a run leasewrap was asked to stop is no failure)"},
 		}, cmdutil.StoreFlags()...),
 		OnUsageError: cmdutil.UsageError,
 		Action: func(c *cli.Context) error {
@@ -62,7 +62,7 @@ func Command() *cli.Command {
 			if err := print(c.App.Writer, jobs, verdicts); err != nil {
 				return &cmdutil.ExitError{Code: cmdutil.ExitIOErr, Err: fmt.Errorf("cannot write status: %w", err)}
 			}
-			if c.Bool("fail-on-error") && anyFailed(jobs) {
+			if c.Bool("fail-on-error") && anyFailing(jobs, verdicts) {
 				return cmdutil.ExitWith(cmdutil.ExitLastRunFailed)
 			}
 			return nil
@@ -70,10 +70,19 @@ func Command() *cli.Command {
 	}
 }
 
-func anyFailed(jobs []inspect.JobStatus) bool {
+// anyFailing reports whether a job of jobs is judged failing, as every
+// view judges it. A job whose judgement cannot be read (its history is
+// missing or broken) falls back on its lease row: its last run exited
+// non-zero.
+func anyFailing(jobs []inspect.JobStatus, verdicts cmdutil.Verdicts) bool {
 	for _, j := range jobs {
-		if j.LastExitCode != nil && *j.LastExitCode != 0 {
+		switch verdicts.Of(j.Job).State {
+		case inspect.StateFailing:
 			return true
+		case inspect.StateUnknown:
+			if j.LastExitCode != nil && *j.LastExitCode != 0 {
+				return true
+			}
 		}
 	}
 	return false

@@ -38,7 +38,7 @@ func (sc *scheduler) manual(ctx context.Context, wait time.Duration) (time.Durat
 	})
 	if sig != nil {
 		if r.Lease != nil {
-			logRelease(r.Lease.AbandonWith(context.Background(), lease.End{Outcome: lease.OutcomeStopped}), sc.log)
+			logRelease(r.Lease.AbandonWith(context.Background(), lease.End{Outcome: lease.OutcomeStopped, StoppedBy: signalStop(sig)}), sc.log)
 		}
 		return 0, &stopSignal{sig}
 	}

@@ -157,7 +157,8 @@ func (w *wrapper) runChild(path string, l *lease.Lease, mon *monitor.Monitor) er
 		logRelease(l.AbandonWith(context.Background(), end), log)
 		return exitStatus(res)
 	}
-	end := lease.End{ExitCode: recordedStatus(res), Outcome: runOutcome(res), Attempt: attempt, Output: w.kept, Ran: res.Ran, Ended: res.Ended}
+	end := lease.End{ExitCode: recordedStatus(res), Outcome: runOutcome(res), Attempt: attempt, Output: w.kept, Ran: res.Ran, Ended: res.Ended,
+		StoppedBy: stoppedBy(res)}
 	if err := l.Finish(context.Background(), end); errors.Is(err, lease.ErrLost) && res.Lost == nil {
 		// No renewal failed, so nothing said so yet: the row was deleted
 		// or rewritten by hand between renewals (or a release retried
@@ -202,10 +203,11 @@ func (w *wrapper) attempt(path string, l *lease.Lease, mon *monitor.Monitor, log
 }
 
 // runOutcome is how the history records a run that started: stopped for
-// an operator's release, stopped for a lost lease, stopped for running past
-// --max-runtime, ended by a signal (a
-// status of 128+N, as a shell reports its own child's death too), or
-// exited.
+// an operator's release, lost for a lost lease, timed out for running past
+// --max-runtime, stopped for a signal asking leasewrap to end (whatever
+// the command's status then: leasewrap was asked to stop it), ended by a
+// signal nobody sent through leasewrap (a status of 128+N, as a shell
+// reports its own child's death too: an OOM kill, a crash), or exited.
 func runOutcome(res runner.Result) string {
 	switch {
 	case errors.Is(res.Lost, lease.ErrReleasedByOperator):
@@ -214,10 +216,30 @@ func runOutcome(res runner.Result) string {
 		return lease.OutcomeLost
 	case res.TimedOut:
 		return lease.OutcomeTimedOut
+	case res.Signal != nil:
+		return lease.OutcomeStopped
 	case res.Status > cmdutil.ExitSignalBase && res.Status <= cmdutil.ExitSignalBase+64:
 		return lease.OutcomeSignalled
 	}
 	return lease.OutcomeExited
+}
+
+// stoppedBy says who asked for the stop of a run runOutcome records
+// stopped for a signal to leasewrap; "" for any other run (an operator's
+// release is recorded from the lease row, which says who asked).
+func stoppedBy(res runner.Result) string {
+	if runOutcome(res) != lease.OutcomeStopped || res.Lost != nil {
+		return ""
+	}
+	return signalStop(res.Signal)
+}
+
+// signalStop says that sig, sent to leasewrap, asked for a stop.
+func signalStop(sig os.Signal) string {
+	if sig == nil {
+		return ""
+	}
+	return signals.Name(sig) + " to leasewrap"
 }
 
 // runExitCode is leasewrap's status for a run: 75 if the child had to be
@@ -526,7 +548,7 @@ func (w *wrapper) stoppedBySignal(l *lease.Lease, sig os.Signal, log zerolog.Log
 	switch {
 	case l != nil && !l.ScheduledAt().IsZero():
 		// The time is claimed: the history says why it did not run.
-		logRelease(l.AbandonWith(context.Background(), lease.End{Outcome: lease.OutcomeStopped}), log)
+		logRelease(l.AbandonWith(context.Background(), lease.End{Outcome: lease.OutcomeStopped, StoppedBy: signalStop(sig)}), log)
 	case l != nil:
 		logRelease(l.Abandon(context.Background()), log)
 	}

@@ -386,7 +386,7 @@ func (sc *scheduler) take(ctx context.Context, at time.Time, latest bool) (wait 
 	})
 	if sig != nil {
 		if c.Lease != nil {
-			logRelease(c.Lease.AbandonWith(context.Background(), lease.End{Outcome: lease.OutcomeStopped}), sc.log)
+			logRelease(c.Lease.AbandonWith(context.Background(), lease.End{Outcome: lease.OutcomeStopped, StoppedBy: signalStop(sig)}), sc.log)
 		}
 		return 0, false, &stopSignal{sig}
 	}
