@@ -1,6 +1,7 @@
 package command
 
 import (
+	"cmp"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/redbite/leasewrap/command/check"
+	"github.com/redbite/leasewrap/command/cmdutil"
 	"github.com/redbite/leasewrap/command/history"
 	"github.com/redbite/leasewrap/command/status"
 	"github.com/redbite/leasewrap/inspect"
@@ -187,11 +189,11 @@ func (e *tableEnv) releaseID(job string) func(*lwtest.Proc) {
 	}
 }
 
-// agedSuccess runs job once, successfully, and moves that run back two
-// days: over the views' 24 hours.
-func (e *tableEnv) agedSuccess(job string) {
+// agedRun runs job once, the command the shell script script, and moves
+// that run back two days: over the views' 24 hours.
+func (e *tableEnv) agedRun(job, script string) {
 	e.t.Helper()
-	e.run(job, "--", "true")
+	e.run(job, "--", "sh", "-c", script)
 	e.d.exec(e.t, `UPDATE `+e.history()+` SET started_at = started_at - interval '2 days', finished_at = finished_at - interval '2 days' WHERE job_name = $1`, job)
 }
 
@@ -222,6 +224,14 @@ func (e *tableEnv) ranDue(job, outcome string, exit *int) {
 VALUES ($1, 'A', 7, $2::timestamptz + interval '1 second', $2::timestamptz + interval '2 seconds', $3, $4, $2)`, job, e.due, exit, outcome)
 }
 
+// stoppedDue records the run of job's latest due time as stopped, at
+// the ask of by.
+func (e *tableEnv) stoppedDue(job, by string) {
+	e.t.Helper()
+	e.ranDue(job, "stopped", exitOf(143))
+	e.d.exec(e.t, `UPDATE `+e.history()+` SET stopped_by = $2 WHERE job_name = $1`, job, by)
+}
+
 // notRunDue records job's latest due time as nobody's run: outcome
 // (missed, skipped, paused) by by, in its claim and its history row.
 func (e *tableEnv) notRunDue(job, outcome, by string) {
@@ -246,8 +256,10 @@ type judgementSetup struct {
 	// which then stopped.
 	do func(e *tableEnv, job string)
 	// newest is the outcome of the job's newest run the situation has in
-	// history --json ("": not checked).
-	newest string
+	// history --json ("": not checked), and by who asked for its stop,
+	// for a stopped run ({operator}: the operator's name, as release
+	// records it).
+	newest, by string
 	// refresh keeps the situation true at the moment the views read it
 	// (a lease freed just now).
 	refresh func(e *tableEnv, job string)
@@ -324,14 +336,14 @@ var judgementSetups = map[string]map[string]judgementSetup{
 		kindService: {do: func(e *tableEnv, job string) {
 			e.run(job, "--id", "A0", "--", "true")
 			e.handover(job, sigterm)
-		}, newest: "stopped"},
+		}, newest: "stopped", by: "SIGTERM to leasewrap"},
 		kindCron: {do: func(e *tableEnv, job string) {
 			e.run(job, "--", "true")
 			p := e.holdBriefly(job, "A", false)
 			sigterm(p)
 			p.Wait(e.t, 30*time.Second)
-		}, newest: "stopped"},
-		kindScheduled: {do: func(e *tableEnv, job string) { e.ranDue(job, "stopped", exitOf(143)) }},
+		}, newest: "stopped", by: "SIGTERM to leasewrap"},
+		kindScheduled: {do: func(e *tableEnv, job string) { e.stoppedDue(job, "SIGTERM to leasewrap") }, by: "SIGTERM to leasewrap"},
 	},
 	"`stopped` by `release`, `release --to`": {
 		kindService: {do: func(e *tableEnv, job string) {
@@ -341,14 +353,14 @@ var judgementSetups = map[string]map[string]judgementSetup{
 					e.t.Fatalf("release --to B exited %d: %s", code, out)
 				}
 			})
-		}, newest: "stopped"},
+		}, newest: "stopped", by: "release --to B by {operator}"},
 		kindCron: {do: func(e *tableEnv, job string) {
 			e.run(job, "--", "true")
 			p := e.holdBriefly(job, "A", false)
 			e.releaseID(job)(p)
 			p.Wait(e.t, 30*time.Second)
-		}, newest: "stopped"},
-		kindScheduled: {do: func(e *tableEnv, job string) { e.ranDue(job, "stopped", exitOf(143)) }},
+		}, newest: "stopped", by: "release by {operator}"},
+		kindScheduled: {do: func(e *tableEnv, job string) { e.stoppedDue(job, "release by root@vm") }, by: "release by root@vm"},
 	},
 	"running, no run finished yet": {
 		kindService: {do: func(e *tableEnv, job string) { e.hold(job, "B", true) }},
@@ -359,25 +371,29 @@ var judgementSetups = map[string]map[string]judgementSetup{
 			e.d.exec(e.t, `UPDATE TABLE SET holder = 'A', expires_at = now() + interval '1 hour' WHERE job_name = $1`, job)
 		}},
 	},
-	"running, after a run that failed": {
+	"running, a run failed within 24 h": {
 		// The failure, then a run stopped for a handover, which does not
 		// count: B runs now.
 		kindService: {do: func(e *tableEnv, job string) {
 			e.run(job, "--id", "A0", "--", "sh", "-c", "exit 3")
 			e.handover(job, sigterm)
-		}, newest: "stopped"},
+		}, newest: "stopped", by: "SIGTERM to leasewrap"},
 		kindCron: {do: func(e *tableEnv, job string) {
 			e.run(job, "--", "sh", "-c", "exit 3")
 			e.hold(job, "A", false)
 		}, newest: "exited"},
 	},
+	"running, a run failed over 24 h ago": {
+		kindService: {do: func(e *tableEnv, job string) { e.agedRun(job, "exit 3"); e.hold(job, "B", true) }, newest: "exited"},
+		kindCron:    {do: func(e *tableEnv, job string) { e.agedRun(job, "exit 3"); e.hold(job, "A", false) }, newest: "exited"},
+	},
 	"running, last success over 24 h ago": {
-		kindService: {do: func(e *tableEnv, job string) { e.agedSuccess(job); e.hold(job, "B", true) }, newest: "exited"},
-		kindCron:    {do: func(e *tableEnv, job string) { e.agedSuccess(job); e.hold(job, "A", false) }, newest: "exited"},
+		kindService: {do: func(e *tableEnv, job string) { e.agedRun(job, "exit 0"); e.hold(job, "B", true) }, newest: "exited"},
+		kindCron:    {do: func(e *tableEnv, job string) { e.agedRun(job, "exit 0"); e.hold(job, "A", false) }, newest: "exited"},
 	},
 	"not running, no success within 24 h": {
-		kindService: {do: func(e *tableEnv, job string) { e.agedSuccess(job) }, newest: "exited"},
-		kindCron:    {do: func(e *tableEnv, job string) { e.agedSuccess(job) }, newest: "exited"},
+		kindService: {do: func(e *tableEnv, job string) { e.agedRun(job, "exit 0") }, newest: "exited"},
+		kindCron:    {do: func(e *tableEnv, job string) { e.agedRun(job, "exit 0") }, newest: "exited"},
 	},
 	"no holder, a live standby taking over": {
 		// A stopped by a signal to leasewrap, its lease free, with B (a
@@ -386,7 +402,7 @@ var judgementSetups = map[string]map[string]judgementSetup{
 			p := e.holdBriefly(job, "A", true)
 			sigterm(p)
 			p.Wait(e.t, 30*time.Second)
-		}, newest: "stopped", refresh: func(e *tableEnv, job string) {
+		}, newest: "stopped", by: "SIGTERM to leasewrap", refresh: func(e *tableEnv, job string) {
 			e.d.exec(e.t, `WITH t AS (SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now)
 UPDATE TABLE SET expires_at = now() - interval '1 second', queue = jsonb_build_array(
   jsonb_build_object('holder', 'B', 'id', 'x1', 'priority', 0, 'since', t.now - 1000000, 'until', t.now + 600000000))
@@ -499,7 +515,9 @@ func TestEveryViewFollowsTheJudgementTable(t *testing.T) {
 	}
 	t.Run("views", func(t *testing.T) { walk(t, false) })
 	// The claims table gone: every job with a schedule is judged unknown.
-	d.exec(t, `DROP TABLE `+e.claims())
+	if _, err := d.pool.Exec(t.Context(), `DROP TABLE `+e.claims()); err != nil {
+		t.Fatal(err)
+	}
 	t.Run("no claims", func(t *testing.T) { walk(t, true) })
 }
 
@@ -550,11 +568,12 @@ func (v judgementViews) agree(t *testing.T, e *tableEnv, c judgementCell) {
 	if code != wantCode || res.Status != strings.ToLower(c.verdict) || res.State != c.state {
 		t.Errorf("check exited %d: %s %s: %s; want %d, %s, %s", code, res.Status, res.State, res.Message, wantCode, strings.ToLower(c.verdict), c.state)
 	}
-	if s := judgementSetups[c.situation][c.kind]; s.newest != "" {
+	if s := judgementSetups[c.situation][c.kind]; s.newest != "" || s.by != "" {
 		var runs []history.RunJSON
+		by := strings.ReplaceAll(s.by, "{operator}", cmdutil.Operator())
 		if _, out := output(t, append([]string{"history", "--json", "--job", job}, e.store...)...); json.Unmarshal([]byte(out), &runs) != nil ||
-			len(runs) == 0 || runs[0].Outcome != s.newest {
-			t.Errorf("history --json: %s; want the newest run %s", out, s.newest)
+			len(runs) == 0 || s.newest != "" && runs[0].Outcome != s.newest || by != "" && (runs[0].By == nil || *runs[0].By != by) {
+			t.Errorf("history --json: %s; want the newest run %s, by %q", out, cmp.Or(s.newest, "stopped"), by)
 		}
 	}
 	if judgementSetups[c.situation][c.kind].do == nil {
