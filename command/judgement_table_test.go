@@ -47,11 +47,18 @@ type judgementCell struct {
 	state, verdict string
 }
 
-// job is the name of the job the test puts in the cell's situation.
+// job is the name of the job the test puts in the cell's situation: the
+// kind's and the situation's words, as in svc-exited-0.
 func (c judgementCell) job() string {
-	slug := strings.Trim(regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.ToLower(c.situation), "-"), "-")
+	slug := strings.Trim(notSlug.ReplaceAllString(strings.ToLower(c.situation), "-"), "-")
 	return map[string]string{kindService: "svc", kindCron: "cron", kindScheduled: "sched"}[c.kind] + "-" + slug
 }
+
+// notSlug is what a job's name leaves out of a situation's words.
+var notSlug = regexp.MustCompile(`[^a-z0-9]+`)
+
+// checkCodes are check's exit statuses, by the answer the table gives.
+var checkCodes = map[string]int{"OK": cmdutil.CheckOK, "WARNING": cmdutil.CheckWarning, "CRITICAL": cmdutil.CheckCritical, "UNKNOWN": cmdutil.CheckUnknown}
 
 // judgementCellRE is a cell that judges: the state, then check's answer.
 // A cell of a situation that does not arise is a dash.
@@ -131,9 +138,9 @@ type tableEnv struct {
 }
 
 // run runs leasewrap once for job, waiting for it to exit.
-func (e *tableEnv) run(job string, args ...string) int {
+func (e *tableEnv) run(job string, args ...string) {
 	e.t.Helper()
-	return lw(e.t, nil, e.d.args(append([]string{"--job", job}, args...)...)...).Wait(e.t, 15*time.Second)
+	lw(e.t, nil, e.d.args(append([]string{"--job", job}, args...)...)...).Wait(e.t, 15*time.Second)
 }
 
 // hold starts leasewrap running a long command for job as holder id
@@ -179,15 +186,6 @@ func (e *tableEnv) handover(job string, stop func(a *lwtest.Proc)) *lwtest.Proc 
 
 // sigterm sends SIGTERM to leasewrap, as a rolling restart does.
 func sigterm(p *lwtest.Proc) { _ = p.Cmd.Process.Signal(syscall.SIGTERM) }
-
-// releaseID has an operator release the lease of holder A.
-func (e *tableEnv) releaseID(job string) func(*lwtest.Proc) {
-	return func(*lwtest.Proc) {
-		if code, out := output(e.t, append([]string{"release", "--job", job, "--id", "A"}, e.store...)...); code != 0 {
-			e.t.Fatalf("release --id A exited %d: %s", code, out)
-		}
-	}
-}
 
 // agedRun runs job once, the command the shell script script, and moves
 // that run back two days: over the views' 24 hours.
@@ -268,6 +266,7 @@ type judgementSetup struct {
 	noClaims bool
 }
 
+// exitOf is an exit status, recorded.
 func exitOf(n int) *int { return &n }
 
 // judgementSetups has a setup for each cell of the judgement table, by
@@ -357,7 +356,9 @@ var judgementSetups = map[string]map[string]judgementSetup{
 		kindCron: {do: func(e *tableEnv, job string) {
 			e.run(job, "--", "true")
 			p := e.holdBriefly(job, "A", false)
-			e.releaseID(job)(p)
+			if code, out := output(e.t, append([]string{"release", "--job", job, "--id", "A"}, e.store...)...); code != 0 {
+				e.t.Fatalf("release --id A exited %d: %s", code, out)
+			}
 			p.Wait(e.t, 30*time.Second)
 		}, newest: "stopped", by: "release by {operator}"},
 		kindScheduled: {do: func(e *tableEnv, job string) { e.stoppedDue(job, "release by root@vm") }, by: "release by root@vm"},
@@ -507,7 +508,9 @@ func TestEveryViewFollowsTheJudgementTable(t *testing.T) {
 			t.Run(c.job(), func(t *testing.T) {
 				t.Parallel()
 				if s := judgementSetups[c.situation][c.kind]; s.refresh != nil {
-					s.refresh(e, c.job())
+					sub := *e
+					sub.t = t
+					s.refresh(&sub, c.job())
 				}
 				views.agree(t, e, c)
 			})
@@ -564,7 +567,7 @@ func (v judgementViews) agree(t *testing.T, e *tableEnv, c judgementCell) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("check --json: %v in %q", err, out)
 	}
-	wantCode := map[string]int{"OK": 0, "WARNING": 1, "CRITICAL": 2, "UNKNOWN": 3}[c.verdict]
+	wantCode := checkCodes[c.verdict]
 	if code != wantCode || res.Status != strings.ToLower(c.verdict) || res.State != c.state {
 		t.Errorf("check exited %d: %s %s: %s; want %d, %s, %s", code, res.Status, res.State, res.Message, wantCode, strings.ToLower(c.verdict), c.state)
 	}
