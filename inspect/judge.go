@@ -257,7 +257,7 @@ func TakingOver(queue []lease.Standby, freedAgo time.Duration) string {
 // judgeScheduled decides from how the latest due time is accounted for.
 // A time nobody ran is judged by why: missed is an alarm, skipped (the
 // run before it went on) and paused (an operator's act, over once
-// resumed) are not.
+// resumed) are not; nor is a run leasewrap was asked to stop.
 func judgeScheduled(v *Verdict, f Facts, job string) {
 	if f.DueErr != nil {
 		v.State, v.Reason = StateUnknown, fmt.Sprintf("%s: cannot tell how its latest due time is accounted for: %v", job, f.DueErr)
@@ -298,6 +298,12 @@ func judgeScheduled(v *Verdict, f Facts, job string) {
 		v.Reason = fmt.Sprintf("%s: the time due at %s was paused by %s; nothing was owed", job, when, escape.Printable(byOrUnknown(by)))
 	case acc.Run == nil:
 		v.Reason = fmt.Sprintf("%s: the time due at %s is running", job, when)
+	case acc.Run.Outcome == lease.OutcomeStopped:
+		// As for a job without a schedule: leasewrap was asked to stop it
+		// (a rolling restart of its schedulers, a release), which is no
+		// failure of the command; the history says who asked.
+		v.Reason = fmt.Sprintf("%s: the run of the time due at %s was stopped on %s%s: leasewrap was asked to stop it", job, when,
+			escape.Printable(acc.Run.Holder), acc.Run.Stop())
 	case !acc.Run.Succeeded():
 		v.State, v.Reason = StateFailing, fmt.Sprintf("%s: the run of the time due at %s failed (%s%s on %s)", job, when,
 			acc.Run.Outcome, exitSuffix(acc.Run.ExitCode), escape.Printable(acc.Run.Holder))

@@ -12,7 +12,8 @@ import (
 // accounted for: a time paused by an operator, or skipped while the run
 // before it went on, asks nothing once the pause is over; a time due
 // before the job's schedule was recorded was owed by nobody; a time due
-// after it that nobody accounted for is overdue, however the job began.
+// after it that nobody accounted for is overdue, however the job began;
+// a run leasewrap was asked to stop is no failure.
 func TestJudgeScheduledTimes(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 7, 16, 25, 0, 0, time.UTC)
@@ -23,7 +24,7 @@ func TestJudgeScheduledTimes(t *testing.T) {
 		}
 		return &v
 	}
-	zero, one := 0, 1
+	zero, one, sigterm := 0, 1, 143
 	notRun := func(outcome, by string) *Run {
 		r := &Run{Job: "tick", Holder: by, Outcome: outcome, StartedAt: now.Add(-time.Minute), FinishedAt: now.Add(-time.Minute)}
 		r.noHolder()
@@ -63,6 +64,10 @@ func TestJudgeScheduledTimes(t *testing.T) {
 		{name: "failed run", schedule: "* * * * *",
 			due:   &Account{At: *at("2026-12-07T16:24:00Z"), Claim: lease.ClaimRun, By: "host-a", Run: ran(&one)},
 			state: StateFailing, reason: "the run of the time due at 2026-12-07 16:24:00Z failed (exited 1 on host-a)"},
+		{name: "run stopped by a signal to its scheduler", schedule: "* * * * *",
+			due: &Account{At: *at("2026-12-07T16:24:00Z"), Claim: lease.ClaimRun, By: "host-a",
+				Run: &Run{Job: "tick", Holder: "host-a", Outcome: lease.OutcomeStopped, ExitCode: &sigterm, By: "SIGTERM to leasewrap", FinishedAt: now}},
+			state: StateHealthy, reason: "the run of the time due at 2026-12-07 16:24:00Z was stopped on host-a (SIGTERM to leasewrap): leasewrap was asked to stop it"},
 		{name: "succeeded run", schedule: "* * * * *",
 			due:   &Account{At: *at("2026-12-07T16:24:00Z"), Claim: lease.ClaimRun, By: "host-a", Run: ran(&zero)},
 			state: StateHealthy, reason: "ran and succeeded on host-a"},
