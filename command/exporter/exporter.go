@@ -79,8 +79,9 @@ func exporterAction(c *cli.Context) error {
 	exp := monitor.NewExporter(ctx, a.Read, monitor.DefaultScrapeTimeout, a.Log)
 	mux := http.NewServeMux()
 	metrics := exp.Handler()
-	mux.Handle("/metrics", metrics)
-	mux.Handle("/healthz", metrics)
+	for _, path := range []string{"/metrics", "/livez", "/readyz", "/healthz"} {
+		mux.Handle(path, metrics)
+	}
 	mux.Handle("/", web.New(a.Read, a.Log, web.WithOutput(c.Bool("web.show-output"))).Handler())
 	stop, bound, err := monitor.ServeWith(addr, mux, webServe(webConfig, a.Log))
 	if err != nil {
