@@ -83,6 +83,9 @@ func TestSchedulerStandsByForAnUnreachableDatabase(t *testing.T) {
 			if body := waitStatus(t, addr, "/readyz", 503); !strings.Contains(body, "no recent contact") {
 				t.Errorf("/readyz while unreachable: %q, want the failure", body)
 			}
+			if code, body := get(t, addr, "/leader"); code != 503 || !strings.Contains(body, `"leader":false`) {
+				t.Errorf("/leader while unreachable: %d %q, want 503, not leading", code, body)
+			}
 
 			proxy.Restore()
 			p.WaitLog(t, reached)
