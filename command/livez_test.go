@@ -110,3 +110,28 @@ func TestLivezFailsWhenTheLoopIsStuck(t *testing.T) {
 	default:
 	}
 }
+
+// The exporter through a database outage: /livez (and /healthz) stay
+// 200, as a restart would not bring the database back; /readyz answers
+// 503 with the failure while it cannot read the jobs, and 200 once it can.
+func TestExporterProbesThroughAnOutage(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	if got := lw(t, nil, d.args("--job", "j", "--", "true")...).Wait(t, 30*time.Second); got != 0 {
+		t.Fatalf("creating the tables: exit %d", got)
+	}
+	proxy, viaProxy := pgtest.Proxied(t, d.pool)
+	_, addr := d.exporter(t, viaProxy)
+	probes(t, addr, "the database answering", 200, 200)
+	proxy.Cut()
+	if body := waitStatus(t, addr, "/readyz", 503); !strings.Contains(body, "cannot read the jobs") {
+		t.Errorf("/readyz during the outage: %q, want the failure", body)
+	}
+	for _, path := range []string{"/livez", "/healthz"} {
+		if code, body := get(t, addr, path); code != 200 {
+			t.Errorf("%s during the outage: %d %q, want 200", path, code, body)
+		}
+	}
+	proxy.Restore()
+	waitStatus(t, addr, "/readyz", 200)
+}

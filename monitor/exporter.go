@@ -40,6 +40,8 @@ type Exporter struct {
 
 	mu      sync.Mutex
 	lastErr string // the last failed scrape's error; "" after a success
+	// redact is applied to the failures /readyz shows (nil: none).
+	redact func(error) error
 
 	up, duration, lastSuccess, lastRun, lastExit, runs, held, slotsHeld, slots, holder *prometheus.Desc
 	nextScheduled, state, lastOrigin, paused                                           *prometheus.Desc
@@ -197,6 +199,11 @@ func (e *Exporter) logScrape(err error) {
 	}
 }
 
+// RedactWith makes /readyz show every failure through redact: a server's
+// error may quote what the connection string held. Call it before
+// serving.
+func (e *Exporter) RedactWith(redact func(error) error) { e.redact = redact }
+
 // Handler serves /metrics (the jobs' series, next to the Go runtime's and
 // the process's); /livez and /healthz, which answer 200 while the process
 // serves (the exporter has no loop of its own to get stuck: each request
@@ -214,6 +221,9 @@ func (e *Exporter) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", ok)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if _, err := e.Probe(); err != nil {
+			if e.redact != nil {
+				err = e.redact(err)
+			}
 			http.Error(w, "cannot read the jobs: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}

@@ -77,6 +77,7 @@ func exporterAction(c *cli.Context) error {
 	}
 
 	exp := monitor.NewExporter(ctx, a.Read, monitor.DefaultScrapeTimeout, a.Log)
+	exp.RedactWith(a.DB.Redact.Wrap)
 	mux := http.NewServeMux()
 	metrics := exp.Handler()
 	for _, path := range []string{"/metrics", "/livez", "/readyz", "/healthz"} {
