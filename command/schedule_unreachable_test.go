@@ -143,8 +143,8 @@ func TestSchedulerRidesOutAnOutage(t *testing.T) {
 }
 
 // What still ends a scheduler that cannot use its database at its start:
-// a database that refuses it for good, a crontab line (--once), and
-// --wait-timeout.
+// a database that refuses it for good, a crontab line (--once), a signal
+// and --wait-timeout.
 func TestSchedulerUnreachableDatabaseEnds(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
@@ -180,6 +180,21 @@ func TestSchedulerUnreachableDatabaseEnds(t *testing.T) {
 		if n := count(t, p, cannotReach); n != 0 {
 			t.Errorf("a crontab line (--once) stood by for the database")
 		}
+		noPassword(t, p)
+	})
+
+	// Standing by, it has run nothing: it stops as between runs.
+	t.Run("SIGTERM", func(t *testing.T) {
+		t.Parallel()
+		p := lw(t, []string{child("ready")}, withURL(d.args("--job", "j", "--schedule", "@every 1s", "--", self()), refusingURL(t))...)
+		p.WaitLog(t, cannotReach)
+		if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Wait(t, 15*time.Second); got != 0 {
+			t.Errorf("exit %d, want 0", got)
+		}
+		p.WaitLog(t, "scheduler stopped by signal")
 		noPassword(t, p)
 	})
 

@@ -408,9 +408,9 @@ func (w *wrapper) take(ctx context.Context) (*lease.Lease, error) {
 	return l, causeOf(ctx, err)
 }
 
-// awaitable reports whether a --wait standby's first attempt failed in a
-// way that waiting may mend: the database could not be reached, or took
-// no writes.
+// awaitable reports whether the first attempt of a --wait standby or a
+// scheduler failed in a way that waiting may mend: the database could not
+// be reached, or took no writes.
 func awaitable(err error) bool { return lease.Unreachable(err) || lease.ReadOnly(err) }
 
 // unconfirmable reports whether a --wait standby's attempt was refused
