@@ -40,7 +40,7 @@ func Command() *cli.Command {
 		// one, and the two would try the same port.
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "http-addr", EnvVars: []string{"LEASEWRAP_EXPORTER_ADDR"}, Value: defaultExporterAddr,
-				Usage: "serve /, /jobs/NAME, /metrics and /healthz on this address"},
+				Usage: "serve /, /jobs/NAME, /metrics, /livez, /readyz and /healthz on this address"},
 			&cli.StringFlag{Name: "web.config.file", EnvVars: []string{"LEASEWRAP_WEB_CONFIG_FILE"},
 				Usage: "TLS and basic auth for the listener, in the Prometheus exporters' web configuration format; without it the listener is plain HTTP with no authentication"},
 			&cli.BoolFlag{Name: "web.show-output", EnvVars: []string{"LEASEWRAP_WEB_SHOW_OUTPUT"},

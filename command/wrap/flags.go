@@ -55,7 +55,7 @@ func RunFlags() []cli.Flag {
 		&cli.StringFlag{Name: "ping-protocol", EnvVars: []string{"LEASEWRAP_PING_PROTOCOL"}, Value: "auto",
 			Usage: "auto, healthchecks or cronitor (auto: cronitor for cronitor.link, else healthchecks)"},
 		&cli.StringFlag{Name: "http-addr", EnvVars: []string{"LEASEWRAP_HTTP_ADDR"},
-			Usage: "serve /healthz, /leader and /metrics on this address, as in :8080 (default: off)"},
+			Usage: "serve /livez, /readyz (and /healthz), /leader and /metrics on this address, as in :8080 (default: off)"},
 	}, append(ScheduleFlags(), cmdutil.StoreFlags()...)...)
 }
 
