@@ -23,7 +23,7 @@ func get(t *testing.T, addr, path string) (int, string) {
 // httpAddr is the address a wrapper logged it serves on.
 func httpAddr(t *testing.T, p *lwtest.Proc) string {
 	t.Helper()
-	return p.WaitLog(t, "serving /healthz, /leader and /metrics")["http_addr"].(string)
+	return p.WaitLog(t, "serving /livez, /readyz, /healthz, /leader and /metrics")["http_addr"].(string)
 }
 
 // waitStatus polls path until it answers want.

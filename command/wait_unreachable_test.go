@@ -90,8 +90,9 @@ func noPassword(t *testing.T, p *lwtest.Proc) {
 
 // A --wait standby that cannot reach the database at its start stands by
 // for it: it says so once, counts each failed attempt, answers 503 on
-// /healthz and /leader meanwhile, and once the database is back it takes
-// the lease and runs the command as any standby would.
+// /readyz, /healthz and /leader meanwhile but 200 on /livez, and once the
+// database is back it takes the lease and runs the command as any
+// standby would.
 func TestWaitStandsByForAnUnreachableDatabase(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
@@ -124,6 +125,8 @@ func TestWaitStandsByForAnUnreachableDatabase(t *testing.T) {
 	if body := waitStatus(t, addr, "/leader", 503); !strings.Contains(body, `"leader":false`) {
 		t.Errorf("/leader while unreachable: %q", body)
 	}
+	// Live, not ready: a restart would not bring the database back.
+	probes(t, addr, "standing by", 200, 503)
 
 	proxy.Restore()
 	p.WaitLog(t, reached)

@@ -40,6 +40,8 @@ type Exporter struct {
 
 	mu      sync.Mutex
 	lastErr string // the last failed scrape's error; "" after a success
+	// redact is applied to the failures /readyz shows (nil: none).
+	redact func(error) error
 
 	up, duration, lastSuccess, lastRun, lastExit, runs, held, slotsHeld, slots, holder *prometheus.Desc
 	nextScheduled, state, lastOrigin, paused                                           *prometheus.Desc
@@ -197,19 +199,35 @@ func (e *Exporter) logScrape(err error) {
 	}
 }
 
+// RedactWith makes /readyz show every failure through redact: a server's
+// error may quote what the connection string held. Call it before
+// serving.
+func (e *Exporter) RedactWith(redact func(error) error) { e.redact = redact }
+
 // Handler serves /metrics (the jobs' series, next to the Go runtime's and
-// the process's) and /healthz, which answers 200 while the process serves:
-// whether the database answers is leasewrap_exporter_up's to say, and a
-// liveness probe that failed with the database would only restart an
-// exporter that is fine. GET patterns answer HEAD too.
+// the process's); /livez and /healthz, which answer 200 while the process
+// serves (the exporter has no loop of its own to get stuck: each request
+// reads the database afresh, so a liveness probe that failed with the
+// database would only restart an exporter that is fine; whether the
+// database answers is leasewrap_exporter_up's to say); and /readyz, which
+// reads the jobs as a scrape does and answers 503 with the failure while
+// the database cannot be read. GET patterns answer HEAD too.
 func (e *Exporter) Handler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(e, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Length", "3")
-		_, _ = w.Write([]byte("ok\n"))
+	mux.HandleFunc("GET /livez", ok)
+	mux.HandleFunc("GET /healthz", ok)
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if _, err := e.Probe(); err != nil {
+			if e.redact != nil {
+				err = e.redact(err)
+			}
+			http.Error(w, "cannot read the jobs: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		ok(w, nil)
 	})
 	return mux
 }

@@ -1,6 +1,7 @@
-// Package monitor tells the outside world how a wrapper is doing: a health
-// check, whether this instance leads (usable as a readiness probe), and
-// Prometheus metrics, over HTTP.
+// Package monitor tells the outside world how a wrapper is doing, over
+// HTTP: whether the process is stuck (/livez), whether it reaches its
+// database (/readyz, and /healthz with the same meaning), whether this
+// instance leads (/leader), and Prometheus metrics.
 package monitor
 
 import (
@@ -22,6 +23,18 @@ import (
 	"github.com/redbite/leasewrap/lease"
 )
 
+// StuckAfter is how long the loops of a wrapper with timings t may go
+// without turning before /livez calls the process stuck. Every loop turns
+// at least once a TTL while it waits (a standby looks at the lease by its
+// expiry, a leader renews, a scheduler wakes, one standing by for its
+// database tries again every retry interval), and one turn's database
+// work takes at most a TTL or a connection attempt
+// (lease.DefaultConnectTimeout); the bound is twice their sum, so that a
+// loaded machine or a slow database is not taken for a stuck process.
+func StuckAfter(t lease.Timings) time.Duration {
+	return 2 * (t.TTL + max(t.TTL, lease.DefaultConnectTimeout))
+}
+
 // Leader is what /leader reports on (*lease.Lease has it).
 type Leader interface {
 	Token() int64
@@ -33,10 +46,16 @@ type Leader interface {
 type Monitor struct {
 	job, holder string
 	// staleAfter is how old the last database contact may be for the
-	// wrapper to count as healthy.
+	// wrapper to count as ready.
 	staleAfter time.Duration
+	// stuckAfter is how long its loops may go without turning before it
+	// counts as stuck (StuckAfter).
+	stuckAfter time.Duration
+	// now is the clock /livez, /readyz and /healthz judge by (time.Now).
+	now func() time.Time
 
 	mu          sync.Mutex
+	lastTurn    time.Time
 	lastContact time.Time
 	lastErr     error
 	redact      func(error) error // nil: errors are shown as they are
@@ -66,12 +85,14 @@ var (
 	_ lease.HistoryObserver = (*Monitor)(nil)
 )
 
-// New returns a Monitor for one job and holder. A wrapper counts as healthy
-// while it heard from the database within staleAfter. Metrics are kept only
-// withMetrics: building the registry costs start-up time that a cron run
-// without --http-addr should not pay.
-func New(job, holder string, staleAfter time.Duration, withMetrics bool) *Monitor {
-	m := &Monitor{job: job, holder: holder, staleAfter: staleAfter}
+// New returns a Monitor for one job and holder, whose lease has timings
+// t. A wrapper counts as ready while it heard from the database within a
+// TTL, and as live while its loops turned within StuckAfter(t). Metrics
+// are kept only withMetrics: building the registry costs start-up time
+// that a cron run without --http-addr should not pay.
+func New(job, holder string, t lease.Timings, withMetrics bool) *Monitor {
+	m := &Monitor{job: job, holder: holder, staleAfter: t.TTL, stuckAfter: StuckAfter(t), now: time.Now}
+	m.lastTurn = m.now()
 	if withMetrics {
 		m.metrics = newMetrics(job)
 	}
@@ -104,7 +125,7 @@ func newMetrics(job string) *metrics {
 		historyFails: f.NewCounter(prometheus.CounterOpts{Name: "leasewrap_history_write_failures_total",
 			Help: "Times this instance gave up recording runs in the history table (broken, missing, or not writable by its role); the job runs on under its lease."}),
 		unreachable: f.NewCounter(prometheus.CounterOpts{Name: "leasewrap_database_unreachable_total",
-			Help: "Attempts of a --wait standby to reach the database at start that failed (refused, timed out, the server starting up); it tries again every retry interval."}),
+			Help: "Attempts to reach the database that failed (refused, timed out, the server starting up) of a --wait standby or a scheduler at its start, and of a scheduler since; it tries again every retry interval."}),
 	}
 	// Series that exist from the start, so rate() and alerts work before
 	// the first event.
@@ -115,10 +136,22 @@ func newMetrics(job string) *metrics {
 	return m
 }
 
+// Turned records that a loop of the wrapper turned: the run loop, a
+// standby's or a scheduler's. The statements the loops send (Contacted,
+// Failed, Unreachable) and a leader's renewals (Renewed) count as turns
+// too; a keepalive (Reached) does not, for it comes from a listening
+// connection's own goroutine, which turns while the loop may be stuck.
+func (m *Monitor) Turned() {
+	m.mu.Lock()
+	m.lastTurn = m.now()
+	m.mu.Unlock()
+}
+
 // Contacted records that the database answered.
 func (m *Monitor) Contacted() {
 	m.mu.Lock()
-	m.lastContact = time.Now()
+	m.lastContact = m.now()
+	m.lastTurn = m.lastContact
 	m.lastErr = nil
 	m.mu.Unlock()
 }
@@ -128,7 +161,7 @@ func (m *Monitor) Contacted() {
 // a statement that succeeds clears.
 func (m *Monitor) Reached() {
 	m.mu.Lock()
-	m.lastContact = time.Now()
+	m.lastContact = m.now()
 	m.mu.Unlock()
 }
 
@@ -139,6 +172,7 @@ func (m *Monitor) Failed(err error) {
 	}
 	m.mu.Lock()
 	m.lastErr = err
+	m.lastTurn = m.now()
 	m.mu.Unlock()
 }
 
@@ -158,6 +192,7 @@ func (m *Monitor) Unreachable(err error) {
 
 // Renewed records a renewal attempt.
 func (m *Monitor) Renewed(took time.Duration, err error) {
+	m.Turned()
 	if m.metrics == nil {
 		return
 	}
@@ -226,11 +261,13 @@ func (m *Monitor) ChildExited(status int) {
 	}
 }
 
-// Handler serves /healthz, /leader and, with metrics, /metrics. GET
-// patterns answer HEAD too.
+// Handler serves /livez, /readyz, /healthz (as /readyz), /leader and,
+// with metrics, /metrics. GET patterns answer HEAD too.
 func (m *Monitor) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", m.healthz)
+	mux.HandleFunc("GET /livez", m.livez)
+	mux.HandleFunc("GET /readyz", m.readyz)
+	mux.HandleFunc("GET /healthz", m.readyz)
 	mux.HandleFunc("GET /leader", m.leaderz)
 	if m.metrics != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(m.metrics.registry, promhttp.HandlerOpts{}))
@@ -238,14 +275,35 @@ func (m *Monitor) Handler() http.Handler {
 	return mux
 }
 
-// healthz is 200 while the database was heard from recently and the newest
-// statement succeeded, else 503 with the failure.
-func (m *Monitor) healthz(w http.ResponseWriter, _ *http.Request) {
+// livez is 200 while the wrapper's loops turned within the bound, else
+// 503: the process is stuck, and only a restart mends that. A database
+// out of reach does not fail it: the loops turn while they wait for it.
+func (m *Monitor) livez(w http.ResponseWriter, _ *http.Request) {
+	m.mu.Lock()
+	since := m.now().Sub(m.lastTurn)
+	m.mu.Unlock()
+	if since > m.stuckAfter {
+		http.Error(w, "stuck: no loop of the process turned in "+since.Round(time.Second).String()+
+			" (the bound is "+m.stuckAfter.String()+")", http.StatusServiceUnavailable)
+		return
+	}
+	ok(w, nil)
+}
+
+// ok answers 200 "ok"; an http.HandlerFunc.
+func ok(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Length", "3")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// readyz (also /healthz) is 200 while the database was heard from
+// recently and the newest statement succeeded, else 503 with the failure.
+func (m *Monitor) readyz(w http.ResponseWriter, _ *http.Request) {
 	m.mu.Lock()
 	last, lastErr := m.lastContact, m.lastErr
 	m.mu.Unlock()
 	switch {
-	case last.IsZero() || time.Since(last) > m.staleAfter:
+	case last.IsZero() || m.now().Sub(last) > m.staleAfter:
 		msg := "no recent contact with the lease database"
 		if lastErr != nil {
 			msg += ": " + lastErr.Error()
@@ -258,8 +316,7 @@ func (m *Monitor) healthz(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "the newest statement failed: "+lastErr.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	w.Header().Set("Content-Length", "3")
-	_, _ = w.Write([]byte("ok\n"))
+	ok(w, nil)
 }
 
 // leaderz is 200 with the lease while this instance leads, else 503. self

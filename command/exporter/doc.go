@@ -1,3 +1,4 @@
 // Package exporter is the exporter subcommand: the Prometheus metrics of
-// every job, /healthz and the web page, served from the tables.
+// every job, /livez, /readyz, /healthz and the web page, served from the
+// tables.
 package exporter

@@ -40,7 +40,7 @@ func Command() *cli.Command {
 		// one, and the two would try the same port.
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "http-addr", EnvVars: []string{"LEASEWRAP_EXPORTER_ADDR"}, Value: defaultExporterAddr,
-				Usage: "serve /, /jobs/NAME, /metrics and /healthz on this address"},
+				Usage: "serve /, /jobs/NAME, /metrics, /livez, /readyz and /healthz on this address"},
 			&cli.StringFlag{Name: "web.config.file", EnvVars: []string{"LEASEWRAP_WEB_CONFIG_FILE"},
 				Usage: "TLS and basic auth for the listener, in the Prometheus exporters' web configuration format; without it the listener is plain HTTP with no authentication"},
 			&cli.BoolFlag{Name: "web.show-output", EnvVars: []string{"LEASEWRAP_WEB_SHOW_OUTPUT"},
@@ -77,10 +77,12 @@ func exporterAction(c *cli.Context) error {
 	}
 
 	exp := monitor.NewExporter(ctx, a.Read, monitor.DefaultScrapeTimeout, a.Log)
+	exp.RedactWith(a.DB.Redact.Wrap)
 	mux := http.NewServeMux()
 	metrics := exp.Handler()
-	mux.Handle("/metrics", metrics)
-	mux.Handle("/healthz", metrics)
+	for _, path := range []string{"/metrics", "/livez", "/readyz", "/healthz"} {
+		mux.Handle(path, metrics)
+	}
 	mux.Handle("/", web.New(a.Read, a.Log, web.WithOutput(c.Bool("web.show-output"))).Handler())
 	stop, bound, err := monitor.ServeWith(addr, mux, webServe(webConfig, a.Log))
 	if err != nil {

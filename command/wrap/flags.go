@@ -27,7 +27,7 @@ func RunFlags() []cli.Flag {
 		&cli.StringFlag{Name: "priority", EnvVars: []string{"LEASEWRAP_PRIORITY"}, Value: "0",
 			Usage: "with --wait: a release hands the lease to the standby with the highest priority, among equals to the one waiting longest"},
 		&cli.StringFlag{Name: "wait-timeout", EnvVars: []string{"LEASEWRAP_WAIT_TIMEOUT"}, Value: "0s",
-			Usage: "give up standing by after this long and exit 124 (0s: never)"},
+			Usage: "give up standing by (--wait, or a scheduler for its database at its start) after this long and exit 124 (0s: never)"},
 		&cli.BoolFlag{Name: "listen", EnvVars: []string{"LEASEWRAP_LISTEN"}, Value: true,
 			Usage: "wake standbys the moment the lease is released, and schedulers on a trigger (LISTEN/NOTIFY); --listen=false only polls"},
 		&cli.StringFlag{Name: "hold-for", EnvVars: []string{"LEASEWRAP_HOLD_FOR"}, Value: "0s",
@@ -55,7 +55,7 @@ func RunFlags() []cli.Flag {
 		&cli.StringFlag{Name: "ping-protocol", EnvVars: []string{"LEASEWRAP_PING_PROTOCOL"}, Value: "auto",
 			Usage: "auto, healthchecks or cronitor (auto: cronitor for cronitor.link, else healthchecks)"},
 		&cli.StringFlag{Name: "http-addr", EnvVars: []string{"LEASEWRAP_HTTP_ADDR"},
-			Usage: "serve /healthz, /leader and /metrics on this address, as in :8080 (default: off)"},
+			Usage: "serve /livez, /readyz (and /healthz), /leader and /metrics on this address, as in :8080 (default: off)"},
 	}, append(ScheduleFlags(), cmdutil.StoreFlags()...)...)
 }
 

@@ -85,9 +85,6 @@ func parseRunOptions(c *cli.Context, child []string, hasChild bool) (runOptions,
 	if o.waitTimeout, err = s.Duration("wait-timeout"); err != nil {
 		return o, err
 	}
-	if o.waitTimeout > 0 && !o.wait {
-		return o, cmdutil.Usagef("%s %s needs --wait", s.Source("wait-timeout"), o.waitTimeout)
-	}
 	if o.holdFor, err = s.Duration("hold-for"); err != nil {
 		return o, err
 	}
@@ -111,7 +108,15 @@ func parseRunOptions(c *cli.Context, child []string, hasChild bool) (runOptions,
 	if err := parseAttempts(s, &o); err != nil {
 		return o, err
 	}
-	return o, parseSchedule(s, &o)
+	if err := parseSchedule(s, &o); err != nil {
+		return o, err
+	}
+	// A scheduler stands by for its database at its start as a standby
+	// does; a --once line does not stand by.
+	if o.waitTimeout > 0 && !o.wait && (o.sched == nil || o.once) {
+		return o, cmdutil.Usagef("%s %s needs --wait, or --schedule without --once", s.Source("wait-timeout"), o.waitTimeout)
+	}
+	return o, nil
 }
 
 // parsePriority reads --priority, which orders standbys in their job's

@@ -79,6 +79,9 @@ func TestBadSettingsSayWhatToChange(t *testing.T) {
 		{"log level", nil, []string{"--log-level", "fatal"}, []string{"--log-level", "trace, debug, info, warn or error"}},
 		{"skip code", map[string]string{"LEASEWRAP_SKIP_EXIT_CODE": "300"}, nil, []string{"LEASEWRAP_SKIP_EXIT_CODE", "0-255"}},
 		{"wait-timeout alone", nil, []string{"--wait-timeout", "1m"}, []string{"--wait"}},
+		// A crontab line does not stand by for its database.
+		{"wait-timeout with --once", nil, []string{"--wait-timeout", "1m", "--schedule", "@every 1m", "--once"},
+			[]string{"--wait-timeout 1m0s needs --wait, or --schedule without --once"}},
 		{"table", nil, []string{"--table", "a.b.c"}, []string{"--table"}},
 		{"outer job inherited", map[string]string{"LEASEWRAP_JOB": "outer", "LEASEWRAP_FENCING_TOKEN": "7"}, nil,
 			[]string{"LEASEWRAP_JOB=outer", "--job"}},

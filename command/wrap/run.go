@@ -54,7 +54,7 @@ func Action(c *cli.Context, child []string, hasChild bool) error {
 	log.Debug().Stringer("ttl", o.timings.TTL).Stringer("renew_interval", o.timings.RenewInterval).
 		Stringer("grace", o.timings.Grace).Stringer("retry_interval", o.timings.RetryInterval).
 		Strs("following_ttl", o.derived).Msg("timings")
-	mon := monitor.New(o.job, o.holder, o.timings.TTL, o.httpAddr != "")
+	mon := monitor.New(o.job, o.holder, o.timings, o.httpAddr != "")
 	mon.RedactWith(db.Redact.Wrap)
 	if o.httpAddr != "" {
 		stop, bound, err := monitor.Serve(o.httpAddr, mon.Handler())
@@ -62,7 +62,7 @@ func Action(c *cli.Context, child []string, hasChild bool) error {
 			return cmdutil.Usagef("cannot serve %s %q: %v", "--http-addr", o.httpAddr, err)
 		}
 		defer stop()
-		log.Info().Str("http_addr", bound.String()).Msg("serving /healthz, /leader and /metrics")
+		log.Info().Str("http_addr", bound.String()).Msg("serving /livez, /readyz, /healthz, /leader and /metrics")
 	}
 	store, err := lease.New(db.Pool, lease.WithTable(o.store.Table), lease.WithHolder(o.holder),
 		lease.WithTimings(o.timings), lease.WithHoldFor(o.holdFor), lease.WithListen(o.listen),
@@ -330,8 +330,7 @@ func (w *wrapper) acquire(ctx context.Context) (*lease.Lease, error) {
 	case err == nil:
 		return l, nil
 	case errors.Is(err, errWaitTimeout):
-		w.log.Warn().Stringer("wait_timeout", w.o.waitTimeout).Msg("gave up standing by: --wait-timeout passed")
-		return nil, cmdutil.ExitWith(cmdutil.ExitWaitTimeout)
+		return nil, w.gaveUp()
 	case errors.As(err, &held):
 		ev := w.log.Info().Str("current_holder", held.Holder).Str("state", string(held.State)).
 			Stringer("expires_in", held.ExpiresIn.Round(time.Millisecond)).Int64("current_token", held.Token)
@@ -356,6 +355,12 @@ func (w *wrapper) acquire(ctx context.Context) (*lease.Lease, error) {
 	default:
 		return nil, w.db.Unavailable(err, w.log)
 	}
+}
+
+// gaveUp ends a wait that --wait-timeout ended: 124.
+func (w *wrapper) gaveUp() error {
+	w.log.Warn().Stringer("wait_timeout", w.o.waitTimeout).Msg("gave up standing by: --wait-timeout passed")
+	return cmdutil.ExitWith(cmdutil.ExitWaitTimeout)
 }
 
 // watchSignals runs fn with a context that a signal to end leasewrap
@@ -425,9 +430,9 @@ func (w *wrapper) take(ctx context.Context) (*lease.Lease, error) {
 	return l, causeOf(ctx, err)
 }
 
-// awaitable reports whether a --wait standby's first attempt failed in a
-// way that waiting may mend: the database could not be reached, or took
-// no writes.
+// awaitable reports whether the first attempt of a --wait standby or a
+// scheduler failed in a way that waiting may mend: the database could not
+// be reached, or took no writes.
 func awaitable(err error) bool { return lease.Unreachable(err) || lease.ReadOnly(err) }
 
 // unconfirmable reports whether a --wait standby's attempt was refused

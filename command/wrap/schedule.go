@@ -19,7 +19,8 @@ import (
 // measured on the database's clock as seen through the boot clock (which
 // counts suspension and ignores wall-clock steps), but a Go timer may
 // stand still while the machine is suspended: waking once a minute to look
-// again costs no database round trip.
+// again costs no database round trip. A sleep is also no longer than a
+// TTL, so that the loop turns as often as monitor.StuckAfter expects.
 const maxIdleWait = time.Minute
 
 // scheduler runs the command at each time of the job's schedule: every
@@ -100,26 +101,53 @@ func (w *wrapper) runScheduled(ctx context.Context, path string, mon *monitor.Mo
 // no longer this instance's.
 var errScheduleChanged = errors.New("the job's schedule changed")
 
+// errReached says that a scheduler standing by at its start reached the
+// database: it registers again.
+var errReached = errors.New("reached the database")
+
 // register records the schedule with the job, or finds it recorded. A
 // scheduler whose schedule is not the job's (another, or the same with
 // other zone data) stands by, running nothing, until it is: a rolling
 // change of the schedule goes on without a crash loop, and the operator
 // switches the job with leasewrap reschedule. A --once line refuses (64).
+//
+// A scheduler is a service: one that cannot reach the database, or finds
+// it taking no writes (a restart, a failover under way), stands by for it
+// as a --wait standby does (reach), until --wait-timeout (124) if given; a
+// Deployment of schedulers must not crash-loop through a database restart.
+// A database that refuses it for good (no such database, a failed
+// password) and a --once line exit 69.
 func (sc *scheduler) register(ctx context.Context) (lease.Registration, error) {
 	w := sc.w
 	standing := false
+	reachCtx := ctx
+	if w.o.waitTimeout > 0 {
+		var cancel context.CancelFunc
+		reachCtx, cancel = context.WithTimeoutCause(ctx, w.o.waitTimeout, errWaitTimeout)
+		defer cancel()
+	}
 	for {
+		sc.mon.Turned()
 		var reg lease.Registration
-		sig, err := w.watchSignals(ctx, func(ctx context.Context) error {
+		sig, err := w.watchSignals(reachCtx, func(ctx context.Context) error {
 			var err error
 			reg, err = w.store.Register(ctx, w.o.job, w.o.sched.Spec(), w.o.sched.ZoneRules)
-			return err
+			if awaitable(err) && !w.o.once {
+				if err = w.reach(ctx, err); err == nil {
+					return errReached
+				}
+			}
+			return causeOf(ctx, err)
 		})
 		if sig != nil {
 			return reg, &stopSignal{sig}
 		}
 		var se *lease.ScheduleError
 		switch {
+		case errors.Is(err, errReached):
+			continue
+		case errors.Is(err, errWaitTimeout):
+			return reg, w.gaveUp()
 		case errors.As(err, &se) && w.o.once:
 			return reg, cmdutil.Usagef("refusing %s %q: %v", "--schedule", w.o.sched.Spec(), err)
 		case errors.As(err, &se):
@@ -177,6 +205,7 @@ func (sc *scheduler) runRegistered(ctx context.Context) error {
 	}
 	ev.Msg("scheduler started")
 	for {
+		sc.mon.Turned()
 		wait, stop := sc.step(ctx)
 		if stop == nil && !w.o.once {
 			wait, stop = sc.manual(ctx, wait)
@@ -521,6 +550,9 @@ func (sc *scheduler) failed(err error) (time.Duration, error) {
 	if sc.w.o.once {
 		return 0, sc.w.db.Unavailable(err, sc.log)
 	}
+	if awaitable(err) {
+		sc.mon.Unreachable(err)
+	}
 	denied := errors.Is(err, lease.ErrPermission)
 	ev := sc.log.Debug()
 	if !sc.failing && !(denied && sc.deniedSaid) {
@@ -543,7 +575,7 @@ func (sc *scheduler) recovered() {
 // sleep waits d (at most maxIdleWait), or until a signal asks leasewrap to
 // end, which it returns.
 func (sc *scheduler) sleep(d time.Duration) os.Signal {
-	t := time.NewTimer(min(max(d, time.Millisecond), maxIdleWait))
+	t := time.NewTimer(min(max(d, time.Millisecond), maxIdleWait, sc.w.o.timings.TTL))
 	defer t.Stop()
 	for {
 		select {

@@ -63,7 +63,7 @@ func testScheduler(t *testing.T, spec, zone string, catchUp schedule.CatchUp, on
 		t.Fatal(err)
 	}
 	clock := &fakeClock{at: from}
-	sc := newScheduler(w, "", monitor.New(o.job, "h", o.timings.TTL, false), clock)
+	sc := newScheduler(w, "", monitor.New(o.job, "h", o.timings, false), clock)
 	sc.runLease = func(l *lease.Lease) error {
 		code := 0
 		return l.Finish(ctx, lease.End{ExitCode: &code, Outcome: lease.OutcomeExited})

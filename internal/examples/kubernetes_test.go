@@ -9,8 +9,10 @@ import (
 
 // TestKubernetesReadinessIsNotLeadership checks every probe of the
 // Kubernetes examples: readiness on /leader would leave the standbys never
-// Ready, so that a rollout never completes. examples/kubernetes.yaml must
-// probe /healthz for both readiness and liveness.
+// Ready, so that a rollout never completes; liveness on /readyz or
+// /healthz, which fail while the database is out of reach, would restart
+// every replica through a database outage. examples/kubernetes.yaml must
+// probe /readyz for readiness and /livez for liveness.
 func TestKubernetesReadinessIsNotLeadership(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "..", "examples", "kubernetes*.yaml"))
 	if err != nil || len(files) == 0 {
@@ -30,12 +32,12 @@ func TestKubernetesReadinessIsNotLeadership(t *testing.T) {
 				}
 			}
 		}
-		if name == "kubernetes.yaml" {
-			for _, probe := range []string{"readinessProbe", "livenessProbe"} {
-				if paths := probes[probe]; len(paths) != 1 || paths[0] != "/healthz" {
-					t.Errorf("%s: %s paths %q, want one on /healthz", name, probe, paths)
-				}
-			}
+		// A CronJob's pods are not long-running: they have no probes.
+		if paths := probes["livenessProbe"]; name != "kubernetes-cronjob.yaml" && (len(paths) != 1 || paths[0] != "/livez") {
+			t.Errorf("%s: livenessProbe paths %q, want one on /livez: a database outage must not restart the replicas", name, paths)
+		}
+		if paths := probes["readinessProbe"]; name == "kubernetes.yaml" && (len(paths) != 1 || paths[0] != "/readyz") {
+			t.Errorf("%s: readinessProbe paths %q, want one on /readyz", name, paths)
 		}
 	}
 }
