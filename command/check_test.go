@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/redbite/leasewrap/command/check"
 	"github.com/redbite/leasewrap/internal/pgtest"
 )
@@ -67,4 +69,22 @@ func TestCheckJudgesTheLastSuccess(t *testing.T) {
 	}
 	code, out = runCheck()
 	expect(code, out, 3, "UNKNOWN: missing --max-age")
+}
+
+// check cannot judge a job without its lease rows: a role that may read
+// the history but not the lease table is answered UNKNOWN, not CRITICAL
+// for a held job that looks as if nothing ran it.
+func TestCheckWithoutTheLeaseRowsIsUnknown(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	lw(t, nil, d.args("--job", "svc", "--", "sleep", "60")...).WaitLog(t, "child started")
+	dsn := d.role(t, `GRANT SELECT ON `+pgx.Identifier{d.table + "_history"}.Sanitize()+` TO ROLE`)
+	p := lw(t, nil, "check", "--database-url", dsn, "--table", d.table, "--job", "svc", "--max-age", "1h")
+	var out strings.Builder
+	for line := range p.Lines {
+		out.WriteString(line + "\n")
+	}
+	if code := p.Wait(t, 10*time.Second); code != 3 || !strings.HasPrefix(out.String(), "UNKNOWN: ") || !strings.Contains(out.String(), "permission denied") {
+		t.Errorf("check exited %d with %q, want 3, UNKNOWN, saying why the lease table could not be read", code, out.String())
+	}
 }

@@ -248,3 +248,34 @@ WHERE job_name = 'j' RETURNING accounted_through`).Scan(&mark)
 		t.Errorf(`leasewrap_job_runs{outcome="missed"} = %s, want the %v times logged`, got, logged)
 	}
 }
+
+// --wait-timeout bounds a scheduler's stand-by for an unreachable
+// database only: one that stands by for the job's schedule to become its
+// own (a rolling schedule change) is not ended by it, and schedules once
+// reschedule makes the job's schedule its own.
+func TestWaitTimeoutDoesNotEndAWaitForTheSchedule(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	first := lw(t, nil, d.args("--job", "j", "--schedule", "0 3 * * *", "--", "true")...)
+	first.WaitLog(t, "scheduler started")
+	second := lw(t, nil, d.args("--job", "j", "--schedule", "0 4 * * *", "--wait-timeout", "500ms", "--", "true")...)
+	second.WaitLog(t, "standing by: the job runs on another schedule; this instance runs nothing until the job's is its own")
+	// Three times --wait-timeout, by the clock of a machine that may be
+	// busy: the stand-by must outlast it.
+	window := second.Window()
+	for window.Within(1500 * time.Millisecond) {
+		select {
+		case <-second.Exited:
+			t.Fatalf("the scheduler standing by for its schedule exited %d within 1.5s of --wait-timeout 500ms", second.Code())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if code, out := output(t, "reschedule", "--job", "j", "--schedule", "0 4 * * *", "--database-url", pgtest.URL(), "--table", d.table); code != 0 {
+		t.Fatalf("reschedule exited %d: %s", code, out)
+	}
+	second.WaitLog(t, "the job's schedule is this instance's: scheduling")
+	for _, p := range []*lwtest.Proc{first, second} {
+		_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+		p.Wait(t, 15*time.Second)
+	}
+}

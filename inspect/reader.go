@@ -56,13 +56,16 @@ type statements struct {
 	origins, facts string
 }
 
-// addedColumns are the history's columns added since its first version:
-// the placeholder a statement reads each through, and what it reads from
-// a table with the column and from one without.
+// addedColumns are the columns added since the tables' first versions
+// that a view reads where an earlier version's table may lack them (the
+// history's, and the lease table's scheduled_since): the placeholder a
+// statement reads each through, and what it reads from a table with the
+// column and from one without.
 var addedColumns = []struct{ column, placeholder, present, absent string }{
 	{"scheduled_at", "{scheduled_at}", "h.scheduled_at", "NULL::timestamptz"},
 	{"output", "{output_bytes}", "octet_length(h.output)", "NULL::integer"},
 	{"stopped_by", "{stopped_by}", "h.stopped_by", "NULL::text"},
+	{"scheduled_since", "{scheduled_since}", "scheduled_since", "NULL::timestamptz"},
 }
 
 // render renders the statements for o's tables, reading the history's

@@ -68,10 +68,11 @@ func (p *pauseRow) pause() *lease.Pause {
 	return out
 }
 
-// unread reports whether column is one of the lease table's that no view
-// reads (released_by, for the holder alone): a table of an earlier
+// unread reports whether column is one of the lease table's that status
+// does not read (released_by, for the holder alone; scheduled_since, which
+// the summaries read as NULL where it is missing): a table of an earlier
 // version without it, until a take or migrate adds it, is read as it is.
-func unread(column string) bool { return column == "released_by" }
+func unread(column string) bool { return column == "released_by" || column == "scheduled_since" }
 
 // Live reports whether no other holder can take the lease now.
 func (j JobStatus) Live() bool { return j.ExpiresIn > 0 }

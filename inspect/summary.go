@@ -3,6 +3,7 @@ package inspect
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -76,7 +77,7 @@ type JobSummary struct {
 // (win, read twice, is computed once).
 var summarySQL = `WITH rows AS (
   SELECT ` + schema.BaseJob + ` AS job, holder, expires_at, expires_at > now() AS live, coalesce(slots, 1) AS slots, coalesce(slot, 1) AS slot,
-    schedule, scheduled_since
+    schedule, {scheduled_since} AS scheduled_since
   FROM {lease}),
 jobs AS (
   SELECT job, max(slots) FILTER (WHERE slot = 1) AS slots, max(schedule) FILTER (WHERE slot = 1) AS schedule,
@@ -151,22 +152,26 @@ func (r *Reader) Summary(ctx context.Context, job string, window time.Duration) 
 }
 
 func (r *Reader) summaries(ctx context.Context, job *string, window time.Duration) ([]JobSummary, error) {
-	// A history leasewrap cannot write to (a NOT NULL column added by
-	// hand, a type changed) records no run: its newest runs would judge
-	// the job on stale facts. A catalog that cannot be read is left to
-	// the summary's own error.
-	if hs, err := r.objects.ReadHistory(ctx, r.db); err == nil && hs.Problem != nil {
-		return nil, fmt.Errorf("run history unavailable: %w", hs.Problem)
+	sql := &r.sql
+	// A catalog that cannot be read, or a table that is not there, is
+	// left to the summary's own error.
+	if st, err := r.objects.Read(ctx, r.db); err == nil && st.TableExists {
+		// A history leasewrap cannot write to (a NOT NULL column added
+		// by hand, a type changed) records no run: its newest runs would
+		// judge the job on stale facts.
+		if st.History.Problem != nil {
+			return nil, fmt.Errorf("run history unavailable: %w", st.History.Problem)
+		}
+		// Tables of an earlier version, not upgraded yet, are read as
+		// they are.
+		if missing := append(slices.Clone(st.MissingColumns), st.History.MissingColumns...); len(missing) > 0 {
+			rendered := render(r.objects, missing)
+			sql = &rendered
+		}
 	}
 	args := pgx.StrictNamedArgs{"window": window.Microseconds(), "job": job, "claims": r.objects.Claims}
-	rows, _ := r.db.Query(ctx, r.sql.summary, args)
+	rows, _ := r.db.Query(ctx, sql.summary, args)
 	found, err := pgx.CollectRows(rows, pgx.RowToStructByName[summaryRow])
-	if pgerr.SQLState(err) == pgerr.CodeUndefinedColumn {
-		// A history table of an older version, not upgraded yet: the
-		// summary reads who stopped a run as NULL.
-		rows, _ = r.db.Query(ctx, render(r.objects, []string{"stopped_by"}).summary, args)
-		found, err = pgx.CollectRows(rows, pgx.RowToStructByName[summaryRow])
-	}
 	if err != nil {
 		return nil, r.summaryError(ctx, err)
 	}

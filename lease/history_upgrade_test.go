@@ -102,7 +102,8 @@ func TestOlderHistoryTableARoleCannotUpgrade(t *testing.T) {
 }
 
 // The tables of the version before runs recorded who stopped them: a
-// history table without stopped_by, a lease table without released_by.
+// history table without stopped_by, a lease table without released_by
+// and scheduled_since.
 // Every reader works on them as they are, reading the schedule a run was
 // for (only the missing column reads as NULL), and alters nothing; an
 // operator's release of a live lease works on them, not saying who asked;
@@ -118,7 +119,7 @@ func TestTablesWithoutWhoStoppedARun(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustExec(t, admin, `ALTER TABLE `+history+` DROP COLUMN stopped_by`)
-	mustExec(t, admin, `ALTER TABLE `+lt+` DROP COLUMN released_by`)
+	mustExec(t, admin, `ALTER TABLE `+lt+` DROP COLUMN released_by, DROP COLUMN scheduled_since`)
 	mustExec(t, admin, `INSERT INTO `+history+` (job_name, holder, fencing_token, started_at, finished_at, exit_code, outcome, scheduled_at)
 VALUES ('job', 'old', 1, now() - interval '1 hour', now() - interval '1 hour', 0, 'exited', date_trunc('hour', now()) - interval '1 hour')`)
 	mustExec(t, admin, `INSERT INTO `+lt+` (job_name, holder, expires_at, fencing_token) VALUES ('job', 'old', now() + interval '1 hour', 2)`)
@@ -152,8 +153,8 @@ VALUES ('job', 'old', 1, now() - interval '1 hour', now() - interval '1 hour', 0
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lines := logs.lines(t, "upgraded table"); len(lines) != 1 || !strings.HasSuffix(lines[0]["message"].(string), ": added released_by") {
-		t.Errorf("log = %v, want one line saying released_by was added", lines)
+	if lines := logs.lines(t, "upgraded table"); len(lines) != 1 || !strings.HasSuffix(lines[0]["message"].(string), ": added scheduled_since, released_by") {
+		t.Errorf("log = %v, want one line saying scheduled_since and released_by were added", lines)
 	}
 	if lines := logs.lines(t, "upgraded history table"); len(lines) != 1 || !strings.HasSuffix(lines[0]["message"].(string), ": added stopped_by") {
 		t.Errorf("log = %v, want one line saying stopped_by was added", lines)

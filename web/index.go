@@ -132,46 +132,7 @@ func renderIndex(jobs []jobRow, now time.Time, refresh int) []byte {
 		`<th>Duration</th><th>Origin</th><th>Exit</th><th>Next</th>` +
 		`<th>Recent runs</th></tr></thead><tbody>`)
 	for _, j := range jobs {
-		b.raw(`<tr class="job`)
-		switch j.rank() {
-		case 0:
-			b.raw(` failing`)
-		case 1:
-			b.raw(` stale`)
-		}
-		b.raw(`" data-job="`)
-		b.attr(j.Job)
-		b.raw(`"><td class="name"><a href="jobs/`)
-		b.attr(jobPath(j.Job))
-		b.raw(`">`)
-		b.text(j.Job)
-		b.raw(`</a>`)
-		if j.Slots > 1 {
-			b.raw(` <span class="slots">`)
-			b.int(int64(j.Slots))
-			b.raw(` slots</span>`)
-		}
-		b.raw(`</td><td>`)
-		health(&b, j.Verdict)
-		b.raw(`</td><td>`)
-		state(&b, string(j.State))
-		b.raw(`</td>`)
-		lastRun(&b, j)
-		b.raw(`<td class="when">`)
-		if j.Next != nil {
-			b.timeWrapped(*j.Next)
-		} else {
-			b.raw(`—`)
-		}
-		b.raw(`</td><td>`)
-		recentBar(&b, j.Recent)
-		b.raw(`</td></tr>`)
-		// Why, as text under the job's row: a phone has no hover.
-		b.raw(`<tr class="why"><td colspan="`)
-		b.int(jobColumns)
-		b.raw(`">`)
-		reason(&b, j.Verdict)
-		b.raw(`</td></tr>`)
+		jobRows(&b, j)
 	}
 	b.raw(`</tbody></table></div>`)
 	if len(jobs) == 0 {
@@ -181,6 +142,51 @@ func renderIndex(jobs []jobRow, now time.Time, refresh int) []byte {
 	b.raw(`</main>`)
 	b.foot()
 	return b.buf
+}
+
+// jobRows writes j's row of the jobs table, and the row of why it is in
+// its state under it.
+func jobRows(b *html, j jobRow) {
+	b.raw(`<tr class="job`)
+	switch j.rank() {
+	case 0:
+		b.raw(` failing`)
+	case 1:
+		b.raw(` stale`)
+	}
+	b.raw(`" data-job="`)
+	b.attr(j.Job)
+	b.raw(`"><td class="name"><a href="jobs/`)
+	b.attr(jobPath(j.Job))
+	b.raw(`">`)
+	b.text(j.Job)
+	b.raw(`</a>`)
+	if j.Slots > 1 {
+		b.raw(` <span class="slots">`)
+		b.int(int64(j.Slots))
+		b.raw(` slots</span>`)
+	}
+	b.raw(`</td><td>`)
+	health(b, j.Verdict)
+	b.raw(`</td><td>`)
+	state(b, string(j.State))
+	b.raw(`</td>`)
+	lastRun(b, j)
+	b.raw(`<td class="when">`)
+	if j.Next != nil {
+		b.timeWrapped(*j.Next)
+	} else {
+		b.raw(`—`)
+	}
+	b.raw(`</td><td>`)
+	recentBar(b, j.Recent)
+	b.raw(`</td></tr>`)
+	// Why, as text under the job's row: a phone has no hover.
+	b.raw(`<tr class="why"><td colspan="`)
+	b.int(jobColumns)
+	b.raw(`">`)
+	reason(b, j.Verdict)
+	b.raw(`</td></tr>`)
 }
 
 // lastRun writes a job's outcome, holders and newest run, from the

@@ -365,6 +365,14 @@ func selected(b *html, page jobPage) {
 	b.raw(`</dd><dt>Finished</dt><dd>`)
 	b.time(r.FinishedAt)
 	b.raw(`</dd></dl>`)
+	keptOutput(b, page)
+	b.raw(`</section>`)
+}
+
+// keptOutput writes the output the selected run kept, or says why it is
+// not shown.
+func keptOutput(b *html, page jobPage) {
+	r := page.Selected
 	switch {
 	case page.Output != nil:
 		b.raw(`<h3>Output</h3><pre class="output">`)
@@ -382,7 +390,6 @@ func selected(b *html, page jobPage) {
 	default:
 		b.raw(`<p class="none">This run kept no output.</p>`)
 	}
-	b.raw(`</section>`)
 }
 
 // runTable writes the runs as a table, newest first. Outcome comes

@@ -90,7 +90,11 @@ func checkAction(c *cli.Context) error {
 	// all (a job that has not run yet, or no such job) or none that
 	// succeeded, whether it runs its first.
 	rows, err := a.Read.Status(c.Context, job)
-	known := f.LastRun != nil || !errors.Is(err, lease.ErrNoJob)
+	if err != nil && !errors.Is(err, lease.ErrNoJob) {
+		// Without the lease rows a held service would look stale.
+		return unknown(c, job, a.DB.Redact.Wrap(err))
+	}
+	known := f.LastRun != nil || err == nil
 	res := judge(f, maxAge, c.Bool("fail-on-last-failure"), known, rows)
 	return res.print(c.App.Writer, c.Bool("json"))
 }

@@ -306,10 +306,10 @@ func origin(r inspect.Run) *string {
 	return &r.Origin
 }
 
-// by is r.By: who accounted for a time r nobody ran; nil for a run
-// that records none.
+// by is r.By: who asked for r's stop, or who accounted for a time r
+// nobody ran; nil when r records none.
 func by(r inspect.Run) *string {
-	if !notRun(r) && r.By == "" {
+	if r.By == "" {
 		return nil
 	}
 	return &r.By

@@ -51,6 +51,22 @@ type runOptions struct {
 // history row of every run, in the statement that releases the lease.
 const maxKeepOutput = 1 << 20
 
+// parseNames reads the job and this instance's holder id.
+func parseNames(s cmdutil.Settings, o *runOptions) error {
+	var err error
+	if o.job, err = cmdutil.RequireJob(s); err != nil {
+		return err
+	}
+	if err := cmdutil.RefuseOuterJob(s, o.job); err != nil {
+		return err
+	}
+	if err := lease.CheckNewJob(o.job); err != nil {
+		return cmdutil.NameError(s, "job", err)
+	}
+	o.holder, err = cmdutil.ParseHolder(s, "id")
+	return err
+}
+
 // parseRunOptions reads and checks every setting of the main command. It
 // touches neither the database nor the child.
 func parseRunOptions(c *cli.Context, child []string, hasChild bool) (runOptions, error) {
@@ -63,19 +79,10 @@ func parseRunOptions(c *cli.Context, child []string, hasChild bool) (runOptions,
 	if len(o.command) == 0 {
 		return o, cmdutil.Usagef("missing command: put it after --, as in leasewrap --job nightly_report -- ./generate-report")
 	}
+	if err := parseNames(s, &o); err != nil {
+		return o, err
+	}
 	var err error
-	if o.job, err = cmdutil.RequireJob(s); err != nil {
-		return o, err
-	}
-	if err := cmdutil.RefuseOuterJob(s, o.job); err != nil {
-		return o, err
-	}
-	if err := lease.CheckNewJob(o.job); err != nil {
-		return o, cmdutil.NameError(s, "job", err)
-	}
-	if o.holder, err = cmdutil.ParseHolder(s, "id"); err != nil {
-		return o, err
-	}
 	if o.store, err = cmdutil.ParseStoreOptions(s); err != nil {
 		return o, err
 	}

@@ -416,7 +416,7 @@ func (w *wrapper) take(ctx context.Context) (*lease.Lease, error) {
 			// Nor must a new primary that no standby follows yet.
 			if !said {
 				said = true
-				w.db.Named(w.log.Warn()).Str("error", oneLine(err)).Stringer("retry_interval", w.o.timings.RetryInterval).
+				w.db.Named(w.log.Warn()).Str("error", cmdutil.OneLine(err)).Stringer("retry_interval", w.o.timings.RetryInterval).
 					Msg("no standby streams from the primary to confirm a take (--require-replicated); standing by and trying again every retry interval")
 			}
 			err = lease.BootClock().Wait(ctx, w.o.timings.RetryInterval)
@@ -457,7 +457,7 @@ func (w *wrapper) reach(ctx context.Context, err error) error {
 	if lease.ReadOnly(err) {
 		msg = "the database takes no writes (a standby, or a failover under way); standing by and trying again every retry interval"
 	}
-	w.db.Named(w.log.Warn()).Str("error", oneLine(err)).Stringer("retry_interval", w.o.timings.RetryInterval).Msg(msg)
+	w.db.Named(w.log.Warn()).Str("error", cmdutil.OneLine(err)).Stringer("retry_interval", w.o.timings.RetryInterval).Msg(msg)
 	for {
 		if err := lease.BootClock().Wait(ctx, w.o.timings.RetryInterval); err != nil {
 			return err
@@ -480,7 +480,7 @@ func (w *wrapper) reach(ctx context.Context, err error) error {
 		if lease.ReadOnly(err) {
 			still = "the database still takes no writes"
 		}
-		w.log.Debug().Str("error", oneLine(err)).Int("attempts", attempts).Msg(still)
+		w.log.Debug().Str("error", cmdutil.OneLine(err)).Int("attempts", attempts).Msg(still)
 	}
 }
 
@@ -498,10 +498,6 @@ func (w *wrapper) ping(ctx context.Context) error {
 	}
 	return nil
 }
-
-// oneLine is err's message on one line (pgx puts each host's failure on
-// a line of its own).
-func oneLine(err error) string { return cmdutil.OneLine(err) }
 
 // causeOf replaces err with the reason ctx ended, when it did: a failed
 // statement is only the symptom of a signal or a timeout.

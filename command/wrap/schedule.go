@@ -120,22 +120,29 @@ var errReached = errors.New("reached the database")
 func (sc *scheduler) register(ctx context.Context) (lease.Registration, error) {
 	w := sc.w
 	standing := false
-	reachCtx := ctx
-	if w.o.waitTimeout > 0 {
-		var cancel context.CancelFunc
-		reachCtx, cancel = context.WithTimeoutCause(ctx, w.o.waitTimeout, errWaitTimeout)
-		defer cancel()
-	}
+	// --wait-timeout bounds the standing by for the database, from the
+	// first time it could not be reached: not a wait for the job's
+	// schedule to become this instance's, nor a slow registration.
+	var giveUpAt time.Time
 	for {
 		sc.mon.Turned()
 		var reg lease.Registration
-		sig, err := w.watchSignals(reachCtx, func(ctx context.Context) error {
+		sig, err := w.watchSignals(ctx, func(ctx context.Context) error {
 			var err error
 			reg, err = w.store.Register(ctx, w.o.job, w.o.sched.Spec(), w.o.sched.ZoneRules)
-			if awaitable(err) && !w.o.once {
-				if err = w.reach(ctx, err); err == nil {
-					return errReached
+			if !awaitable(err) || w.o.once {
+				return causeOf(ctx, err)
+			}
+			if w.o.waitTimeout > 0 {
+				if giveUpAt.IsZero() {
+					giveUpAt = time.Now().Add(w.o.waitTimeout)
 				}
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadlineCause(ctx, giveUpAt, errWaitTimeout)
+				defer cancel()
+			}
+			if err = w.reach(ctx, err); err == nil {
+				return errReached
 			}
 			return causeOf(ctx, err)
 		})
