@@ -511,7 +511,8 @@ func brief(trips []trip) string {
 // A pause lets every turn of the queue lapse, and a resume starts them
 // again: the lease goes to the head of the queue (b, priority 3), and the
 // standbys behind it (c, then a, first in) do not even try a take, though
-// each is woken by the resume and the lease was freed long before.
+// each is woken by the resume and the lease was freed long before. Three
+// rounds: without the turns started again, any of the three may win.
 func TestAfterAResumeTheHeadOfTheQueueTakesAlone(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
@@ -531,7 +532,8 @@ func TestAfterAResumeTheHeadOfTheQueueTakesAlone(t *testing.T) {
 		if err := holder.Release(ctx(t), nil); err != nil {
 			t.Fatal(err)
 		}
-		// Every turn counted from the release has lapsed.
+		// Let every turn counted from the release lapse: only the resume
+		// can start them again.
 		time.Sleep(first + 500*time.Millisecond)
 		waitQueue(t, pool, table, "job", "b", "c", "a")
 		markA, markC := a.tr.len(), c.tr.len()
