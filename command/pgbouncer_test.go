@@ -1,13 +1,18 @@
 package command
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/redbite/leasewrap/internal/lwtest"
 	"github.com/redbite/leasewrap/internal/pgtest"
 )
 
@@ -127,4 +132,66 @@ func TestSchedulerBehindPgBouncerPollsWhenItCannotHear(t *testing.T) {
 	if said := count(t, p, deaf); said != 1 {
 		t.Errorf("the scheduler said %d times that it cannot hear notifications, want once", said)
 	}
+}
+
+// A standby and a scheduler behind a pooler in transaction mode find out
+// that they cannot listen without leaving a LISTEN behind on the server
+// connections the pooler lends to everyone: one would keep sending
+// notifications to whichever client it serves next (PgBouncer logs "got
+// packet 'A' from server when not linked" and drops the connection, or
+// worse). Once they stopped, no server connection of the pooler listens.
+func TestBehindPgBouncerNoServerConnectionIsLeftListening(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	url := d.throughPgBouncer(t)
+
+	leader := lw(t, []string{child("ready block")}, d.argsTTL("60s", "--database-url", url, "--job", "j", "--id", "leader", "--", self())...)
+	leader.Expect(t, "ready")
+	const deaf = "without notifications: the database connection does not keep a session (a pooler in transaction mode?); looking every retry interval"
+	var waiting []*lwtest.Proc
+	for _, id := range []string{"s1", "s2"} {
+		standby := lw(t, []string{child("ready exit:0")}, d.argsTTL("60s", "--database-url", url, "--job", "j", "--id", id, "--wait", "--", self())...)
+		standby.WaitLog(t, "standing by "+deaf)
+		waiting = append(waiting, standby)
+	}
+	scheduler := lw(t, []string{child("exit:0")}, d.args("--database-url", url, "--id", "sched", "--job", "k", "--schedule", farSchedule, "--", self())...)
+	scheduler.WaitLog(t, "waiting for requested runs "+deaf)
+	for _, p := range append(waiting, scheduler, leader) {
+		_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+		p.Wait(t, 15*time.Second)
+	}
+	if left := listeningServers(t, url); len(left) > 0 {
+		t.Errorf("server connections of the pooler still listen: %v", left)
+	}
+}
+
+// listeningServers asks every server connection of the PgBouncer at url
+// (pgtest.PgBouncerPoolSize clients, each holding one in a transaction)
+// which channels it listens on, and returns those that listen on any, by
+// backend pid.
+func listeningServers(t *testing.T, url string) map[int32][]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	left := map[int32][]string{}
+	for range pgtest.PgBouncerPoolSize {
+		conn, err := pgx.Connect(ctx, url+"&default_query_exec_mode=simple_protocol")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pid int32
+		var channels []string
+		if err := tx.QueryRow(ctx, "SELECT pg_backend_pid(), array(SELECT pg_listening_channels())").Scan(&pid, &channels); err != nil {
+			t.Fatal(err)
+		}
+		if len(channels) > 0 {
+			left[pid] = channels
+		}
+	}
+	return left
 }

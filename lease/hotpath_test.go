@@ -85,9 +85,14 @@ func tracedPool(t *testing.T, url string, tr *tracer) *pgxpool.Pool {
 }
 
 // What a trip is, by the statements leasewrap sends.
-func isLook(tr trip) bool   { return len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "SELECT holder,") }
-func isTake(tr trip) bool   { return strings.Contains(tr.sql[len(tr.sql)-1], "taken AS (\nINSERT INTO") }
-func isListen(tr trip) bool { return len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "LISTEN ") }
+func isLook(tr trip) bool { return len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "SELECT holder,") }
+func isTake(tr trip) bool { return strings.Contains(tr.sql[len(tr.sql)-1], "taken AS (\nINSERT INTO") }
+
+// isListen is the pipeline that LISTENs, checking the server process in
+// the same transaction (listenAlone); its COMMIT is the next trip.
+func isListen(tr trip) bool {
+	return len(tr.sql) == 3 && tr.sql[0] == "BEGIN" && strings.HasPrefix(tr.sql[1], "LISTEN ")
+}
 func countTrips(trips []trip, is func(trip) bool) int {
 	n := 0
 	for _, tr := range trips {
@@ -247,7 +252,7 @@ func TestListeningStandbyOnlyKeepsAlive(t *testing.T) {
 	pgtest.Eventually(t, 10*time.Second, "standby listens, probes and looks", func() bool {
 		for i, trip := range tr.since(0) {
 			if isListen(trip) {
-				listened = i
+				listened = i + 1 // its COMMIT
 			}
 		}
 		return listened >= 0 && len(tr.since(listened+1)) >= 3

@@ -19,6 +19,10 @@ type listener struct {
 	channel string
 	conn    *pgx.Conn // nil while not listening
 	probe   probe
+	// pooled is set when the connection turned out to reach a server
+	// process other than its own (see listenAlone): a pooler's, which
+	// it shares with other clients. Listening is not tried again.
+	pooled bool
 }
 
 func (s *Store) newListener(job string) *listener {
@@ -37,10 +41,11 @@ func (l *listener) listening() bool { return l.conn != nil }
 
 // open takes a connection of the listener's own and LISTENs on it, within
 // the retry interval. It reports whether it listens; when it does not, the
-// caller polls meanwhile and tries again later.
+// caller polls meanwhile and tries again later, unless the connection
+// turned out to be a pooler's (pooled).
 func (l *listener) open(ctx context.Context) bool {
 	s := l.store
-	if !s.canListen() {
+	if !s.canListen() || l.pooled {
 		return false
 	}
 	l.close(ctx)
@@ -51,12 +56,49 @@ func (l *listener) open(ctx context.Context) bool {
 		return false
 	}
 	l.conn = c.Hijack()
-	if _, err := l.conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
+	alone, err := l.listenAlone(ctx)
+	switch {
+	case err != nil:
 		s.log.Debug().Err(err).Str("job", l.job).Msg("cannot listen for announcements; polling for now")
-		l.close(ctx)
-		return false
+	case !alone:
+		s.log.Debug().Str("job", l.job).Msg("the connection reaches a pooler's server process, not one of its own: not listening")
+		l.pooled = true
+	default:
+		return true
 	}
-	return true
+	l.close(ctx)
+	return false
+}
+
+// listenAlone LISTENs on the connection only when the server process that
+// runs the LISTEN is the connection's own, the one whose key the server
+// gave at connect: a pooler answers with a key of its own, and in
+// transaction mode it lends that process to other clients once the
+// transaction ends, where a LISTEN would stay behind, keep sending them
+// notifications, and confuse the pooler (PgBouncer logs "got packet 'A'
+// from server when not linked"). The check and the LISTEN are one
+// transaction, on one server process, and the LISTEN is rolled back when
+// the check fails: nothing is left behind on a process the pooler shares.
+// A TCP proxy keeps the key, and the session.
+func (l *listener) listenAlone(ctx context.Context) (alone bool, err error) {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("LISTEN " + pgx.Identifier{l.channel}.Sanitize())
+	b.Queue("SELECT pg_backend_pid()").QueryRow(func(r pgx.Row) error {
+		var pid int64
+		err := r.Scan(&pid)
+		alone = pid == int64(l.conn.PgConn().PID())
+		return err
+	})
+	if err := l.conn.SendBatch(ctx, b).Close(); err != nil {
+		return false, err
+	}
+	end := "ROLLBACK"
+	if alone {
+		end = "COMMIT"
+	}
+	_, err = l.conn.Exec(ctx, end)
+	return alone && err == nil, err
 }
 
 // sendProbe announces the probe's nonce, once: from here the connection

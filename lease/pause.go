@@ -111,13 +111,15 @@ SELECT paused_at, CASE WHEN paused_until < 'infinity' THEN paused_until END AS p
 
 // resumeSQL ends a job's pause: @job, and @job_channel its channel
 // (jobChannel). It answers the pause it ended (no row: none was in force),
-// and wakes the job's standbys.
+// and wakes the job's standbys. The pause ends now, as one whose --until
+// came: paused_until is when the queue's turns count from (queueLookSQL),
+// so that the head of the queue takes the lease first, as after a release.
 const resumeSQL = `WITH was AS (
   SELECT paused_at, paused_until, paused_by, pause_reason FROM {lease}
   WHERE job_name = @job::text AND ` + pausedCondition + ` FOR UPDATE),
 resumed AS (
-  UPDATE {lease} SET paused_until = NULL, paused_at = NULL, paused_by = NULL, pause_reason = NULL
-  WHERE job_name = @job::text AND paused_until IS NOT NULL)
+  UPDATE {lease} SET paused_until = now()
+  WHERE job_name = @job::text AND ` + pausedCondition + `)
 SELECT paused_at, CASE WHEN paused_until < 'infinity' THEN paused_until END AS paused_until,
   coalesce(paused_by, '') AS paused_by, coalesce(pause_reason, '') AS pause_reason, pg_notify(@job_channel::text, @job::text)::text AS notified
 FROM was`

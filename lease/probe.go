@@ -11,13 +11,16 @@ import (
 
 // probe finds out whether a listening connection keeps its session, which
 // a pooler in transaction mode (PgBouncer's usual setting for fleets) does
-// not give: LISTEN runs there on whichever server the pooler lends, and no
-// notification comes back. The listener announces a nonce of its own on
-// its channel through another connection as it starts to wait, and hears
-// it within a probe window, or never. The listening connection sends no
-// statement meanwhile, so none of its own can catch the notification for
-// it from a pooled server that happens to listen. Other listeners of the
-// channel ignore a payload that is not theirs.
+// not give: LISTEN would run there on whichever server the pooler lends,
+// and no notification comes back. A pooler that answers for the server
+// with a key of its own is found out before any LISTEN (listenAlone); the
+// probe covers whatever else does not deliver notifications. The
+// listener announces a nonce of its own on its channel through another
+// connection as it starts to wait, and hears it within a probe window,
+// or never. The listening connection sends no statement meanwhile, so
+// none of its own can catch the notification for it from a pooled server
+// that happens to listen. Other listeners of the channel ignore a payload
+// that is not theirs.
 type probe struct {
 	nonce string
 	by    time.Time // when the probe counts as lost; zero until sent

@@ -224,7 +224,10 @@ RETURNING fencing_token AS token, coalesce(slot, 1) AS slot`
 // job, the common one, does not. An entry ahead counts only for its
 // turn: until the job has been free for @first microseconds
 // (FirstExpiry) and its own polling interval, as long as a standby
-// handed the lease has to adopt it. A head of the queue that froze, or
+// handed the lease has to adopt it. Free counts from the end of a pause
+// (paused_until, which Resume sets to its own time) when that came
+// later: a pause lets every turn lapse, and the queue's order holds
+// after it as after a release. A head of the queue that froze, or
 // died within its entry's life, then holds a lease that expired
 // unreleased up no longer than it would a handoff. queued says whether
 // it has an entry waiting, until_micros how long its entry still counts
@@ -257,7 +260,7 @@ func queueLookSQL(slots bool) string {
   (SELECT coalesce(min(q.n) FILTER (WHERE q.id = @id::text) - 1, count(*)) FROM (
     SELECT e.id, row_number() OVER (ORDER BY ` + queueOrder + `) AS n FROM ` + queueEntries("l.queue") + `
     WHERE e.id = @id::text OR ` + full + ` OR ` + entryLive + `
-      AND now() < ` + freeSince + ` + (@first::bigint + coalesce(e.every, 0)) * interval '1 microsecond') AS q) AS ahead,
+      AND now() < greatest(` + freeSince + `, l.paused_until) + (@first::bigint + coalesce(e.every, 0)) * interval '1 microsecond') AS q) AS ahead,
   (SELECT e.until - ` + micros("now()") + ` FROM ` + queueEntries("l.queue") + ` WHERE e.id = @id::text) AS until_micros,
   ` + queued + ` AS queued,
   ` + handed + ` AS handed,

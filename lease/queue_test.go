@@ -507,3 +507,52 @@ func brief(trips []trip) string {
 	}
 	return strings.Join(out, "; ")
 }
+
+// A pause lets every turn of the queue lapse, and a resume starts them
+// again: the lease goes to the head of the queue (b, priority 3), and the
+// standbys behind it (c, then a, first in) do not even try a take, though
+// each is woken by the resume and the lease was freed long before. Three
+// rounds: without the turns started again, any of the three may win.
+func TestAfterAResumeTheHeadOfTheQueueTakesAlone(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	first := lease.FirstExpiry(lease.DeriveTimings(10 * time.Second))
+	for round := range 3 {
+		table := pgtest.Table(t, pool)
+		holder := mustAcquire(t, newStore(t, pool, table, "h"), "job")
+		a := stand(t, table, "job", "a")
+		waitQueue(t, pool, table, "job", "a")
+		b := stand(t, table, "job", "b", lease.WithPriority(3))
+		c := stand(t, table, "job", "c", lease.WithPriority(1))
+		waitQueue(t, pool, table, "job", "b", "c", "a")
+		op := newStore(t, pool, table, "ops")
+		if _, _, err := op.Pause(ctx(t), "job", "", time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := holder.Release(ctx(t), nil); err != nil {
+			t.Fatal(err)
+		}
+		// Let every turn counted from the release lapse: only the resume
+		// can start them again.
+		time.Sleep(first + 500*time.Millisecond)
+		waitQueue(t, pool, table, "job", "b", "c", "a")
+		markA, markC := a.tr.len(), c.tr.len()
+		if _, err := op.Resume(ctx(t), "job"); err != nil {
+			t.Fatal(err)
+		}
+		l := b.lease(t, 10*time.Second)
+		for _, w := range []struct {
+			*waiter
+			mark int
+		}{{a, markA}, {c, markC}} {
+			if writes := w.writes(w.mark); len(writes) > 0 {
+				t.Errorf("round %d: %s, behind b in the queue, wrote %v after the resume", round+1, w.holder, writes)
+			}
+		}
+		if err := l.Release(ctx(t), nil); err != nil {
+			t.Fatal(err)
+		}
+		c.lease(t, 10*time.Second).Release(ctx(t), nil)
+		a.lease(t, 10*time.Second).Release(ctx(t), nil)
+	}
+}

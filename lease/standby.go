@@ -67,12 +67,19 @@ func (s *Store) newStandby(ctx context.Context, job string) *standby {
 
 // listen starts listening unless the standby listens already or went
 // deaf. It reports whether it started listening just now; a standby that
-// is not listening polls, and tries again on its next wait.
+// is not listening polls, and tries again on its next wait, unless its
+// connection turned out to be a pooler's: then it goes deaf.
 func (sb *standby) listen(ctx context.Context) bool {
 	if sb.listening() || sb.deaf {
 		return false
 	}
-	return sb.open(ctx)
+	if sb.open(ctx) {
+		return true
+	}
+	if sb.pooled {
+		sb.goDeaf(ctx)
+	}
+	return false
 }
 
 // goDeaf gives up listening for good, saying so once.

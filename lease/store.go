@@ -527,12 +527,12 @@ func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (*Leas
 			if l, err = q.adopt(ctx); l == nil && err == nil {
 				l, ahead, err = s.lookThenTakeQueued(ctx, sb, q)
 			}
-		case payload == job:
-			// The release that announced itself freed the lease: take it
-			// without looking first, one round trip sooner.
-			l, err = s.tryAcquire(ctx, sb.db(), job)
-			ahead = 0
 		default:
+			// A release that freed the lease without handing it on (the
+			// job was paused, the release forced), a resume, or the end
+			// of the wait: look. The head of the queue takes a free
+			// lease; the others see its turn and wait, even after a
+			// resume, which starts the turns again.
 			l, ahead, err = s.lookThenTakeQueued(ctx, sb, q)
 		}
 		held, failed = nil, false

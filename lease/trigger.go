@@ -424,6 +424,10 @@ func (w *RequestWatch) listen(ctx context.Context) {
 			w.listening.Store(true)
 			w.woke()
 		}
+		if l.pooled {
+			l.store.sayDeaf(l.job, "waiting for requested runs")
+			return
+		}
 		if l.listening() {
 			l.sendProbe(ctx)
 			for w.heard(ctx) {

@@ -52,6 +52,11 @@ func StartPgBouncer(t testing.TB, target string) string {
 	return addr
 }
 
+// PgBouncerPoolSize is how many server connections StartPgBouncer's
+// PgBouncer opens at most for one database and user: as many clients,
+// each in a transaction, hold every one of them.
+const PgBouncerPoolSize = 20
+
 // writeBouncerConfig writes pgbouncer.ini and its users file into dir.
 //
 // server_login_retry is 1 s, not the default 15 s: a login that fails
@@ -77,10 +82,10 @@ auth_type = trust
 auth_file = %s
 pool_mode = transaction
 max_client_conn = 500
-default_pool_size = 20
+default_pool_size = %d
 server_login_retry = 1
 logfile = %s
-`, host, port, listenHost, listenPort, filepath.Join(dir, "users.txt"), filepath.Join(dir, "log"))
+`, host, port, listenHost, listenPort, filepath.Join(dir, "users.txt"), PgBouncerPoolSize, filepath.Join(dir, "log"))
 	for name, content := range map[string]string{"pgbouncer.ini": ini, "users.txt": `"postgres" ""` + "\n"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
