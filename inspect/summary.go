@@ -153,25 +153,28 @@ func (r *Reader) Summary(ctx context.Context, job string, window time.Duration) 
 
 func (r *Reader) summaries(ctx context.Context, job *string, window time.Duration) ([]JobSummary, error) {
 	sql := &r.sql
-	// A catalog that cannot be read, or a table that is not there, is
-	// left to the summary's own error.
-	if st, err := r.objects.Read(ctx, r.db); err == nil && st.TableExists {
+	// A catalog that cannot be read is left to the summary's own error.
+	if hs, err := r.objects.ReadHistory(ctx, r.db); err == nil {
 		// A history leasewrap cannot write to (a NOT NULL column added
 		// by hand, a type changed) records no run: its newest runs would
 		// judge the job on stale facts.
-		if st.History.Problem != nil {
-			return nil, fmt.Errorf("run history unavailable: %w", st.History.Problem)
+		if hs.Problem != nil {
+			return nil, fmt.Errorf("run history unavailable: %w", hs.Problem)
 		}
-		// Tables of an earlier version, not upgraded yet, are read as
-		// they are.
-		if missing := append(slices.Clone(st.MissingColumns), st.History.MissingColumns...); len(missing) > 0 {
-			rendered := render(r.objects, missing)
-			sql = &rendered
-		}
+		sql = r.forTable(hs)
 	}
 	args := pgx.StrictNamedArgs{"window": window.Microseconds(), "job": job, "claims": r.objects.Claims}
 	rows, _ := r.db.Query(ctx, sql.summary, args)
 	found, err := pgx.CollectRows(rows, pgx.RowToStructByName[summaryRow])
+	if pgerr.SQLState(err) == pgerr.CodeUndefinedColumn {
+		// A lease table of an earlier version, not upgraded yet, is read
+		// as it is (looked up only then: the summary is every scrape's).
+		if st, readErr := r.objects.Read(ctx, r.db); readErr == nil {
+			rendered := render(r.objects, append(slices.Clone(st.MissingColumns), st.History.MissingColumns...))
+			rows, _ = r.db.Query(ctx, rendered.summary, args)
+			found, err = pgx.CollectRows(rows, pgx.RowToStructByName[summaryRow])
+		}
+	}
 	if err != nil {
 		return nil, r.summaryError(ctx, err)
 	}

@@ -114,10 +114,20 @@ func (e *NoAnswerError) Error() string {
 func (e *NoAnswerError) Unwrap() error { return e.Err }
 
 // noAnswer is err as a *NoAnswerError when it is the timeout of ctx, a
-// statement's context that was given within, and err otherwise.
+// statement's context that was given within, or of a new connection's
+// connect_timeout; err otherwise.
 func noAnswer(ctx context.Context, err error, within time.Duration) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) && timedOut(err) {
+	if !timedOut(err) {
+		return err
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return &NoAnswerError{Within: within, Err: err}
+	}
+	// A new connection that its connect_timeout ended, a moment before
+	// the statement's own deadline.
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) && ce.Config != nil && ce.Config.ConnectTimeout > 0 {
+		return &NoAnswerError{Within: min(within, ce.Config.ConnectTimeout), Err: err}
 	}
 	return err
 }

@@ -204,8 +204,8 @@ func (w *wrapper) attempt(path string, l *lease.Lease, mon *monitor.Monitor, log
 
 // runOutcome is how the history records a run that started: stopped for
 // an operator's release, lost for a lost lease, timed out for running past
-// --max-runtime, stopped for a signal asking leasewrap to end (whatever
-// the command's status then: leasewrap was asked to stop it), ended by a
+// --max-runtime, stopped for a signal asking leasewrap to end (unless the
+// command exited 0 all the same: it finished its work, as a success), ended by a
 // signal nobody sent through leasewrap (a status of 128+N, as a shell
 // reports its own child's death too: an OOM kill, a crash), or exited.
 func runOutcome(res runner.Result) string {
@@ -216,7 +216,7 @@ func runOutcome(res runner.Result) string {
 		return lease.OutcomeLost
 	case res.TimedOut:
 		return lease.OutcomeTimedOut
-	case res.Signal != nil:
+	case res.Signal != nil && res.Status != 0:
 		return lease.OutcomeStopped
 	case res.Status > cmdutil.ExitSignalBase && res.Status <= cmdutil.ExitSignalBase+64:
 		return lease.OutcomeSignalled
