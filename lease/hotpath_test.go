@@ -285,7 +285,7 @@ func TestListeningStandbyOnlyKeepsAlive(t *testing.T) {
 
 // A crashed leader renews no more; a listening standby, which no longer
 // polls, still tries just after the expiry it saw, measured on the
-// database's clock (within 100ms, and what the machine stalled this
+// database's clock (within 500ms, and what the machine stalled this
 // process meanwhile).
 func TestListeningStandbyTakesJustAfterTheExpiryItSaw(t *testing.T) {
 	t.Parallel()
@@ -314,8 +314,11 @@ func TestListeningStandbyTakesJustAfterTheExpiryItSaw(t *testing.T) {
 	if err := pool.QueryRow(ctx(t), `SELECT acquired_at FROM `+quoted).Scan(&acquired); err != nil {
 		t.Fatal(err)
 	}
-	if late, stalled := acquired.Sub(expiry), stall.Since(waited); late < 0 || late > 100*time.Millisecond+stalled {
-		t.Errorf("standby took the lease %s after it expired, want within 100ms (+%s stalled)", late, stalled)
+	// The server, starved on a busy machine too, answers late by what
+	// this process's stalls do not show: half a second is still far
+	// sooner than a listening standby looks without the expiry it saw.
+	if late, stalled := acquired.Sub(expiry), stall.Since(waited); late < 0 || late > 500*time.Millisecond+stalled {
+		t.Errorf("standby took the lease %s after it expired, want within 500ms (+%s stalled)", late, stalled)
 	}
 }
 
