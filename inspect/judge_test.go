@@ -102,13 +102,7 @@ func TestSummaryReadsAStandbyTakingOver(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	s, err := lease.New(pool, lease.WithTable(table))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	migrate(t, pool, table)
 	lt, ht := pgx.Identifier{table}.Sanitize(), schema.HistoryTable(pgx.Identifier{table}).Sanitize()
 	entry := func(holder, until string) string {
 		return `jsonb_build_array(jsonb_build_object('id', '` + holder + `', 'holder', '` + holder + `', 'priority', 0,

@@ -24,13 +24,7 @@ func TestSummaryUsesTheJobIndex(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	s, err := lease.New(pool, lease.WithTable(table))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	migrate(t, pool, table)
 	r, err := Open(pool, table)
 	if err != nil {
 		t.Fatal(err)
@@ -73,5 +67,17 @@ WHERE indrelid = $1::regclass AND indnkeyatts = 2`, ht).Scan(&index); err != nil
 	if len(jobs) != 2 || jobs[0].LastSuccess == nil || jobs[1].LastSuccess != nil || *jobs[1].LastRun.ExitCode != 1 ||
 		jobs[0].Runs[lease.OutcomeExited] != 24*60-1 && jobs[0].Runs[lease.OutcomeExited] != 24*60 || jobs[1].Runs[lease.OutcomeExited] != 3 {
 		t.Errorf("summaries %+v", jobs)
+	}
+}
+
+// migrate creates table and its history as leasewrap migrate does.
+func migrate(t *testing.T, db lease.DB, table string) {
+	t.Helper()
+	s, err := lease.New(db, lease.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
