@@ -157,30 +157,13 @@ func TestSchedulerUnreachableDatabaseEnds(t *testing.T) {
 		}
 		u.Path = "/nonexistent_db"
 		p := lw(t, []string{child("ready")}, withURL(d.args("--job", "j", "--schedule", "@every 1s", "--", self()), withPassword(t, u.String()))...)
-		if got := p.Wait(t, 15*time.Second); got != 69 {
-			t.Errorf("exit %d, want 69", got)
-		}
-		e := p.WaitLog(t, "lease store unavailable")
-		if msg, _ := e["error"].(string); !strings.Contains(msg, "3D000") {
-			t.Errorf("failed with %q, want the server's 3D000 (no such database)", msg)
-		}
-		if n := count(t, p, cannotReach); n != 0 {
-			t.Errorf("stood by for a database that does not exist")
-		}
-		noPassword(t, p)
+		wantNoSuchDatabase(t, p)
 	})
 
 	t.Run("--once", func(t *testing.T) {
 		t.Parallel()
 		p := lw(t, []string{child("ready")}, withURL(d.args("--job", "j", "--schedule", "@every 1s", "--once", "--", self()), refusingURL(t))...)
-		if got := p.Wait(t, 15*time.Second); got != 69 {
-			t.Errorf("exit %d, want 69", got)
-		}
-		p.WaitLog(t, "lease store unavailable")
-		if n := count(t, p, cannotReach); n != 0 {
-			t.Errorf("a crontab line (--once) stood by for the database")
-		}
-		noPassword(t, p)
+		wantRefused(t, p, "a crontab line (--once)")
 	})
 
 	// Standing by, it has run nothing: it stops as between runs.

@@ -80,6 +80,32 @@ func unreachableCount(t *testing.T, addr string) float64 {
 	return -1
 }
 
+// wantRefused wants p, a run that does not stand by (what says which),
+// to exit 69 at once for its database, without standing by for it and
+// without printing the password; it returns the failure p logged.
+func wantRefused(t *testing.T, p *lwtest.Proc, what string) map[string]any {
+	t.Helper()
+	if got := p.Wait(t, 15*time.Second); got != 69 {
+		t.Errorf("exit %d, want 69", got)
+	}
+	e := p.WaitLog(t, "lease store unavailable")
+	if n := count(t, p, cannotReach); n != 0 {
+		t.Errorf("%s stood by for the database", what)
+	}
+	noPassword(t, p)
+	return e
+}
+
+// wantNoSuchDatabase wants p refused for good by a server that says its
+// database does not exist (3D000): waiting will not mend that.
+func wantNoSuchDatabase(t *testing.T, p *lwtest.Proc) {
+	t.Helper()
+	e := wantRefused(t, p, "a run told its database does not exist")
+	if msg, _ := e["error"].(string); !strings.Contains(msg, "3D000") {
+		t.Errorf("failed with %q, want the server's 3D000 (no such database)", msg)
+	}
+}
+
 // noPassword fails the test if p printed the connection's password.
 func noPassword(t *testing.T, p *lwtest.Proc) {
 	t.Helper()
@@ -180,14 +206,7 @@ func TestUnreachableDatabaseEnds(t *testing.T) {
 	t.Run("without --wait", func(t *testing.T) {
 		t.Parallel()
 		p := lw(t, []string{child("ready")}, withURL(d.args("--job", "j", "--", self()), refusingURL(t))...)
-		if got := p.Wait(t, 15*time.Second); got != 69 {
-			t.Errorf("exit %d, want 69", got)
-		}
-		p.WaitLog(t, "lease store unavailable")
-		if n := count(t, p, cannotReach); n != 0 {
-			t.Errorf("a cron run (no --wait) stood by for the database")
-		}
-		noPassword(t, p)
+		wantRefused(t, p, "a cron run (no --wait)")
 	})
 
 	// The server answers, and says the database does not exist: waiting
@@ -200,17 +219,7 @@ func TestUnreachableDatabaseEnds(t *testing.T) {
 		}
 		u.Path = "/lw_no_such_database"
 		p := lw(t, []string{child("ready")}, withURL(d.args("--job", "j", "--wait", "--", self()), withPassword(t, u.String()))...)
-		if got := p.Wait(t, 15*time.Second); got != 69 {
-			t.Errorf("exit %d, want 69", got)
-		}
-		e := p.WaitLog(t, "lease store unavailable")
-		if msg, _ := e["error"].(string); !strings.Contains(msg, "3D000") {
-			t.Errorf("failed with %q, want the server's 3D000 (no such database)", msg)
-		}
-		if n := count(t, p, cannotReach); n != 0 {
-			t.Errorf("stood by for a database that does not exist")
-		}
-		noPassword(t, p)
+		wantNoSuchDatabase(t, p)
 	})
 }
 
