@@ -307,7 +307,7 @@ switchover() {
       sh -c "echo \$\$ >$d/holder-pid; exec sleep 100000" &
     local holder=$!
     wait_file "$d/holder-pid" "$holder"
-    local pids=() who
+    local pids=() who queued_by=$((SECONDS + 60))
     for who in other chosen; do
       "$LW" --database-url "$DB" --job "$job" --id "$who" --wait --log-level error -- \
         sh -c "date +%s%N >$d/$who; exec sleep 100000" &
@@ -315,6 +315,7 @@ switchover() {
       until "${PSQL[@]}" -c "SELECT 1 FROM leader_lease WHERE job_name = '$job'
         AND queue @> jsonb_build_array(jsonb_build_object('holder', '$who'))" | grep -q 1; do
         kill -0 "${pids[-1]}" || { log "standby $who ended before it was queued"; exit 1; }
+        [ $SECONDS -lt "$queued_by" ] || { log "standby $who not in $job's queue (leader_lease.queue) after 60 s"; exit 1; }
         sleep 0.05
       done
     done
@@ -415,7 +416,12 @@ queued() { "${PSQL[@]}" -c "SELECT 1 FROM leader_lease WHERE job_name = 'census'
 for who in head behind; do
   "$LW" --database-url "$(census_url bench_standby "bench-census-$who")" --job census --id "census-$who" --wait --log-level error -- true &
   census_pids+=($!)
-  until queued "census-$who"; do kill -0 "${census_pids[-1]}" || { log "the $who standby ended"; exit 1; }; sleep 0.05; done
+  queued_by=$((SECONDS + 60))
+  until queued "census-$who"; do
+    kill -0 "${census_pids[-1]}" || { log "the $who standby ended"; exit 1; }
+    [ $SECONDS -lt "$queued_by" ] || { log "the $who standby not in the queue (leader_lease.queue) after 60 s"; exit 1; }
+    sleep 0.05
+  done
 done
 for n in 1 2; do
   "$LW" --database-url "$(census_url bench_scheduler "bench-census-scheduler-$n")" --job census-schedule \
