@@ -47,8 +47,10 @@ func jitter(d time.Duration) time.Duration {
 
 // standby is how a waiting instance talks to the database: a listener
 // that both hears releases and makes the attempts, so that a standby costs
-// the server a single connection. Without a pool to take it from (or with
-// listening turned off) it polls through the Store's DB.
+// the server a single connection. It listens only at the head of its
+// job's queue (heed). Behind the head, without a pool to take a
+// connection from (or with listening turned off) it polls through the
+// Store's DB.
 type standby struct {
 	*listener
 	// deaf is set when the probe went unheard: the standby then polls,
@@ -59,10 +61,40 @@ type standby struct {
 	entry string
 }
 
-func (s *Store) newStandby(ctx context.Context, job string) *standby {
-	sb := &standby{listener: s.newListener(job)}
-	sb.listen(ctx)
-	return sb
+// newStandby returns a standby of job, not listening yet: it listens only
+// while it is at the head of the job's queue (see heed).
+func (s *Store) newStandby(_ context.Context, job string) *standby {
+	return &standby{listener: s.newListener(job)}
+}
+
+// mayListen reports whether the standby listens when it is at the head of
+// its queue: listening is on, and its connection did not turn out deaf.
+func (sb *standby) mayListen() bool { return sb.store.canListen() && !sb.deaf }
+
+// heed makes the standby listen while it is at the head of its job's
+// queue (ahead 0 at its last look; -1: not looked yet) and only then:
+// PostgreSQL signals every listening backend of the database at each
+// NOTIFY, so a release wakes one backend per job that has a queue, not
+// one per standby. It reports whether the standby started listening just
+// now: it then looks at once, since a release that came before the
+// LISTEN was not announced to it. A standby that a higher priority or
+// release --to put behind another stops listening and enters the queue
+// again as a polling standby at once: its entry named the backend it
+// stops using.
+func (sb *standby) heed(ctx context.Context, q *queueEntry, ahead int) bool {
+	switch {
+	case ahead == 0:
+		return sb.listen(ctx)
+	case ahead > 0 && sb.listening():
+		sb.close(ctx)
+		// A probe sent and not heard yet would count as lost on the next
+		// connection: it starts anew.
+		if !sb.probe.heard {
+			sb.probe = newProbe()
+		}
+		q.enter(ctx)
+	}
+	return false
 }
 
 // listen starts listening unless the standby listens already or went
