@@ -61,10 +61,14 @@ type standby struct {
 	entry string
 }
 
-// newStandby returns a standby of job, not listening yet: it listens only
-// while it is at the head of the job's queue (see heed).
-func (s *Store) newStandby(_ context.Context, job string) *standby {
-	return &standby{listener: s.newListener(job)}
+// newStandby returns a standby of job, listening if it can: so it finds
+// out at its start whether its connection can listen at all (a pooler's
+// cannot, which it says once, and then it polls as one that may not
+// listen). Its first look says whether it keeps listening (see heed).
+func (s *Store) newStandby(ctx context.Context, job string) *standby {
+	sb := &standby{listener: s.newListener(job)}
+	sb.listen(ctx)
+	return sb
 }
 
 // mayListen reports whether the standby listens when it is at the head of

@@ -496,9 +496,10 @@ func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (*Leas
 		// needs: a new leader starts its work meanwhile.
 		go sb.close(context.WithoutCancel(ctx))
 	}()
-	// A standby that may listen looks at once: its place in the queue
-	// says whether it listens (heed).
-	recheck := sb.mayListen()
+	// Once listening, look again at once: a release that came before the
+	// LISTEN would not be announced to this standby, and its place in
+	// the queue says whether it keeps listening (heed).
+	recheck := sb.listening()
 	lastHolder := ""
 	var lastFailure failureLog
 	failed, ahead := false, -1
