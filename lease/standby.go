@@ -31,8 +31,9 @@ func channelFor(table pgx.Identifier) string {
 // PostgreSQL's 63-byte limit for any job name. It is computed here only:
 // the statements that notify a job's channel take it as a parameter.
 // PostgreSQL delivers a notification only to the connections
-// that listen on its channel: a release wakes the job's standbys, not
-// every standby of the table.
+// that listen on its channel, though it signals every listening backend
+// of the database for it: hence only the head of a job's queue listens
+// (see heed).
 func jobChannel(tableChannel, job string) string {
 	sum := sha256.Sum256([]byte(tableChannel + "\n" + job))
 	return "leasewrap:" + hex.EncodeToString(sum[:])[:32]
@@ -82,21 +83,21 @@ func (sb *standby) mayListen() bool { return sb.store.canListen() && !sb.deaf }
 // one per standby. It reports whether the standby started listening just
 // now: it then looks at once, since a release that came before the
 // LISTEN was not announced to it. A standby that a higher priority or
-// release --to put behind another stops listening and enters the queue
-// again as a polling standby at once: its entry named the backend it
-// stops using.
+// release --to put behind another enters the queue again as a polling
+// standby, then stops listening: its entry named the backend it stops
+// using, and would not count a moment without it.
 func (sb *standby) heed(ctx context.Context, q *queueEntry, ahead int) bool {
 	switch {
 	case ahead == 0:
 		return sb.listen(ctx)
 	case ahead > 0 && sb.listening():
+		q.enterAs(ctx, false)
 		sb.close(ctx)
 		// A probe sent and not heard yet would count as lost on the next
 		// connection: it starts anew.
 		if !sb.probe.heard {
 			sb.probe = newProbe()
 		}
-		q.enter(ctx)
 	}
 	return false
 }
