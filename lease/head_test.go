@@ -65,8 +65,15 @@ func listeners(t *testing.T, pool *pgxpool.Pool, ws ...*waiter) []string {
 // listens is holder's.
 func waitListeners(t *testing.T, pool *pgxpool.Pool, ws []*waiter, holder string) {
 	t.Helper()
+	var got []string
+	defer func() {
+		if t.Failed() {
+			t.Logf("listening: %v", got)
+		}
+	}()
 	pgtest.Eventually(t, 20*time.Second, "only "+holder+" listening", func() bool {
-		return slices.Equal(listeners(t, pool, ws...), []string{holder})
+		got = listeners(t, pool, ws...)
+		return slices.Equal(got, []string{holder})
 	})
 }
 
