@@ -8,3 +8,8 @@ func WithClock(c Clock) Option { return func(cfg *config) { cfg.clock = c } }
 
 // Decided reports whether the time is accounted for: run here, or claimed.
 func (c Claim) Decided() bool { return c.Lease != nil || c.Outcome != "" }
+
+// PollBehind is how many retry intervals a polling standby behind the
+// head of the queue (and behind the next in line, for one that may
+// listen) waits between looks.
+const PollBehind = pollBehind

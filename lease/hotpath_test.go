@@ -27,27 +27,28 @@ type tracer struct {
 
 type trip struct {
 	at  time.Time
+	pid uint32   // the server process it went to
 	sql []string // one for a statement, several for a pipeline
 }
 
-func (tr *tracer) add(sql ...string) {
+func (tr *tracer) add(conn *pgx.Conn, sql ...string) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	tr.trips = append(tr.trips, trip{at: time.Now(), sql: sql})
+	tr.trips = append(tr.trips, trip{at: time.Now(), pid: conn.PgConn().PID(), sql: sql})
 }
 
-func (tr *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	tr.add(d.SQL)
+func (tr *tracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	tr.add(conn, d.SQL)
 	return ctx
 }
 func (tr *tracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-func (tr *tracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+func (tr *tracer) TraceBatchStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
 	var sql []string
 	for _, q := range d.Batch.QueuedQueries {
 		sql = append(sql, q.SQL)
 	}
-	tr.add(sql...)
+	tr.add(conn, sql...)
 	return ctx
 }
 func (tr *tracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}

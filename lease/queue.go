@@ -24,7 +24,9 @@ import (
 //   - A release that frees the lease (or a slot) hands it, in the same statement, to
 //     the first live entry (pinned first, then by priority, then first
 //     come), with a new token and a short first expiry (FirstExpiry), and
-//     announces it to the job's standbys (handoffNotice).
+//     announces it on the job's channel (handoffNotice), where the head
+//     of the queue listens; a standby that did not listen yet finds the
+//     lease handed to it at its next look.
 //   - That standby renews the lease and starts its run in one statement
 //     (adoptSQL) before its command starts; one that never does loses
 //     the lease at the first expiry, and the next take records the run
@@ -69,10 +71,11 @@ func parseHandoff(payload string) (n handoffNotice, ok bool) {
 // default timings (one that died is passed over at no cost).
 func FirstExpiry(t Timings) time.Duration { return max(t.RetryInterval, time.Second) }
 
-// pollBehind is how many retry intervals a polling standby behind the
-// head of the queue waits between looks (the head looks every one, since
-// a handoff may come to it): it only has to notice that it moved up or
-// that the lease expired unreleased, and a release gives a polling
+// pollBehind is how many retry intervals a standby behind the head of
+// the queue waits between looks (a polling head looks every one, since a
+// handoff may come to it, and so does the next in line of a queue whose
+// head listens: see standbyWait): it only has to notice that it moved up
+// or that the lease expired unreleased, and a release gives a polling
 // standby its own looks' interval more to adopt the lease (its entry's
 // every).
 const pollBehind = 4
@@ -109,9 +112,14 @@ func (s *Store) entryLife() time.Duration { return PollingEntryLife(s.cfg.TTL) }
 // standby's own connection (a listening one's backend is what keeps its
 // entry alive). A failure is logged and left: the standby still takes the
 // lease when it is free, as before queues.
-func (q *queueEntry) enter(ctx context.Context) {
+func (q *queueEntry) enter(ctx context.Context) { q.enterAs(ctx, q.sb.listening()) }
+
+// enterAs is enter as a listening standby's entry, alive while the
+// standby's connection is, or (listening false) as a polling one's, which
+// a standby that is about to stop listening enters before it does: its
+// entry must not lapse with the connection meanwhile.
+func (q *queueEntry) enterAs(ctx context.Context, listening bool) {
 	s := q.sb.store
-	listening := q.sb.listening()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
 	defer cancel()
 	tag, err := q.sb.db().Exec(ctx, s.sql.enterQueue, pgx.StrictNamedArgs{"job": q.sb.job, "holder": s.cfg.holder, "id": q.id,
@@ -123,7 +131,10 @@ func (q *queueEntry) enter(ctx context.Context) {
 	}
 	// An entry refused (the lease was just handed to this holder id) is
 	// still left at the end: leaving frees a lease handed and not adopted.
-	q.in, q.on = q.in || tag.RowsAffected() > 0, q.sb.conn
+	q.in, q.on = q.in || tag.RowsAffected() > 0, nil
+	if listening {
+		q.on = q.sb.conn
+	}
 }
 
 // leave takes the standby's entry out of the queue, if it entered, and

@@ -440,15 +440,18 @@ const failureLogInterval = time.Minute
 // at the lease with a plain SELECT and tries to take it only when it looks
 // free or expired, so that standing by writes nothing.
 //
-// It listens for releases (LISTEN/NOTIFY) and takes the lease at once when
-// one comes. A listening standby looks only just after the expiry it last
+// At the head of the job's queue it listens for releases (LISTEN/NOTIFY)
+// and takes the lease at once when one comes; behind the head it polls,
+// every pollBehind retry intervals (every one right behind the head). A
+// listening standby looks only just after the expiry it last
 // saw (a leader that crashed, or whose release was not announced: it
 // renewed meanwhile, or used hold-for) and after its connection was
 // replaced; every renew interval it pings the connection with a message
 // that is no transaction (standby.ping), so that it costs the database one
 // commit, and no transaction id, per expiry it waits out, not one per
-// renew interval. A standby that cannot listen looks every retry interval,
-// and also just after the expiry it saw.
+// renew interval. A standby that cannot listen polls at the head of the
+// queue too, every retry interval, and any standby also looks just after
+// the expiry it saw.
 // An error on the first attempt is returned at once (a wrong address or
 // missing privilege should not look like a long wait); later database errors
 // are logged and retried every retry interval.
@@ -477,9 +480,9 @@ func (s *Store) Acquire(ctx context.Context, job string) (*Lease, error) {
 
 // standBy waits for the lease on job, held as held says, in the job's
 // queue: it takes the lease when it is handed to it, or when it is
-// released or expires with nobody live ahead of it; woken by a release's
-// NOTIFY where it can listen, else polling (every retry interval at the
-// head of the queue, pollBehind times as seldom behind it).
+// released or expires with nobody live ahead of it. At the head of the
+// queue it is woken by a release's NOTIFY where it can listen; behind it,
+// or where it cannot listen, it polls (see standbyWait).
 func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (*Lease, error) {
 	sb := s.newStandby(ctx, job)
 	q := &queueEntry{sb: sb, id: newEntryID()}
@@ -494,14 +497,16 @@ func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (*Leas
 		go sb.close(context.WithoutCancel(ctx))
 	}()
 	// Once listening, look again at once: a release that came before the
-	// LISTEN would not be announced to this standby.
+	// LISTEN would not be announced to this standby, and its place in
+	// the queue says whether it keeps listening (heed).
 	recheck := sb.listening()
 	lastHolder := ""
 	var lastFailure failureLog
-	failed, ahead := false, 0
+	failed, ahead := false, -1
 	for {
+		started := sb.heed(ctx, q, ahead)
 		wait := s.standbyWait(sb, held != nil, failed, ahead)
-		if recheck || sb.listen(ctx) {
+		if started || recheck {
 			wait, recheck = 0, false
 		}
 		if held != nil {
@@ -514,6 +519,7 @@ func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (*Leas
 			return nil, err
 		}
 		var l *Lease
+		place := ahead
 		n, handoff := parseHandoff(payload)
 		switch {
 		case handoff && n.holder != s.cfg.holder:
@@ -525,7 +531,7 @@ func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (*Leas
 			// Handed to this holder id: adopt it without looking first. An
 			// instance sharing the id, still queued, adopts nothing.
 			if l, err = q.adopt(ctx); l == nil && err == nil {
-				l, ahead, err = s.lookThenTakeQueued(ctx, sb, q)
+				l, place, err = s.lookThenTakeQueued(ctx, sb, q)
 			}
 		default:
 			// A release that freed the lease without handing it on (the
@@ -533,14 +539,16 @@ func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (*Leas
 			// of the wait: look. The head of the queue takes a free
 			// lease; the others see its turn and wait, even after a
 			// resume, which starts the turns again.
-			l, ahead, err = s.lookThenTakeQueued(ctx, sb, q)
+			l, place, err = s.lookThenTakeQueued(ctx, sb, q)
 		}
 		held, failed = nil, false
 		switch {
 		case err == nil && l != nil:
 			return l, nil
 		case err == nil:
+			ahead = place
 		case errors.As(err, &held):
+			ahead = place
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		case !retryable(err):
@@ -553,16 +561,21 @@ func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (*Leas
 }
 
 // standbyWait is how long a standby waits before it looks again, unless
-// an announcement or the expiry it saw comes first: listening, up to the
-// expiry (a release is announced, and the wait pings the connection every
-// renew interval), except after a failure or when the lease is free with
-// a standby ahead of it (that one takes it without a word); polling, a
-// retry interval, pollBehind of them behind the head of the queue.
+// an announcement or the expiry it saw comes first: after a failure, a
+// retry interval; listening (at the head of the queue), up to the expiry
+// (a release is announced, and the wait pings the connection every renew
+// interval); polling, a retry interval at the head of the queue and
+// pollBehind of them behind it, except right behind the head for a
+// standby that may listen: the lease may be handed to it before it knew
+// it was the head, and had started listening (see heed), and it adopts
+// the lease at its next look.
 func (s *Store) standbyWait(sb *standby, held, failed bool, ahead int) time.Duration {
 	switch {
-	case sb.listening() && !failed && (held || ahead == 0):
+	case failed:
+	case sb.listening() && (held || ahead == 0):
 		return s.cfg.TTL
-	case !sb.listening() && ahead > 0:
+	case sb.listening():
+	case ahead > 1 || ahead == 1 && !sb.mayListen():
 		return jitter(pollBehind * s.cfg.RetryInterval)
 	}
 	return jitter(s.cfg.RetryInterval)
