@@ -501,6 +501,10 @@ func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (*Leas
 	failed, ahead := false, 0
 	for {
 		wait := s.standbyWait(sb, held != nil, failed, ahead)
+		if held == nil && !failed && ahead > 0 && q.turnLeft > 0 {
+			// The entries ahead lose their turn then: look at once.
+			wait = min(wait, q.turnLeft+time.Millisecond)
+		}
 		if recheck || sb.listen(ctx) {
 			wait, recheck = 0, false
 		}
