@@ -117,9 +117,13 @@ func (q *queueEntry) enter(ctx context.Context) {
 	listening := q.sb.listening()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
 	defer cancel()
-	tag, err := q.sb.db().Exec(ctx, s.sql.enterQueue, pgx.StrictNamedArgs{"job": q.sb.job, "holder": s.cfg.holder, "id": q.id,
+	args := pgx.StrictNamedArgs{"job": q.sb.job, "holder": s.cfg.holder, "id": q.id,
 		"priority": s.cfg.priority, "listening": listening, "live": s.entryLife().Microseconds(),
-		"every": (pollBehind * s.cfg.RetryInterval).Microseconds()})
+		"every": (pollBehind * s.cfg.RetryInterval).Microseconds()}
+	tag, err := q.sb.db().Exec(ctx, s.hotSQL(s.sql.enterCall, s.sql.enterQueue), args)
+	if s.functionGone(err) {
+		tag, err = q.sb.db().Exec(ctx, s.sql.enterQueue, args)
+	}
 	if err != nil {
 		s.log.Debug().Err(pgerr.Classify(err)).Str("job", q.sb.job).Msg("cannot enter the queue; standing by without it")
 		return
@@ -173,12 +177,15 @@ func (q *queueEntry) look(ctx context.Context) (handed bool, ahead int, err erro
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
 	defer cancel()
 	q.turnLeft = 0
-	query, args := s.sql.queueLook, pgx.StrictNamedArgs{"job": q.sb.job, "holder": s.cfg.holder, "id": q.id,
+	query, args := s.hotSQL(s.sql.lookCall, s.sql.queueLook), pgx.StrictNamedArgs{"job": q.sb.job, "holder": s.cfg.holder, "id": q.id,
 		"first": FirstExpiry(s.cfg.Timings).Microseconds(), "retry": s.cfg.RetryInterval.Microseconds()}
 	if s.cfg.slots > 1 {
 		query, args["slots"] = s.sql.queueLookSlots, s.cfg.slots
 	}
 	p, err := queryOne[place](ctx, q.sb.db(), query, args)
+	if query == s.sql.lookCall && s.functionGone(err) {
+		p, err = queryOne[place](ctx, q.sb.db(), s.sql.queueLook, args)
+	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		s.cfg.observer.Contacted()

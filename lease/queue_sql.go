@@ -136,7 +136,11 @@ var markSlotHanded = `(SELECT coalesce(jsonb_agg(CASE WHEN e.id = r.slot_entry T
 // to @holder and not adopted: a refresh read before a handoff committed
 // must not put back the entry the handoff took out (or marked, for a
 // slot), or the standby could not adopt the lease (adoptSQL).
-var enterQueueSQL = `UPDATE {lease} AS l SET queue = ` + queueWithout("l", `x->>'id' = @id::text`) + ` || jsonb_build_array(
+var enterQueueSQL = enterQueue + `
+RETURNING 1`
+
+// enterQueue is enterQueueSQL's UPDATE, without its answer.
+var enterQueue = `UPDATE {lease} AS l SET queue = ` + queueWithout("l", `x->>'id' = @id::text`) + ` || jsonb_build_array(
   jsonb_build_object('since', ` + micros("clock_timestamp()") + `, 'pinned', false)
   || coalesce((SELECT jsonb_build_object('since', x->'since', 'pinned', x->'pinned')
     FROM jsonb_array_elements(l.queue) AS x WHERE x->>'id' = @id::text LIMIT 1), '{}'::jsonb)
@@ -146,8 +150,7 @@ var enterQueueSQL = `UPDATE {lease} AS l SET queue = ` + queueWithout("l", `x->>
       FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) AS a) END,
     'until', CASE WHEN NOT @listening::boolean THEN ` + micros("now()") + ` + @live::bigint END,
     'every', CASE WHEN NOT @listening::boolean THEN @every::bigint END))
-WHERE job_name = @job::text AND NOT ` + handedToHolder + ` AND NOT ` + slotMarkedHere + `
-RETURNING 1`
+WHERE job_name = @job::text AND NOT ` + handedToHolder + ` AND NOT ` + slotMarkedHere
 
 // leaveQueueSQL takes a standby's entry (@id) out of @job's queue. A
 // lease (or a slot of @slots) handed to it that it has not adopted

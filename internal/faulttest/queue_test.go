@@ -876,10 +876,12 @@ func TestQueuePollingRefreshRacesHandoff(t *testing.T) {
 	}
 	q.finish(a)
 	q.waitBlocked(a.id+"'s release", `WITH was AS%`)
-	if q.blocked(`UPDATE % SET queue = %`) {
+	if q.blocked(`UPDATE % SET queue = %`) || q.blockedIn(q.quoted("_enter_v1")) {
 		t.Fatalf("%s refreshed its entry before %s's release came: the interleaving was not staged", b.id, a.id)
 	}
-	q.waitBlocked(b.id+"'s refresh of its entry", `UPDATE % SET queue = %`)
+	pgtest.Eventually(t, 10*time.Second, b.id+"'s refresh of its entry waiting for the row lock", func() bool {
+		return q.blockedIn(q.quoted("_enter_v1"))
+	})
 	window := q.window()
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
@@ -920,6 +922,16 @@ func (q *queueJob) blocked(prefix string) bool {
 	q.read("pg_stat_activity", `SELECT EXISTS (SELECT FROM pg_catalog.pg_stat_activity
   WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1 AND strpos(query, $2) > 0)`,
 		[]any{prefix, q.quoted("")}, &waiting)
+	return waiting
+}
+
+// blockedIn reports whether a call of the lease table's function fn
+// (quoted) waits for a lock.
+func (q *queueJob) blockedIn(fn string) bool {
+	q.t.Helper()
+	var waiting bool
+	q.read("pg_stat_activity", `SELECT EXISTS (SELECT FROM pg_catalog.pg_stat_activity
+  WHERE datname = current_database() AND wait_event_type = 'Lock' AND strpos(query, $1) > 0)`, []any{fn + "("}, &waiting)
 	return waiting
 }
 
