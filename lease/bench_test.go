@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -218,5 +219,131 @@ func benchColdTake(b *testing.B, plain bool) {
 		b.StopTimer()
 		conn.Close(ctx)
 		b.StartTimer()
+	}
+}
+
+// BenchmarkPooled is what the statements a fleet sends most cost the
+// database through PgBouncer in transaction mode, where no statement can
+// be prepared: each sent in full (inline, parsed and planned at every
+// execution) and as a call of the lease table's function (function), on a
+// table of a thousand jobs with queues of nine, and SELECT 1 and the
+// plainest UPDATE of a row (the round trip itself, and a commit). With PostgreSQL on this machine it reports the CPU time
+// of the server backends that served them, per statement.
+func BenchmarkPooled(b *testing.B) {
+	pool := pgtest.Pool(b)
+	cfg := pool.Config().ConnConfig
+	bouncer := pgtest.StartPgBouncer(b, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
+	pooled, err := Connect(context.Background(), fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", cfg.User, bouncer, cfg.Database))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pooled.Close)
+	ctx := context.Background()
+	table := pgtest.Table(b, pool)
+	s, err := New(pooled, WithTable(table), WithHolder("standby"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO `+pgx.Identifier{table}.Sanitize()+` (job_name, holder, expires_at, fencing_token, queue)
+SELECT 'job-' || g, 'leader', now() + interval '1 hour', g, (SELECT jsonb_agg(jsonb_build_object('id', g || '-' || i,
+  'holder', 'standby-' || g || '-' || i, 'priority', 0, 'since', i, 'until', 1896000000000000, 'every', 8000000))
+  FROM generate_series(1, 9) AS i)
+FROM generate_series(1, 1000) AS g`); err != nil {
+		b.Fatal(err)
+	}
+	leader, err := New(pooled, WithTable(table), WithHolder("leader"), WithTTL(time.Hour))
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := leader.TryAcquire(ctx, "job")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Release(ctx, nil)
+	q := &queueEntry{sb: &standby{listener: s.newListener("job")}, id: "bench"}
+	q.enter(ctx)
+	statements := []struct {
+		name string
+		run  func() error
+	}{
+		{"select1", func() error { _, err := pooled.Exec(ctx, "SELECT 1"); return err }},
+		{"update1", func() error {
+			_, err := pooled.Exec(ctx, `UPDATE `+pgx.Identifier{table}.Sanitize()+` SET renewed_at = now() WHERE job_name = 'job-1'`)
+			return err
+		}},
+		{"look", func() error {
+			var held *HeldError
+			if _, _, err := q.look(ctx); !errors.As(err, &held) {
+				return fmt.Errorf("look at a held lease: %w", err)
+			}
+			return nil
+		}},
+		{"renew", func() error { return l.renew(ctx) }},
+		{"enter", func() error { q.enter(ctx); return nil }},
+	}
+	for _, st := range statements {
+		for _, function := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/function=%v", st.name, function), func(b *testing.B) {
+				for _, store := range []*Store{s, leader} {
+					store.checked.Store(&tablesChecked{functions: function})
+				}
+				reportPooledCPU(b, pooled, st.run)
+			})
+		}
+	}
+}
+
+// reportPooledCPU runs f b.N times and reports the CPU time of the server
+// backends PgBouncer served pool's statements on, per op (server-µs/op),
+// when the server runs on this machine.
+func reportPooledCPU(b *testing.B, pool *pgxpool.Pool, f func() error) {
+	ctx := context.Background()
+	// One client at a time: PgBouncer lends it the same server, or one of
+	// a few; each is asked for its pid before and after.
+	pids := map[int]bool{}
+	sample := func() {
+		for range 4 {
+			var pid int
+			if err := pool.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+				b.Fatal(err)
+			}
+			pids[pid] = true
+		}
+	}
+	cpu := func() (total time.Duration, ok bool) {
+		for pid := range pids {
+			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+			if err != nil {
+				return 0, false
+			}
+			ns, err := strconv.ParseInt(strings.Fields(string(stat))[0], 10, 64)
+			if err != nil {
+				return 0, false
+			}
+			total += time.Duration(ns)
+		}
+		return total, true
+	}
+	// Warm the server's plans and caches up, as a fleet's have.
+	for range 20 {
+		if err := f(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sample()
+	before, local := cpu()
+	for b.Loop() {
+		if err := f(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	after, ok := cpu()
+	seen := len(pids)
+	sample()
+	if local && ok && len(pids) == seen {
+		b.ReportMetric(float64((after-before).Microseconds())/float64(b.N), "server-µs/op")
 	}
 }

@@ -43,8 +43,9 @@ func (s *Store) take(ctx context.Context, db querier, args pgx.StrictNamedArgs, 
 			h := s.recording(s.cfg.historyKeep > 0)
 			err := s.takeChecked(ctx, b, h, args, read)
 			if err == nil || errors.Is(err, pgx.ErrNoRows) {
-				// A slow path that finished meanwhile knows more.
-				s.checked.CompareAndSwap(nil, &tablesChecked{hist: h})
+				// A slow path that finished meanwhile knows more. The
+				// shape checks found the functions there.
+				s.checked.CompareAndSwap(nil, &tablesChecked{hist: h, functions: true})
 				return nil, err
 			}
 			// A refusal that the catalog does not explain may still be

@@ -86,7 +86,9 @@ func tracedPool(t *testing.T, url string, tr *tracer) *pgxpool.Pool {
 }
 
 // What a trip is, by the statements leasewrap sends.
-func isLook(tr trip) bool { return len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "SELECT holder,") }
+func isLook(tr trip) bool {
+	return len(tr.sql) == 1 && (strings.HasPrefix(tr.sql[0], "SELECT holder,") || strings.Contains(tr.sql[0], `_look_v1"(`))
+}
 func isTake(tr trip) bool { return strings.Contains(tr.sql[len(tr.sql)-1], "taken AS (\nINSERT INTO") }
 
 // isListen is the pipeline that LISTENs, checking the server process in
@@ -103,7 +105,9 @@ func countTrips(trips []trip, is func(trip) bool) int {
 	}
 	return n
 }
-func isEnter(tr trip) bool { return len(tr.sql) == 1 && strings.Contains(tr.sql[0], "SET queue =") }
+func isEnter(tr trip) bool {
+	return len(tr.sql) == 1 && (strings.Contains(tr.sql[0], "SET queue =") || strings.Contains(tr.sql[0], `_enter_v1"(`))
+}
 func isAdopt(tr trip) bool {
 	return len(tr.sql) == 1 && strings.Contains(tr.sql[0], "RETURNING fencing_token AS token, coalesce(slot, 1) AS slot")
 }

@@ -230,7 +230,8 @@ func (l *Lease) lose(err error, log zerolog.Logger) {
 // or ErrReleasedByOperator when that is why), and other errors when the
 // database could not say; the statement never outlives the local deadline.
 func (l *Lease) renew(ctx context.Context) error {
-	return l.extend(ctx, l.store.sql.renew, "renew lease")
+	s := l.store
+	return l.extend(ctx, s.hotSQL(s.sql.renewCall, s.sql.renew), "renew lease")
 }
 
 // extend runs query, a renewal with renew's parameters (@row, @holder,
@@ -255,6 +256,10 @@ func (l *Lease) extend(ctx context.Context, query, what string) error {
 		return queryRow(ctx, db, query, pgx.StrictNamedArgs{"row": l.row, "holder": s.cfg.holder, "token": l.token, "ttl": s.cfg.TTL.Microseconds()}, into(&r))
 	}
 	err := send()
+	if query == s.sql.renewCall && s.functionGone(err) {
+		query = s.sql.renew
+		err = send()
+	}
 	if connectionLost(err) && ctx.Err() == nil {
 		// The pool does not ping idle connections (see Connect): one that
 		// broke while idle fails here once, and the pool dials a fresh one.

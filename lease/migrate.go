@@ -68,9 +68,9 @@ const schemaTimeout = 15 * time.Second
 // it starts), or checks the one there; an error about it matches
 // ErrClaimsUnavailable.
 func (s *Store) Migrate(ctx context.Context) ([]string, error) {
-	changes, hs, err := s.objects.MigrateAll(ctx, s.db)
-	if err == nil && hs.Problem != nil {
-		err = hs.Problem
+	changes, m, err := s.objects.MigrateAll(ctx, s.db)
+	if err == nil && m.History.Problem != nil {
+		err = m.History.Problem
 	}
 	return changes, err
 }
@@ -95,7 +95,7 @@ func (s *Store) checkSchema(ctx context.Context, again bool) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, schemaTimeout)
 	defer cancel()
-	changes, hs, err := s.objects.Migrate(ctx, s.db)
+	changes, m, err := s.objects.Migrate(ctx, s.db)
 	var (
 		fe *schema.FencingError
 		he *schema.HistoryError
@@ -114,6 +114,6 @@ func (s *Store) checkSchema(ctx context.Context, again bool) error {
 	for _, c := range changes {
 		s.log.Info().Str("table", s.cfg.table).Msg(c)
 	}
-	s.checked.Store(&tablesChecked{hist: s.useHistory(hs)})
+	s.checked.Store(&tablesChecked{hist: s.useHistory(m.History), functions: m.Functions})
 	return nil
 }

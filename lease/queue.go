@@ -90,6 +90,9 @@ type queueEntry struct {
 	// backend keeps it alive.
 	in bool
 	on *pgx.Conn
+	// turnLeft is, after a look that found the lease free with live
+	// entries ahead, when the first of their turns ends; else 0.
+	turnLeft time.Duration
 }
 
 func newEntryID() string {
@@ -101,9 +104,9 @@ func newEntryID() string {
 // PollingEntryLife is how long a polling standby's entry counts after it
 // said it looks: four TTLs, refreshed when half of it is gone. A refresh
 // is a write, and a fleet behind PgBouncer has thousands of polling
-// standbys; one that died meanwhile costs at most its turn (FirstExpiry
-// and its polling interval), once, when it comes to the head of the
-// queue.
+// standbys; one that died meanwhile costs at most its turn, once, when it
+// comes to the head of the queue: a handoff's (FirstExpiry and its
+// polling interval), or after a crash a retry interval (queueLookSQL).
 func PollingEntryLife(ttl time.Duration) time.Duration { return 4 * ttl }
 
 func (s *Store) entryLife() time.Duration { return PollingEntryLife(s.cfg.TTL) }
@@ -122,9 +125,13 @@ func (q *queueEntry) enterAs(ctx context.Context, listening bool) {
 	s := q.sb.store
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
 	defer cancel()
-	tag, err := q.sb.db().Exec(ctx, s.sql.enterQueue, pgx.StrictNamedArgs{"job": q.sb.job, "holder": s.cfg.holder, "id": q.id,
+	args := pgx.StrictNamedArgs{"job": q.sb.job, "holder": s.cfg.holder, "id": q.id,
 		"priority": s.cfg.priority, "listening": listening, "live": s.entryLife().Microseconds(),
-		"every": (pollBehind * s.cfg.RetryInterval).Microseconds()})
+		"every": (pollBehind * s.cfg.RetryInterval).Microseconds()}
+	tag, err := q.sb.db().Exec(ctx, s.hotSQL(s.sql.enterCall, s.sql.enterQueue), args)
+	if s.functionGone(err) {
+		tag, err = q.sb.db().Exec(ctx, s.sql.enterQueue, args)
+	}
 	if err != nil {
 		s.log.Debug().Err(pgerr.Classify(err)).Str("job", q.sb.job).Msg("cannot enter the queue; standing by without it")
 		return
@@ -157,6 +164,7 @@ func (q *queueEntry) leave(ctx context.Context) {
 type place struct {
 	holderRow
 	Ahead                int64
+	TurnLeftMicros       *int64
 	UntilMicros          *int64
 	Queued, Handed, Full bool
 	Slot                 *int
@@ -179,12 +187,16 @@ func (q *queueEntry) look(ctx context.Context) (handed bool, ahead int, err erro
 	s := q.sb.store
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
 	defer cancel()
-	query, args := s.sql.queueLook, pgx.StrictNamedArgs{"job": q.sb.job, "holder": s.cfg.holder, "id": q.id,
-		"first": FirstExpiry(s.cfg.Timings).Microseconds()}
+	q.turnLeft = 0
+	query, args := s.hotSQL(s.sql.lookCall, s.sql.queueLook), pgx.StrictNamedArgs{"job": q.sb.job, "holder": s.cfg.holder, "id": q.id,
+		"first": FirstExpiry(s.cfg.Timings).Microseconds(), "retry": s.cfg.RetryInterval.Microseconds()}
 	if s.cfg.slots > 1 {
 		query, args["slots"] = s.sql.queueLookSlots, s.cfg.slots
 	}
 	p, err := queryOne[place](ctx, q.sb.db(), query, args)
+	if query == s.sql.lookCall && s.functionGone(err) {
+		p, err = queryOne[place](ctx, q.sb.db(), s.sql.queueLook, args)
+	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		s.cfg.observer.Contacted()
@@ -209,6 +221,8 @@ func (q *queueEntry) look(ctx context.Context) (handed bool, ahead int, err erro
 	case p.Full:
 		return false, int(p.Ahead), &HeldError{Job: q.sb.job, Holder: deref(p.SlotHolder), Token: *p.SlotToken, State: StateHeld,
 			Slot: *p.Slot, Slots: s.cfg.slots, ExpiresIn: p.SlotExpiresAt.Sub(p.Now)}
+	case p.TurnLeftMicros != nil:
+		q.turnLeft = max(time.Duration(*p.TurnLeftMicros)*time.Microsecond, 0)
 	}
 	return false, int(p.Ahead), nil
 }

@@ -104,9 +104,21 @@ WHERE job_name = 'j'`); err != nil {
 // A polling standby's look, a fleet's most frequent statement, is
 // planned once per connection, not at every execution: a parameter that
 // a plan could fold (a job's number of slots) made PostgreSQL plan it
-// anew each time, which more than doubled its cost.
+// anew each time, which more than doubled its cost. So it is sent in full
+// (a prepared statement, on a connection of its own) and as the lease
+// table's function, whose plan the backend keeps (a pooler's backend
+// too, across the transactions it serves).
 func TestTheQueuedLookIsPlannedOnce(t *testing.T) {
 	t.Parallel()
+	for _, function := range []bool{false, true} {
+		t.Run(fmt.Sprintf("function=%v", function), func(t *testing.T) {
+			t.Parallel()
+			lookPlannedOnce(t, function)
+		})
+	}
+}
+
+func lookPlannedOnce(t *testing.T, function bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pool := pgtest.Pool(t)
@@ -120,6 +132,9 @@ func TestTheQueuedLookIsPlannedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Release(ctx, nil)
+	if !function {
+		s.checked.Store(&tablesChecked{})
+	}
 	// A fleet's table: a thousand jobs, each with a queue of nine.
 	if _, err := pool.Exec(ctx, `INSERT INTO `+pgx.Identifier{table}.Sanitize()+` (job_name, holder, expires_at, fencing_token, queue)
 SELECT 'job-' || g, 'leader', now() + interval '1 hour', g, (SELECT jsonb_agg(jsonb_build_object('id', g || '-' || i,
@@ -141,6 +156,20 @@ FROM generate_series(1, 1000) AS g`); err != nil {
 				t.Fatal(err)
 			}
 		}
+	}
+	if function {
+		// A generic plan the backend keeps has a memory context of its
+		// own, named after its statement; a plan made for one execution
+		// is gone after it.
+		var kept int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_backend_memory_contexts
+WHERE name = 'CachedPlan' AND ident LIKE 'SELECT holder, l.fencing_token%'`).Scan(&kept); err != nil {
+			t.Fatal(err)
+		}
+		if kept != 1 {
+			t.Errorf("12 looks through the function: %d plans of its look kept, want 1", kept)
+		}
+		return
 	}
 	var generic, custom int64
 	if err := conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements

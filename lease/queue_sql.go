@@ -136,7 +136,11 @@ var markSlotHanded = `(SELECT coalesce(jsonb_agg(CASE WHEN e.id = r.slot_entry T
 // to @holder and not adopted: a refresh read before a handoff committed
 // must not put back the entry the handoff took out (or marked, for a
 // slot), or the standby could not adopt the lease (adoptSQL).
-var enterQueueSQL = `UPDATE {lease} AS l SET queue = ` + queueWithout("l", `x->>'id' = @id::text`) + ` || jsonb_build_array(
+var enterQueueSQL = enterQueue + `
+RETURNING 1`
+
+// enterQueue is enterQueueSQL's UPDATE, without its answer.
+var enterQueue = `UPDATE {lease} AS l SET queue = ` + queueWithout("l", `x->>'id' = @id::text`) + ` || jsonb_build_array(
   jsonb_build_object('since', ` + micros("clock_timestamp()") + `, 'pinned', false)
   || coalesce((SELECT jsonb_build_object('since', x->'since', 'pinned', x->'pinned')
     FROM jsonb_array_elements(l.queue) AS x WHERE x->>'id' = @id::text LIMIT 1), '{}'::jsonb)
@@ -146,8 +150,7 @@ var enterQueueSQL = `UPDATE {lease} AS l SET queue = ` + queueWithout("l", `x->>
       FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) AS a) END,
     'until', CASE WHEN NOT @listening::boolean THEN ` + micros("now()") + ` + @live::bigint END,
     'every', CASE WHEN NOT @listening::boolean THEN @every::bigint END))
-WHERE job_name = @job::text AND NOT ` + handedToHolder + ` AND NOT ` + slotMarkedHere + `
-RETURNING 1`
+WHERE job_name = @job::text AND NOT ` + handedToHolder + ` AND NOT ` + slotMarkedHere
 
 // leaveQueueSQL takes a standby's entry (@id) out of @job's queue. A
 // lease (or a slot of @slots) handed to it that it has not adopted
@@ -222,50 +225,66 @@ RETURNING fencing_token AS token, coalesce(slot, 1) AS slot`
 // the live ones, which the head of the queue must not wait for. Reading
 // pg_stat_activity copies every backend's status, so a look at a full
 // job, the common one, does not. An entry ahead counts only for its
-// turn: until the job has been free for @first microseconds
-// (FirstExpiry) and its own polling interval, as long as a standby
-// handed the lease has to adopt it. Free counts from the end of a pause
-// (paused_until, which Resume sets to its own time) when that came
-// later: a pause lets every turn lapse, and the queue's order holds
-// after it as after a release. A head of the queue that froze, or
-// died within its entry's life, then holds a lease that expired
-// unreleased up no longer than it would a handoff. queued says whether
-// it has an entry waiting, until_micros how long its entry still counts
-// (a polling standby's), and handed whether the lease, or a slot, is
-// handed to it and not yet adopted.
+// turn, and turn_left_micros says when the first of those turns ends
+// (the standby looks again then). After a release, a turn lasts until
+// the job has been free for @first microseconds (FirstExpiry) and the
+// entry's own polling interval, as long as a standby handed the lease
+// has to adopt it. Free counts from the end of a pause (paused_until,
+// which Resume sets to its own time) when that came later: a pause lets
+// every turn lapse, and the queue's order holds after it as after a
+// release. A lease that expired unreleased (its holder died) gives the
+// head @retry microseconds (a retry interval): every standby looks just
+// after the expiry it saw, the head too, and no later than a retry
+// interval after it; so a head that died within its entry's life, or
+// froze, holds the lease up no longer, and a standby behind it takes
+// over within the TTL and a retry interval of the crash. queued says
+// whether it has an entry waiting, until_micros how long its entry
+// still counts (a polling standby's), and handed whether the lease, or
+// a slot, is handed to it and not yet adopted.
 //
 // The single-slot look, a polling fleet's most frequent statement, is a
 // statement of its own, with no parameter that a plan could fold: such a
 // parameter makes PostgreSQL plan the statement anew at every execution,
 // which more than doubled its cost. It has no slot markers to look for.
 func queueLookSQL(slots bool) string {
-	full, freeSince, queued, handed := `l.expires_at > now()`, `l.expires_at`, inQueueHere, handedToHolder
+	full, freeSince, queued, handedHere := `l.expires_at > now()`, `l.expires_at`, inQueueHere, handedToHolder
+	unreleased := `l.released_at IS NULL AND NOT ` + handed("l")
 	slotColumns := `NULL::integer AS slot, NULL::text AS slot_holder, NULL::bigint AS slot_token, NULL::timestamptz AS slot_expires_at`
 	from := `{lease} AS l`
 	if slots {
-		full, freeSince, queued, handed = `f.full`, `f.free_since`, queuedHere, handedToHolder+` OR `+slotMarkedHere
+		full, freeSince, queued, handedHere = `f.full`, `f.free_since`, queuedHere, handedToHolder+` OR `+slotMarkedHere
+		unreleased = `f.unreleased`
 		slotColumns = `f.slot, f.slot_holder, f.slot_token, f.slot_expires_at`
 		from = `{lease} AS l, LATERAL (
   SELECT coalesce(s.live = @slots::integer, false) AS full,
     CASE WHEN s.rows = @slots::integer THEN s.expires_at ELSE '-infinity' END AS free_since,
+    coalesce(s.rows = @slots::integer AND s.released_at IS NULL AND NOT ` + handed("s") + `, false) AS unreleased,
     s.slot, s.holder AS slot_holder, s.fencing_token AS slot_token, s.expires_at AS slot_expires_at
   FROM (VALUES (1)) AS one LEFT JOIN (
     SELECT coalesce(r.slot, 1) AS slot, r.holder, r.fencing_token, r.expires_at,
+      r.released_at, r.acquired_at, r.renewed_at, r.last_started_at, r.last_finished_at,
       count(*) FILTER (WHERE r.expires_at > now()) OVER () AS live, count(*) OVER () AS rows
     FROM {lease} AS r WHERE r.job_name IN ` + slotRows + `
     ORDER BY r.expires_at LIMIT 1) AS s ON true) AS f`
 	}
+	// turnEnd is when entry e's turn ends (see above): a pause that ended
+	// after the expiry makes it a release's.
+	turnEnd := `CASE WHEN ` + unreleased + ` AND coalesce(l.paused_until < ` + freeSince + `, true)
+      THEN ` + freeSince + ` + @retry::bigint * interval '1 microsecond'
+      ELSE greatest(` + freeSince + `, l.paused_until) + (@first::bigint + coalesce(e.every, 0)) * interval '1 microsecond' END`
 	return `SELECT holder, l.fencing_token AS token, l.expires_at, l.released_at, l.last_finished_at,
   ` + pauseColumns("l") + `,
-  (SELECT coalesce(min(q.n) FILTER (WHERE q.id = @id::text) - 1, count(*)) FROM (
-    SELECT e.id, row_number() OVER (ORDER BY ` + queueOrder + `) AS n FROM ` + queueEntries("l.queue") + `
-    WHERE e.id = @id::text OR ` + full + ` OR ` + entryLive + `
-      AND now() < greatest(` + freeSince + `, l.paused_until) + (@first::bigint + coalesce(e.every, 0)) * interval '1 microsecond') AS q) AS ahead,
+  a.ahead, a.turn_left_micros,
   (SELECT e.until - ` + micros("now()") + ` FROM ` + queueEntries("l.queue") + ` WHERE e.id = @id::text) AS until_micros,
   ` + queued + ` AS queued,
-  ` + handed + ` AS handed,
+  ` + handedHere + ` AS handed,
   ` + full + ` AS full, ` + slotColumns + `
-FROM ` + from + `
+FROM ` + from + `, LATERAL (
+  SELECT count(*) FILTER (WHERE NOT q.passed) AS ahead,
+    (extract(epoch FROM min(q.turn_end) FILTER (WHERE NOT q.passed AND isfinite(q.turn_end)) - now()) * 1000000)::bigint AS turn_left_micros
+  FROM (SELECT bool_or(e.id = @id::text) OVER (ORDER BY ` + queueOrder + `) AS passed, ` + turnEnd + ` AS turn_end
+    FROM ` + queueEntries("l.queue") + `
+    WHERE e.id = @id::text OR ` + full + ` OR ` + entryLive + ` AND now() < ` + turnEnd + `) AS q) AS a
 WHERE l.job_name = @job::text`
 }
 

@@ -272,10 +272,11 @@ func TestUpgradesTheThreeColumnTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	changes := upgrade(t, string(sql), "")
-	if len(changes) != 4 || !strings.HasSuffix(changes[0], ": added fencing_token, acquired_at, renewed_at, "+
+	if len(changes) != 5 || !strings.HasSuffix(changes[0], ": added fencing_token, acquired_at, renewed_at, "+
 		"last_started_at, last_finished_at, last_exit_code, last_holder, released_at, slot, slots, schedule, last_scheduled_at, accounted_through, schedule_zone, scheduled_since, paused_until, paused_at, paused_by, pause_reason, queue, released_by; set NOT NULL on holder, expires_at") ||
-		!strings.HasPrefix(changes[2], "created history table ") || !strings.HasPrefix(changes[3], "created claims table ") {
-		t.Errorf("changes = %q, want the table upgraded, the function, the history and the claims table created", changes)
+		!strings.HasPrefix(changes[2], "created functions ") ||
+		!strings.HasPrefix(changes[3], "created history table ") || !strings.HasPrefix(changes[4], "created claims table ") {
+		t.Errorf("changes = %q, want the table upgraded, the functions, the history and the claims table created", changes)
 	}
 }
 
@@ -315,8 +316,8 @@ func TestUpgradesAnOlderLeasewrapTableOnly(t *testing.T) {
   expires_at timestamptz NOT NULL, fencing_token bigint NOT NULL DEFAULT 0, acquired_at timestamptz,
   renewed_at timestamptz, last_started_at timestamptz, last_finished_at timestamptz,
   last_exit_code integer, last_holder text, released_at timestamptz)`, "")
-		if len(changes) != 4 || !strings.HasSuffix(changes[0], ": added slot, slots, schedule, last_scheduled_at, accounted_through, schedule_zone, scheduled_since, paused_until, paused_at, paused_by, pause_reason, queue, released_by") ||
-			!strings.HasSuffix(changes[2], `."lease_history"`) || !strings.HasSuffix(changes[3], `."lease_schedule"`) {
+		if len(changes) != 5 || !strings.HasSuffix(changes[0], ": added slot, slots, schedule, last_scheduled_at, accounted_through, schedule_zone, scheduled_since, paused_until, paused_at, paused_by, pause_reason, queue, released_by") ||
+			!strings.HasSuffix(changes[3], `."lease_history"`) || !strings.HasSuffix(changes[4], `."lease_schedule"`) {
 			t.Errorf("changes = %q, want slot and slots added and the history and claims tables created", changes)
 		}
 	})

@@ -32,6 +32,9 @@ type statements struct {
 	// runs.
 	sched scheduledStatements
 	req   requestStatements
+	// lookCall, renewCall and enterCall call the lease table's functions
+	// (see functions_sql.go).
+	lookCall, renewCall, enterCall string
 }
 
 func newStatements(o schema.Objects) statements {
@@ -63,6 +66,9 @@ func newStatements(o schema.Objects) statements {
 		scheduleOf:         o.Render(scheduleOfSQL),
 		withdraw:           o.Render(withdrawSQL),
 		requestFate:        o.Render(requestFateSQL),
+		lookCall:           lookFunction.call(o),
+		renewCall:          renewFunction.call(o),
+		enterCall:          enterFunction.call(o),
 		sched:              newScheduledStatements(o),
 		req:                newRequestStatements(o),
 	}
@@ -204,13 +210,19 @@ FROM {lease} AS l WHERE job_name = @job::text`
 // when nothing was renewed: gone or with an older token (a lost write),
 // released, or taken over.
 const renewSQL = `WITH renewed AS (
-  UPDATE {lease} SET
+  ` + renewUpdate + `
+  RETURNING 1)
+SELECT EXISTS (SELECT FROM renewed) AS renewed, ` + renewRow
+
+// renewUpdate is renewSQL's UPDATE.
+const renewUpdate = `UPDATE {lease} SET
     expires_at = now() + @ttl::bigint * interval '1 microsecond',
     renewed_at = now()
   WHERE job_name = @row::text AND holder = @holder::text AND fencing_token = @token::bigint
-    AND released_at IS NULL
-  RETURNING 1)
-SELECT EXISTS (SELECT FROM renewed) AS renewed, l.fencing_token AS token, l.holder, coalesce(l.released_at IS NOT NULL, false) AS released
+    AND released_at IS NULL`
+
+// renewRow is the row a renewal answers after whether it renewed.
+const renewRow = `l.fencing_token AS token, l.holder, coalesce(l.released_at IS NOT NULL, false) AS released
 FROM (VALUES (1)) AS one LEFT JOIN {lease} AS l ON l.job_name = @row::text`
 
 // startAttemptSQL starts the next attempt of a run (--retries) now, under

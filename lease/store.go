@@ -61,6 +61,9 @@ type tablesChecked struct {
 	// hist holds the statements that also write the history (nil: runs
 	// are not recorded).
 	hist *historyStatements
+	// functions: the lease table's own functions are there (see
+	// functions_sql.go).
+	functions bool
 }
 
 // hist returns the statements that also write the history, or nil when
@@ -79,7 +82,7 @@ func (s *Store) dropHistory() bool {
 		if c == nil || c.hist == nil {
 			return false
 		}
-		if s.checked.CompareAndSwap(c, &tablesChecked{}) {
+		if s.checked.CompareAndSwap(c, &tablesChecked{functions: c.functions}) {
 			return true
 		}
 	}
@@ -120,7 +123,7 @@ func New(db DB, opts ...Option) (*Store, error) {
 		log:     cfg.log,
 		sql:     newStatements(schema.For(table)),
 		channel: channelFor(table),
-		objects: schema.For(table),
+		objects: withHotFunctions(schema.For(table)),
 	}, nil
 }
 
@@ -506,6 +509,10 @@ func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (*Leas
 	for {
 		started := sb.heed(ctx, q, ahead)
 		wait := s.standbyWait(sb, held != nil, failed, ahead)
+		if held == nil && !failed && ahead > 0 && q.turnLeft > 0 {
+			// The entries ahead lose their turn then: look at once.
+			wait = min(wait, q.turnLeft+time.Millisecond)
+		}
 		if started || recheck {
 			wait, recheck = 0, false
 		}

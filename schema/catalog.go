@@ -48,8 +48,9 @@ func keyIndexSQL(rel, key string) string {
 // needs no privilege beyond USAGE on the schema.
 //
 // @relation the quoted relation, @key its key column (NULL: none),
-// @function the function with its argument types, @schema the table's
-// schema as given (NULL: the first on search_path).
+// @function the function with its argument types, @functions the lease
+// table's own (Objects.WithFunctions), @schema the table's schema as given
+// (NULL: the first on search_path).
 //
 // The relation's oid is resolved through pg_class, as this statement's
 // snapshot sees it: to_regclass alone resolves the name on the newest
@@ -61,7 +62,7 @@ var catalogSQL = `SELECT t.oid IS NOT NULL, coalesce(c.relkind::text, ''),
   coalesce(k.pk, '{}'), ` + keyIndexSQL("t.oid", "@key::text") + `,
   t.oid IS NOT NULL AND pg_catalog.has_table_privilege(t.oid, 'INSERT') AND pg_catalog.has_table_privilege(t.oid, 'SELECT'),
   t.oid IS NOT NULL AND pg_catalog.has_table_privilege(t.oid, 'DELETE'),
-  pg_catalog.to_regprocedure(@function::text) IS NOT NULL, x.nsp,
+  pg_catalog.to_regprocedure(@function::text) IS NOT NULL, ` + hasFunctionsSQL + `, x.nsp,
   CASE WHEN x.nsp IN (SELECT nspname FROM pg_catalog.pg_namespace)
     THEN pg_catalog.has_schema_privilege(x.nsp, 'CREATE') ELSE false END
 FROM (SELECT (SELECT oid FROM pg_catalog.pg_class WHERE oid = pg_catalog.to_regclass(@relation::text)) AS oid) t
@@ -93,6 +94,7 @@ type catalog struct {
 	// canWrite: INSERT and SELECT; canDelete: DELETE.
 	canWrite, canDelete bool
 	hasCheck            bool
+	hasFunctions        bool
 	nsp                 string
 	canCreate           bool
 }
@@ -109,9 +111,10 @@ func (o Objects) read(ctx context.Context, q Queryer, t Table, rel string) (cata
 	if len(o.table) > 1 {
 		nsp = &o.table[0]
 	}
-	err := q.QueryRow(ctx, catalogSQL, pgx.StrictNamedArgs{"relation": rel, "key": key, "function": o.Function + checkArgs, "schema": nsp}).
+	err := q.QueryRow(ctx, catalogSQL, pgx.StrictNamedArgs{"relation": rel, "key": key, "function": o.Function + checkArgs,
+		"functions": o.signatures(), "schema": nsp}).
 		Scan(&cat.exists, &cat.kind, &cat.names, &cat.types, &cat.notNull, &cat.filled, &cat.pk, &cat.keyed,
-			&cat.canWrite, &cat.canDelete, &cat.hasCheck, &cat.nsp, &cat.canCreate)
+			&cat.canWrite, &cat.canDelete, &cat.hasCheck, &cat.hasFunctions, &cat.nsp, &cat.canCreate)
 	if err != nil {
 		return cat, fmt.Errorf("cannot look up %s %s: %w", t.What, rel, pgerr.Classify(err))
 	}
@@ -128,6 +131,8 @@ type State struct {
 	MissingColumns []string
 	SetNotNull     []string
 	HasCheck       bool
+	// HasFunctions: the lease table's own functions are all there.
+	HasFunctions bool
 	// CheckSchema is where CREATE FUNCTION would put leasewrap_check, and
 	// CanCreate whether this role may create it there.
 	CheckSchema string
@@ -142,7 +147,7 @@ func (st State) TableComplete() bool {
 
 // complete reports whether nothing needs creating or upgrading.
 func (st State) complete() bool {
-	return st.TableComplete() && st.HasCheck && st.History.Exists && len(st.History.MissingColumns) == 0
+	return st.TableComplete() && st.HasCheck && st.HasFunctions && st.History.Exists && len(st.History.MissingColumns) == 0
 }
 
 // HistoryState is what the catalog says of the history table.
@@ -168,7 +173,7 @@ func (o Objects) Read(ctx context.Context, q Queryer) (State, error) {
 	if err != nil {
 		return State{}, err
 	}
-	st := State{TableExists: cat.exists, HasCheck: cat.hasCheck, CheckSchema: cat.nsp, CanCreate: cat.canCreate}
+	st := State{TableExists: cat.exists, HasCheck: cat.hasCheck, HasFunctions: cat.hasFunctions, CheckSchema: cat.nsp, CanCreate: cat.canCreate}
 	if st.History, err = o.ReadHistory(ctx, q); err != nil {
 		return State{}, err
 	}

@@ -29,59 +29,68 @@ const lockKey int64 = 0x6c656173657772 // "leaswr"
 // three-column one is refused with an *Error and left as it is. When the
 // lease table is complete and the role may not create what else is
 // missing, nothing is changed and the error is a *FencingError, a
-// *HistoryError, or both joined.
-func (o Objects) Migrate(ctx context.Context, db DB) ([]string, HistoryState, error) {
+// *HistoryError, or both joined; the lease table's own functions
+// (WithFunctions) such a role leaves missing, without an error: its
+// statements are then sent in full.
+func (o Objects) Migrate(ctx context.Context, db DB) ([]string, Migrated, error) {
 	return o.migrate(ctx, db, false)
+}
+
+// Migrated is what Migrate left in place: the history table's state, and
+// whether the lease table's own functions are all there.
+type Migrated struct {
+	History   HistoryState
+	Functions bool
 }
 
 // MigrateAll is Migrate that also creates the claims table of scheduled
 // jobs (in the same transaction, so that of many instances running it at
 // once one makes every change), and then checks that this role may use
 // it: an error matching ErrClaimsUnavailable when not.
-func (o Objects) MigrateAll(ctx context.Context, db DB) ([]string, HistoryState, error) {
-	changes, hs, err := o.migrate(ctx, db, true)
+func (o Objects) MigrateAll(ctx context.Context, db DB) ([]string, Migrated, error) {
+	changes, m, err := o.migrate(ctx, db, true)
 	if err != nil {
-		return changes, hs, err
+		return changes, m, err
 	}
 	change, err := o.MigrateClaims(ctx, db)
 	if change != "" {
 		changes = append(changes, change)
 	}
-	return changes, hs, err
+	return changes, m, err
 }
 
-func (o Objects) migrate(ctx context.Context, db DB, claims bool) ([]string, HistoryState, error) {
+func (o Objects) migrate(ctx context.Context, db DB, claims bool) ([]string, Migrated, error) {
 	st, err := o.Read(ctx, db)
 	if err != nil {
-		return nil, HistoryState{}, err
+		return nil, Migrated{}, err
 	}
 	if claims {
 		cs, err := o.ReadClaims(ctx, db)
 		if err != nil {
-			return nil, HistoryState{}, err
+			return nil, Migrated{}, err
 		}
 		claims = !cs.Exists
 	}
 	if st.complete() && !claims {
-		return nil, st.History, nil
+		return nil, Migrated{History: st.History, Functions: true}, nil
 	}
 	// Skip the write transaction and its advisory lock when the only thing
 	// to do is bound to fail: a least-privileged role has no CREATE.
 	if st.TableComplete() && !st.CanCreate {
-		return nil, o.unupgraded(st.History), o.optionalMissing(st)
+		return nil, Migrated{History: o.unupgraded(st.History), Functions: st.HasFunctions}, o.optionalMissing(st)
 	}
-	changes, err := o.migrateLocked(ctx, db, claims)
+	changes, functions, err := o.migrateLocked(ctx, db, claims)
 	var mismatch *Error
 	switch {
 	case errors.As(err, &mismatch), errors.Is(err, ErrFencingUnavailable):
-		return nil, HistoryState{}, err
+		return nil, Migrated{}, err
 	case err != nil:
-		return nil, HistoryState{}, fmt.Errorf("cannot create or upgrade lease table %s: %w", o.Lease, pgerr.Classify(err))
+		return nil, Migrated{}, fmt.Errorf("cannot create or upgrade lease table %s: %w", o.Lease, pgerr.Classify(err))
 	}
 	// The history table is there now, and this role created it or could
 	// already use it.
 	hs, err := o.ReadHistory(ctx, db)
-	return changes, o.unupgraded(hs), err
+	return changes, Migrated{History: o.unupgraded(hs), Functions: functions}, err
 }
 
 // unupgraded gives a history table that still lacks columns after Migrate
@@ -116,28 +125,47 @@ func (o Objects) optionalMissing(st State) error {
 // migrateLocked runs the DDL in one transaction under the advisory lock, and
 // looks at the catalog again once it holds the lock: another instance may
 // have done the work while this one waited, or the table may have changed
-// into one that is refused. Any refusal comes before the first DDL.
-func (o Objects) migrateLocked(ctx context.Context, db DB, claims bool) ([]string, error) {
+// into one that is refused. Any refusal comes before the first DDL. It
+// also reports whether the lease table's own functions are there after.
+func (o Objects) migrateLocked(ctx context.Context, db DB, claims bool) (changes []string, functions bool, err error) {
 	tx, err := o.lockSchema(ctx, db)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	st, err := o.Read(ctx, tx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	changes, err := o.migrateTable(ctx, tx, st)
-	if err != nil {
-		return nil, err
+	if changes, err = o.migrateTable(ctx, tx, st); err != nil {
+		return nil, false, err
 	}
 	if !st.HasCheck {
 		change, err := o.createCheck(ctx, tx, st, len(changes) == 0)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		changes = append(changes, change)
 	}
+	functions = st.HasFunctions
+	if !functions {
+		change, err := o.createFunctions(ctx, tx)
+		if err != nil {
+			return nil, false, err
+		}
+		changes, functions = append(changes, change...), len(change) > 0
+	}
+	more, err := o.migrateOthers(ctx, tx, st, claims)
+	if err != nil {
+		return nil, false, err
+	}
+	return append(changes, more...), functions, tx.Commit(ctx)
+}
+
+// migrateOthers creates or upgrades the history table, and creates the
+// claims table when claims says, in the transaction of migrateLocked.
+func (o Objects) migrateOthers(ctx context.Context, tx pgx.Tx, st State, claims bool) ([]string, error) {
+	var changes []string
 	if !st.History.Exists {
 		if err := Runs.create(ctx, tx, o.History); err != nil {
 			return nil, err
@@ -162,7 +190,7 @@ func (o Objects) migrateLocked(ctx context.Context, db DB, claims bool) ([]strin
 			changes = append(changes, "created claims table "+o.Claims)
 		}
 	}
-	return changes, tx.Commit(ctx)
+	return changes, nil
 }
 
 // lockSchema begins the transaction of a schema change and takes the lock

@@ -40,14 +40,15 @@ import (
 // when the table is missing: both class 42, which sends the caller to Read
 // and Migrate.
 func (o Objects) QueueShapeChecks(b *pgx.Batch, prune bool) {
-	b.Queue(leaseShapeSQL, pgx.StrictNamedArgs{"relation": o.Lease, "function": o.Function + checkArgs})
+	b.Queue(leaseShapeSQL, pgx.StrictNamedArgs{"relation": o.Lease, "function": o.Function + checkArgs, "functions": o.signatures()})
 	b.Queue(historyShapeSQL, pgx.StrictNamedArgs{"relation": o.History, "prune": prune})
 }
 
 // leaseShapeSQL fails unless the lease table needs nothing from Migrate and
-// the fencing function is there: @relation the quoted table, @function the
-// function with its argument types.
-var leaseShapeSQL = Leases.shapeSQL(`pg_catalog.to_regprocedure(@function::text) IS NOT NULL`)
+// the fencing function and the table's own are there: @relation the quoted
+// table, @function the function with its argument types, @functions the
+// table's own (Objects.WithFunctions).
+var leaseShapeSQL = Leases.shapeSQL(`pg_catalog.to_regprocedure(@function::text) IS NOT NULL AND ` + hasFunctionsSQL)
 
 // historyShapeSQL fails unless the history table is complete and this role
 // may INSERT and SELECT, and DELETE when @prune says old runs are pruned:

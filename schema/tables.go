@@ -273,6 +273,8 @@ type Objects struct {
 	// Lease, History, Claims and Function are the quoted names, as SQL
 	// takes them.
 	Lease, History, Claims, Function string
+	// functions are the lease table's own (see WithFunctions).
+	functions []Function
 }
 
 // RequestsIndex is the claims table's index of requested runs, quoted.

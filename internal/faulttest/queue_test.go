@@ -517,6 +517,59 @@ func TestQueueHeadKilledDuringAndAfterAHandoff(t *testing.T) {
 	}
 }
 
+// A polling standby (priority 1, so ahead in the queue) is SIGKILLed,
+// then the holder: the dead standby's entry still counts (it said it
+// looks within its entry's life), but a lease that expired unreleased
+// gives the head of the queue one retry interval of turn, and the
+// standby behind it, listening or polling, looks again when that turn
+// ends: it runs within the TTL and a retry interval of the crash, a
+// retry interval after the lease's expiry (not the first expiry and a
+// polling interval, nor its own polling interval behind the head).
+func TestQueueDeadPollerAheadOfACrashedHolder(t *testing.T) {
+	t.Parallel()
+	for _, listen := range []bool{true, false} {
+		t.Run("listen="+strconv.FormatBool(listen), func(t *testing.T) {
+			t.Parallel()
+			deadPollerAheadOfACrashedHolder(t, "--listen="+strconv.FormatBool(listen))
+		})
+	}
+}
+
+// deadPollerAheadOfACrashedHolder is TestQueueDeadPollerAheadOfACrashedHolder
+// with the standby behind the dead one started with flag.
+func deadPollerAheadOfACrashedHolder(t *testing.T, flag string) {
+	q := newSharedQueueJob(t)
+	h, rh := q.lead()
+	p := q.enqueue("--listen=false", "--priority", "1")
+	a := q.enqueue(flag)
+	q.kill(p)
+	if got := q.queued(); !slices.Equal(got, []string{p.id, a.id}) {
+		t.Fatalf("queue %v after %s was killed, want its entry still first: [%s %s]", got, p.id, p.id, a.id)
+	}
+	window := q.window()
+	q.kill(h)
+	lwtest.WaitGone(t, rh.Pid, 10*time.Second)
+	var expires time.Time
+	q.read("the expiry", `SELECT expires_at FROM `+q.quoted("")+` WHERE job_name = 'work'`, nil, &expires)
+	ra := q.waitRun(1, ttl+retry+slack+20*time.Second)
+	if ra.Holder != a.id {
+		t.Fatalf("after %s was killed %s ran, want %s", h.id, ra.Holder, a.id)
+	}
+	took := q.tookSince(window, ra, ttl+retry+slack, h.id+" was killed")
+	var acquired time.Time
+	q.read("the take", `SELECT acquired_at FROM `+q.quoted("")+` WHERE job_name = 'work'`, nil, &acquired)
+	// a looks just after the expiry, and again when the dead head's turn
+	// is over: 300ms covers the round trips.
+	after := acquired.Sub(expires)
+	if late, stalled := window.Late(after, retry+300*time.Millisecond); late || after < retry {
+		t.Errorf("%s took the lease %s after it expired, want after the dead head's turn (%s) and within %s (+%s stalled)",
+			a.id, after, retry, retry+300*time.Millisecond, stalled)
+	}
+	q.stop()
+	q.check("queue-dead-poller", &report{trials: 1, failovers: []time.Duration{took}}, false)
+	q.checkRecorded()
+}
+
 // The head of the queue is SIGSTOPped before a handoff: its backend
 // lives, so it is handed the lease, and never adopts it. The next
 // standby runs within the first expiry and a retry interval of the
@@ -823,10 +876,12 @@ func TestQueuePollingRefreshRacesHandoff(t *testing.T) {
 	}
 	q.finish(a)
 	q.waitBlocked(a.id+"'s release", `WITH was AS%`)
-	if q.blocked(`UPDATE % SET queue = %`) {
+	if q.blocked(`UPDATE % SET queue = %`) || q.blockedIn(q.quoted("_enter_v1")) {
 		t.Fatalf("%s refreshed its entry before %s's release came: the interleaving was not staged", b.id, a.id)
 	}
-	q.waitBlocked(b.id+"'s refresh of its entry", `UPDATE % SET queue = %`)
+	pgtest.Eventually(t, 10*time.Second, b.id+"'s refresh of its entry waiting for the row lock", func() bool {
+		return q.blockedIn(q.quoted("_enter_v1"))
+	})
 	window := q.window()
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
@@ -867,6 +922,16 @@ func (q *queueJob) blocked(prefix string) bool {
 	q.read("pg_stat_activity", `SELECT EXISTS (SELECT FROM pg_catalog.pg_stat_activity
   WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1 AND strpos(query, $2) > 0)`,
 		[]any{prefix, q.quoted("")}, &waiting)
+	return waiting
+}
+
+// blockedIn reports whether a call of the lease table's function fn
+// (quoted) waits for a lock.
+func (q *queueJob) blockedIn(fn string) bool {
+	q.t.Helper()
+	var waiting bool
+	q.read("pg_stat_activity", `SELECT EXISTS (SELECT FROM pg_catalog.pg_stat_activity
+  WHERE datname = current_database() AND wait_event_type = 'Lock' AND strpos(query, $1) > 0)`, []any{fn + "("}, &waiting)
 	return waiting
 }
 

@@ -1,0 +1,80 @@
+package schema
+
+import (
+	"context"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A lease table has functions of its own besides leasewrap_check: the
+// statements a fleet sends most, as PL/pgSQL functions, whose statements'
+// plans a backend keeps once it ran them. A pooler in transaction mode
+// (PgBouncer) cannot keep prepared statements, so a statement sent in full
+// is parsed and planned at every execution; a call of such a function is
+// planned in a few microseconds, and the function's own statements are
+// planned once per backend. The lease package writes them (Function);
+// Migrate creates those missing. They are an addition: a wrapper of an
+// earlier version ignores them, and a Store whose role may not create them
+// sends its statements in full.
+
+// Function is one of a lease table's functions.
+type Function struct {
+	// Signature is its quoted name with its argument types, as
+	// to_regprocedure reads it.
+	Signature string
+	// Create creates it, or replaces it with the same text.
+	Create string
+}
+
+// FunctionName is the quoted name of the lease table's function whose
+// name ends in suffix: the table's name and suffix, in the table's schema,
+// shortened as HistoryTable's name is. A function whose arguments or
+// answer change takes a new suffix, so that wrappers of two versions each
+// call their own during a rolling upgrade.
+func (o Objects) FunctionName(suffix string) string { return suffixed(o.table, suffix).Sanitize() }
+
+// WithFunctions returns o with the functions Migrate creates and Read
+// looks for besides leasewrap_check.
+func (o Objects) WithFunctions(fns ...Function) Objects {
+	o.functions = fns
+	return o
+}
+
+// signatures are o's functions as to_regprocedure reads them.
+func (o Objects) signatures() []string {
+	out := make([]string, len(o.functions))
+	for i, f := range o.functions {
+		out[i] = f.Signature
+	}
+	return out
+}
+
+// hasFunctionsSQL holds when every function of @functions (signatures)
+// exists.
+const hasFunctionsSQL = `NOT EXISTS (SELECT FROM unnest(@functions::text[]) AS f WHERE pg_catalog.to_regprocedure(f) IS NULL)`
+
+// createFunctions creates o's functions, in the transaction of a
+// migration, and says so; nothing when there are none. They must never
+// stop the tables' migration (a database without PL/pgSQL, a function of
+// that name another role owns): a refusal is left under a savepoint, and
+// the statements are sent in full.
+func (o Objects) createFunctions(ctx context.Context, tx pgx.Tx) ([]string, error) {
+	if len(o.functions) == 0 {
+		return nil, nil
+	}
+	if _, err := tx.Exec(ctx, "SAVEPOINT functions"); err != nil {
+		return nil, err
+	}
+	names := make([]string, len(o.functions))
+	for i, f := range o.functions {
+		if _, err := tx.Exec(ctx, f.Create); err != nil {
+			if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT functions"); rerr != nil {
+				return nil, rerr
+			}
+			return nil, nil
+		}
+		names[i] = f.Signature
+	}
+	return []string{"created functions " + strings.Join(names, ", ")}, nil
+}
