@@ -46,8 +46,9 @@ func jitter(d time.Duration) time.Duration {
 }
 
 // standby is how a waiting instance talks to the database: a listener
-// that both hears releases and makes the attempts, so that a standby costs
-// the server a single connection. Without a pool to take it from (or with
+// that both hears releases and makes the attempts on the connection it
+// listens on, so that a standby costs the server a single connection.
+// Where it cannot listen (a DB that is neither a session nor a pool, or
 // listening turned off) it polls through the Store's DB.
 type standby struct {
 	*listener
@@ -89,9 +90,10 @@ func (sb *standby) goDeaf(ctx context.Context) {
 	sb.close(ctx)
 }
 
-// db is where the standby's attempts run.
+// db is where the standby's attempts run: the connection it listens on,
+// while it listens.
 func (sb *standby) db() DB {
-	if sb.listening() && !sb.conn.IsClosed() {
+	if sb.listening() {
 		return sb.conn
 	}
 	return sb.store.db

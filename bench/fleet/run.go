@@ -155,7 +155,7 @@ WHERE backend_type = 'client backend' AND datname = $1 AND application_name <> $
 			f.mu.Lock()
 			h := len(f.handoffs)
 			f.mu.Unlock()
-			logf("%s left: %d backends, %d pooled connections, %d handoffs begun, %d violations, %d leases lost",
+			logf("%s left: %d backends, %d connections held, %d handoffs begun, %d violations, %d leases lost",
 				time.Until(end).Round(time.Second), backends, f.poolConns(), h, f.violations.Load(), f.lost.Load())
 		}
 		if !sleep(ctx, min(5*time.Second, time.Until(end))) {
