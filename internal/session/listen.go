@@ -34,7 +34,8 @@ type Subscription struct {
 // 'A' from server when not linked"). The check and the LISTEN are one
 // transaction, on one server process, and the LISTEN is rolled back when
 // the check fails: nothing is left behind on a process the pooler shares.
-// A TCP proxy keeps the key, and the session.
+// A TCP proxy keeps the key, and the session. Once it found a pooler's
+// process, it fails so at once: the connections it makes reach the same.
 func (c *Conn) Listen(ctx context.Context, channel string) (*Subscription, error) {
 	if err := c.take(ctx, nil); err != nil {
 		return nil, err
@@ -46,15 +47,22 @@ func (c *Conn) Listen(ctx context.Context, channel string) (*Subscription, error
 	if ok {
 		c.chans[channel] = append(subs, s)
 	}
+	shared := c.shared
 	c.mu.Unlock()
-	if ok {
+	switch {
+	case ok:
 		return s, nil
+	case shared:
+		return nil, ErrShared
 	}
 	alone, err := c.listenAlone(ctx, channel)
 	switch {
 	case err != nil:
 		return nil, err
 	case !alone:
+		c.mu.Lock()
+		c.shared = true
+		c.mu.Unlock()
 		return nil, ErrShared
 	}
 	c.mu.Lock()

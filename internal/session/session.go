@@ -82,6 +82,9 @@ type Conn struct {
 	// Changed under turn and mu.
 	chans  map[string][]*Subscription
 	closed bool
+	// shared is set once a LISTEN found the server process not the
+	// connection's own: a pooler's, which its connections keep reaching.
+	shared bool
 
 	// poke wakes the waiter (one pending wake-up is enough); done ends it.
 	poke       chan struct{}
