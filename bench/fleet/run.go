@@ -136,7 +136,7 @@ func (f *fleet) tableSQL() string {
 // connCounts are the most connections seen during the measurement.
 type connCounts struct {
 	Backends  int `json:"backends_max"`
-	PoolConns int `json:"pool_conns_max"`
+	PoolConns int `json:"pool_conns_max"` // the participants' connections
 }
 
 // watch counts connections to the fleet's database every few seconds
