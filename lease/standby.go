@@ -102,7 +102,7 @@ func (sb *standby) db() DB {
 // wait returns after d, or earlier with the announcement's payload when
 // the job's lease is released, or handed on to this standby or to the one
 // before it in the queue (see wants); when the listening connection breaks
-// (the caller looks at once, through the pool, and listens again); or when
+// (the caller looks at once, on a new connection, and listens again); or when
 // ctx ends. While it listens it pings the connection every renew
 // interval, so that a connection that died without a word (a cut cable, a
 // crashed host) is noticed then rather than at the expiry the caller
