@@ -17,9 +17,11 @@ import (
 )
 
 // slowRenewal overrides args' fast timings: no renewal is due while a
-// test runs, so what ends the retries is the statement that starts the
-// next attempt (or records the last), not the keeper.
-var slowRenewal = []string{"--ttl", "1m", "--renew-interval", "20s", "--grace", "5s", "--retry-interval", "1s"}
+// test runs, and the holder does not listen for a release (which would
+// have its keeper renew at once), so what ends the retries is the
+// statement that starts the next attempt (or records the last), not the
+// keeper.
+var slowRenewal = []string{"--ttl", "1m", "--renew-interval", "20s", "--grace", "5s", "--retry-interval", "1s", "--listen=false"}
 
 // historyRuns returns holder's runs as "attempt:exit:outcome", oldest
 // first (exit "-" when there is none).

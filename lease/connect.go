@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/redbite/leasewrap/internal/session"
 )
 
 // DefaultConnectTimeout bounds each connection attempt when the connection
@@ -22,11 +24,36 @@ const DefaultConnectTimeout = 10 * time.Second
 // the connection string sets one.
 const ApplicationName = "leasewrap"
 
-// Connect returns a small pool for a wrapper: one connection renews while
-// another may release or read, and a broken connection is replaced on the
-// next statement. An empty dsn means libpq's defaults and PG* variables. It
-// does not connect yet.
+// Connect returns a small pool, for a command that sends a few statements
+// and exits: one connection reads while another may write, and a broken
+// connection is replaced on the next statement. An empty dsn means libpq's
+// defaults and PG* variables. It does not connect yet. A wrapper, which
+// lives long, holds one connection instead (ConnectSession).
 func Connect(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+	cfg, err := poolConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = 2
+	cfg.MinConns = 0
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// ConnectSession returns the one connection a wrapper holds, configured
+// as Connect's are: its statements, a standby's looks, a leader's
+// renewals and every LISTEN share it, so that each wrapper costs the
+// server one backend (see session.Conn). A broken connection is replaced
+// on the next statement. It does not connect yet.
+func ConnectSession(dsn string) (*session.Conn, error) {
+	cfg, err := poolConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return session.New(session.Config{ConnConfig: cfg.ConnConfig, AfterConnect: cfg.AfterConnect}), nil
+}
+
+// poolConfig is the configuration of leasewrap's connections for dsn.
+func poolConfig(dsn string) (*pgxpool.Config, error) {
 	if scheme, _, ok := strings.Cut(dsn, "://"); ok && scheme != "postgres" && scheme != "postgresql" && !strings.ContainsAny(scheme, " =") {
 		return nil, fmt.Errorf("%w: unknown scheme %q, want postgres://", ErrBadDatabaseURL, scheme)
 	}
@@ -66,11 +93,10 @@ func Connect(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	// handing it out: an empty statement, but one that PostgreSQL counts as
 	// a transaction, so a leader's renewals would cost two each. A renewal
 	// that finds its connection broken is retried at once instead, on a
-	// fresh one (Lease.renew); other statements retry as they did.
+	// fresh one (Lease.renew); other statements retry as they did. A
+	// session never pings.
 	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
-	cfg.MaxConns = 2
-	cfg.MinConns = 0
-	return pgxpool.NewWithConfig(ctx, cfg)
+	return cfg, nil
 }
 
 // Hosts lists the servers a pool's connection string names, as host:port,

@@ -49,6 +49,10 @@ type Lease struct {
 	done       chan struct{}
 	stopKeeper context.CancelFunc
 	keeperDone chan struct{}
+	// renewAsked is set (under mu) when the keeper is to renew now, not
+	// at its time (see heed); wakeKeeper ends its sleep meanwhile.
+	renewAsked bool
+	wakeKeeper context.CancelFunc
 
 	// warming is closed when the warm-up (WarmRelease) ends or is called
 	// off; it is set by the first WarmRelease or by the release, which
@@ -153,6 +157,11 @@ const renewTimeout = time.Second
 // keep renews the lease until it is released or leadership is in doubt.
 func (l *Lease) keep(ctx context.Context) {
 	defer close(l.keeperDone)
+	// Listening for a release ends with the keeper: a lease lost or
+	// released has nothing more to hear.
+	hctx, stopHeed := context.WithCancel(ctx)
+	defer stopHeed()
+	go l.heed(hctx)
 	cfg := l.store.cfg
 	log := l.logger()
 	// The first renewal is due a renew interval after the acquiring
@@ -166,8 +175,8 @@ func (l *Lease) keep(ctx context.Context) {
 			l.lose(fmt.Errorf("lease %q: no renewal succeeded in time: %w", l.job, ErrLost), log)
 			return
 		}
-		if renewIn := nextRenew - cfg.clock.Now(); renewIn > 0 {
-			if cfg.clock.Wait(ctx, min(renewIn, stopIn, maxSleep)) != nil {
+		if renewIn := nextRenew - cfg.clock.Now(); renewIn > 0 && !l.renewing() {
+			if l.sleep(ctx, min(renewIn, stopIn, maxSleep)) != nil {
 				return
 			}
 			continue

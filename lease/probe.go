@@ -13,14 +13,19 @@ import (
 // a pooler in transaction mode (PgBouncer's usual setting for fleets) does
 // not give: LISTEN would run there on whichever server the pooler lends,
 // and no notification comes back. A pooler that answers for the server
-// with a key of its own is found out before any LISTEN (listenAlone); the
-// probe covers whatever else does not deliver notifications. The
-// listener announces a nonce of its own on its channel through another
-// connection as it starts to wait, and hears it within a probe window,
-// or never. The listening connection sends no statement meanwhile, so
-// none of its own can catch the notification for it from a pooled server
-// that happens to listen. Other listeners of the channel ignore a payload
-// that is not theirs.
+// with a key of its own is found out before any LISTEN, which is then
+// rolled back (session.Conn.Listen): that check is the guard that no
+// LISTEN is left on a server process a pooler shares. The probe covers
+// whatever else does not deliver notifications: the listener announces a
+// nonce of its own on its channel as it starts to wait, and hears it
+// within a probe window, or never. The announcement is sent on the
+// listening connection itself, which is the wrapper's only one: on a
+// connection that keeps its session, PostgreSQL delivers a backend's own
+// notifications to it when the transaction commits, so the probe is
+// heard at once; on one that does not, the NOTIFY and the LISTEN ran on
+// server processes the connection does not keep, and nothing comes back
+// on the connection's own. Other listeners of the channel ignore a
+// payload that is not theirs.
 type probe struct {
 	nonce string
 	by    time.Time // when the probe counts as lost; zero until sent
@@ -33,15 +38,15 @@ func newProbe() probe { return probe{nonce: fmt.Sprintf("probe %016x", rand.Uint
 // interval, at least a second for a busy machine.
 func (s *Store) probeWindow() time.Duration { return max(s.cfg.RetryInterval, time.Second) }
 
-// send announces the nonce on channel through the Store's pool, once
-// (again on a later call if the database could not take it).
-func (p *probe) send(ctx context.Context, s *Store, channel, job string) {
+// send announces the nonce on channel through db, once (again on a later
+// call if the database could not take it).
+func (p *probe) send(ctx context.Context, s *Store, db DB, channel, job string) {
 	if p.heard || !p.by.IsZero() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.probeWindow())
 	defer cancel()
-	if _, err := s.db.Exec(ctx, "SELECT pg_notify(@channel, @payload)", pgx.StrictNamedArgs{"channel": channel, "payload": p.nonce}); err != nil {
+	if _, err := db.Exec(ctx, "SELECT pg_notify(@channel, @payload)", pgx.StrictNamedArgs{"channel": channel, "payload": p.nonce}); err != nil {
 		s.log.Debug().Err(err).Str("job", job).Msg("cannot probe for notifications; trying again on the next wait")
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/redbite/leasewrap/internal/pgerr"
+	"github.com/redbite/leasewrap/internal/session"
 )
 
 // How the queue works (queue_sql.go has its statements):
@@ -86,10 +87,11 @@ type queueEntry struct {
 	// id is the entry's own: two instances may share a holder id.
 	id string
 	// in is set once it entered, until it adopted the lease; on is the
-	// listening connection it entered on (nil: it entered polling), whose
-	// backend keeps it alive.
+	// subscription it entered listening under (nil: it entered polling):
+	// the backend that listens keeps the entry alive, and a new
+	// subscription may listen on another.
 	in bool
-	on *pgx.Conn
+	on *session.Subscription
 	// turnLeft is, after a look that found the lease free with live
 	// entries ahead, when the first of their turns ends; else 0.
 	turnLeft time.Duration
@@ -140,7 +142,7 @@ func (q *queueEntry) enterAs(ctx context.Context, listening bool) {
 	// still left at the end: leaving frees a lease handed and not adopted.
 	q.in, q.on = q.in || tag.RowsAffected() > 0, nil
 	if listening {
-		q.on = q.sb.conn
+		q.on = q.sb.sub
 	}
 }
 
@@ -211,7 +213,7 @@ func (q *queueEntry) look(ctx context.Context) (handed bool, ahead int, err erro
 		return true, 0, nil
 	}
 	lapsing := p.UntilMicros != nil && time.Duration(*p.UntilMicros)*time.Microsecond < s.entryLife()/2
-	if !p.Queued || q.on != q.sb.conn || lapsing {
+	if !p.Queued || q.on != q.sb.sub || lapsing {
 		q.enter(ctx)
 	}
 	h := p.held(q.sb.job)

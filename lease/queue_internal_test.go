@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/redbite/leasewrap/internal/pgtest"
+	"github.com/redbite/leasewrap/internal/session"
 )
 
 // A standby that leaves the queue (it was told to stop) just as a release
@@ -123,7 +124,11 @@ func lookPlannedOnce(t *testing.T, function bool) {
 	defer cancel()
 	pool := pgtest.Pool(t)
 	table := pgtest.Table(t, pool)
-	s, err := New(pool, append(standbyTimings, WithTable(table), WithHolder("a"))...)
+	// One connection, as a wrapper's, with the pool's statement cache.
+	cfg := pool.Config()
+	conn := session.New(session.Config{ConnConfig: cfg.ConnConfig})
+	defer conn.Close()
+	s, err := New(conn, append(standbyTimings, WithTable(table), WithHolder("a"))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,12 +148,7 @@ SELECT 'job-' || g, 'leader', now() + interval '1 hour', g, (SELECT jsonb_agg(js
 FROM generate_series(1, 1000) AS g`); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	q := &queueEntry{sb: &standby{listener: &listener{store: s, job: "j", conn: conn.Conn()}}, id: "x"}
+	q := &queueEntry{sb: &standby{listener: s.newListener("j")}, id: "x"}
 	for range 12 {
 		if _, _, err := q.look(ctx); err != nil {
 			var held *HeldError

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/redbite/leasewrap/internal/pgerr"
+	"github.com/redbite/leasewrap/internal/session"
 )
 
 // Leases confirmed on the standbys (WithRequireReplicated).
@@ -112,18 +113,22 @@ const (
 // oneConn is a single connection: what a replicated take or renewal runs
 // on, so that the positions it reads after its commit are its server's.
 type oneConn interface {
-	DB
+	querier
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // replicaSession is the DB a take or renewal uses under
-// WithRequireReplicated: one connection (the standby's own, or one held
-// from the pool until done), on which every Query commits with
-// remote_apply, and replayed then waits for the standbys.
+// WithRequireReplicated: one connection (the caller's own, one held from
+// the pool until done, or a session's, pinned), on which every Query
+// commits with remote_apply, and replayed then waits for the standbys.
 type replicaSession struct {
 	pool   *pgxpool.Pool // nil: conn is the caller's own connection
 	pooled *pgxpool.Conn
-	conn   oneConn
+	// sess, when set, is a session whose connection every Query pins
+	// anew (conn), so that the standbys are read on the connection that
+	// committed, never on one made since.
+	sess *session.Conn
+	conn oneConn
 }
 
 // replicaDB returns db as it is without WithRequireReplicated, and
@@ -136,6 +141,8 @@ func (s *Store) replicaDB(db querier) (_ querier, done func()) {
 	switch c := db.(type) {
 	case *pgxpool.Pool:
 		rs.pool = c
+	case *session.Conn:
+		rs.sess = c
 	case oneConn:
 		rs.conn = c
 	}
@@ -215,6 +222,9 @@ func (s *Store) replayed(ctx context.Context, db querier, l *Lease) error {
 // when it has none or the one it had broke.
 func (rs *replicaSession) use(ctx context.Context) (oneConn, error) {
 	switch {
+	case rs.sess != nil:
+		rs.conn = rs.sess.Pin()
+		return rs.conn, nil
 	case rs.pool == nil && rs.conn == nil:
 		return nil, errUnsupportedDB
 	case rs.pool == nil || rs.pooled != nil && !rs.pooled.Conn().IsClosed():
@@ -332,4 +342,4 @@ func (rs *replicaSession) replayed(ctx context.Context) *replicationError {
 
 // errUnsupportedDB is a replicated take's or renewal's error on a DB that
 // is neither a pool nor a single connection.
-var errUnsupportedDB = errors.New("WithRequireReplicated needs a *pgxpool.Pool or a single connection (*pgx.Conn, *pgxpool.Conn, pgx.Tx)")
+var errUnsupportedDB = errors.New("WithRequireReplicated needs a *pgxpool.Pool, a session (ConnectSession) or a single connection (*pgx.Conn, *pgxpool.Conn, pgx.Tx)")

@@ -332,14 +332,16 @@ FROM released`
 
 // releaseAnySQL is an operator's release of a live lease: @row, @holder
 // (NULL: whoever's), @force, @token (NULL: any), @by who asks and how
-// (NULL: not said), and the channels of a forced release's notification:
-// @row_channel, the job channel of the row's name, and @slot_channel, that
-// of the job a slot's row belongs to (releaseAnyParams gives them).
+// (NULL: not said), and the channels of its notifications: @row_channel,
+// the job channel of the row's name, and @slot_channel, that of the job a
+// slot's row belongs to (releaseAnyParams gives them).
 // With force the lease is free at once, for a holder known to be dead;
 // without, it is only marked: the holder's next renewal fails, it stops
 // its command and its own release frees the lease, so two commands never
-// overlap, and records @by as who stopped its run. It answers the holder
-// and token released.
+// overlap, and records @by as who stopped its run. Either way the holder
+// is told on its job's channel (stopPayload), so that a holder that
+// listens renews, and stops, at once. It answers the holder and token
+// released.
 var releaseAnySQL = releaseAny(", released_by = @by::text")
 
 // releaseAnyUnsaidSQL is releaseAnySQL for a lease table of an earlier
@@ -355,9 +357,11 @@ func releaseAny(by string) string {
   WHERE job_name = @row::text AND (@holder::text IS NULL OR holder = @holder::text) AND expires_at > now()
     AND (released_at IS NULL OR @force::boolean) AND (@token::bigint IS NULL OR fencing_token = @token::bigint)
   RETURNING job_name, slot, holder, fencing_token)
-SELECT holder, fencing_token AS token, CASE WHEN @force::boolean
+SELECT holder, fencing_token AS token,
+  pg_notify(CASE WHEN slot > 1 THEN @slot_channel::text ELSE @row_channel::text END, ` + stopPayload + `)::text
+  || CASE WHEN @force::boolean
   THEN pg_notify(CASE WHEN slot > 1 THEN @slot_channel::text ELSE @row_channel::text END, ` + schema.BaseJob + `)::text
-    || pg_notify(@table_channel::text, ` + schema.BaseJob + `)::text END AS notified
+    || pg_notify(@table_channel::text, ` + schema.BaseJob + `)::text ELSE '' END AS notified
 FROM released`
 }
 

@@ -47,11 +47,11 @@ func jitter(d time.Duration) time.Duration {
 }
 
 // standby is how a waiting instance talks to the database: a listener
-// that both hears releases and makes the attempts, so that a standby costs
-// the server a single connection. It listens only at the head of its
-// job's queue (heed). Behind the head, without a pool to take a
-// connection from (or with listening turned off) it polls through the
-// Store's DB.
+// that both hears releases and makes the attempts on the connection it
+// listens on, so that a standby costs the server a single connection. It
+// listens only at the head of its job's queue (heed). Behind the head, or
+// where it cannot listen (a DB that is neither a session nor a pool, or
+// listening turned off), it polls through the Store's DB.
 type standby struct {
 	*listener
 	// deaf is set when the probe went unheard: the standby then polls,
@@ -126,9 +126,10 @@ func (sb *standby) goDeaf(ctx context.Context) {
 	sb.close(ctx)
 }
 
-// db is where the standby's attempts run.
+// db is where the standby's attempts run: the connection it listens on,
+// while it listens.
 func (sb *standby) db() DB {
-	if sb.listening() && !sb.conn.IsClosed() {
+	if sb.listening() {
 		return sb.conn
 	}
 	return sb.store.db
@@ -137,7 +138,7 @@ func (sb *standby) db() DB {
 // wait returns after d, or earlier with the announcement's payload when
 // the job's lease is released, or handed on to this standby or to the one
 // before it in the queue (see wants); when the listening connection breaks
-// (the caller looks at once, through the pool, and listens again); or when
+// (the caller looks at once, on a new connection, and listens again); or when
 // ctx ends. While it listens it pings the connection every renew
 // interval, so that a connection that died without a word (a cut cable, a
 // crashed host) is noticed then rather than at the expiry the caller

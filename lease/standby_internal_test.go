@@ -127,7 +127,7 @@ func TestListeningStandbyNoticesASilentConnection(t *testing.T) {
 // standbys listen, and on the table's, where those of earlier versions do:
 // the name PostgreSQL computes is the one a standby listens on, and a
 // listener on job a's channel hears a's releases (the holder's own and an
-// operator's --force) and never b's.
+// operator's --force, which also asks the holder to stop) and never b's.
 func TestReleaseIsAnnouncedOnItsJobsChannel(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -168,14 +168,17 @@ func TestReleaseIsAnnouncedOnItsJobsChannel(t *testing.T) {
 	}
 	_ = l.Release(ctx, nil) // released by the operator already: nothing to do
 	heard := map[string][]string{}
-	for range 5 { // b and a on the table's channel and a on a's, twice for a
+	// b and a on the table's channel and a on a's, twice for a; and on
+	// a's, the operator's request that its holder stop.
+	for range 6 {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			t.Fatalf("heard %v, then: %v", heard, err)
 		}
 		heard[n.Channel] = append(heard[n.Channel], n.Payload)
 	}
-	want := map[string][]string{jobChannel(s.channel, "a"): {"a", "a"}, s.channel: {"b", "a", "a"}}
+	stop := fmt.Sprintf("stop\n%d\na", l.Token())
+	want := map[string][]string{jobChannel(s.channel, "a"): {"a", stop, "a"}, s.channel: {"b", "a", "a"}}
 	if fmt.Sprint(heard) != fmt.Sprint(want) {
 		t.Errorf("heard %v, want %v", heard, want)
 	}

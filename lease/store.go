@@ -22,9 +22,10 @@ import (
 	"github.com/redbite/leasewrap/schema"
 )
 
-// DB is the part of *pgxpool.Pool and *pgx.Conn a Store uses. A pool is the
-// better choice for long runs: it replaces a broken connection on the next
-// statement.
+// DB is the part of *pgxpool.Pool and *pgx.Conn a Store uses. For long
+// runs, ConnectSession's one connection (what the command uses) or a pool:
+// both replace a broken connection on the next statement, and a standby
+// listens on the session's connection itself, on one taken from the pool.
 type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row

@@ -390,9 +390,10 @@ type RequestWatch struct {
 	l         *listener // the listening goroutine's
 }
 
-// WatchRequests starts watching for requested runs of job: with its own
-// connection that LISTENs (taken from the pool and never given back),
-// unless listening is off or the Store has no pool. It returns once
+// WatchRequests starts watching for requested runs of job: it LISTENs on
+// the Store's session (or a connection of its own taken from the Store's
+// pool; see listener), unless listening is off or the Store has neither.
+// It returns once
 // listening (or within the retry interval), asking for a first look,
 // which covers the requests made before. Close it when done.
 func (s *Store) WatchRequests(ctx context.Context, job string) *RequestWatch {

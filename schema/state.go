@@ -17,7 +17,8 @@ const (
 	// StateHeld: a holder has the lease and renews it.
 	StateHeld LeaseState = "held"
 	// StateReleasing: an operator asked the holder to hand the lease back;
-	// it stops its command at its next renewal.
+	// it stops its command at once, or at its next renewal if it cannot
+	// listen.
 	StateReleasing LeaseState = "releasing"
 	// StateKept: the holder's command finished, and --hold-for keeps the
 	// lease until it expires.

@@ -48,7 +48,7 @@ var kinds = []word{
 // the strongest of its rows'. The first three are live.
 var states = []word{
 	{string(lease.StateHeld), "a holder runs the command and renews the lease"},
-	{string(lease.StateReleasing), "an operator asked the holder to hand the lease back; it stops at its next renewal"},
+	{string(lease.StateReleasing), "an operator asked the holder to hand the lease back; it stops at once, or at its next renewal if it cannot listen"},
 	{string(lease.StateKept), "the command finished and --hold-for keeps the lease until it expires: no other instance runs the job before then"},
 	{string(lease.StateExpired), "its holder stopped renewing without releasing (crashed, or cut off): free to take"},
 	{string(lease.StateReleased), "handed back: free to take"},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/redbite/leasewrap/internal/session"
 	"github.com/redbite/leasewrap/lease"
 )
 
@@ -25,8 +26,8 @@ type fleet struct {
 	dbname string
 	jobs   []*jobState
 
-	// pools are the participants' live pools, for counting connections.
-	pools sync.Map // *pgxpool.Pool -> struct{}
+	// conns are the participants' live connections, for counting them.
+	conns sync.Map // *session.Conn -> struct{}
 	// counts are the statements the participants sent.
 	counts counts
 
@@ -241,12 +242,13 @@ func (f *fleet) renewed(took time.Duration, err error) {
 	f.mu.Unlock()
 }
 
-// poolConns counts the connections the participants' pools hold (not those
-// a listening standby took out of its pool to listen on).
+// poolConns counts the connections the participants hold.
 func (f *fleet) poolConns() int {
 	n := 0
-	f.pools.Range(func(k, _ any) bool {
-		n += int(k.(*pgxpool.Pool).Stat().TotalConns())
+	f.conns.Range(func(k, _ any) bool {
+		if k.(*session.Conn).Connected() {
+			n++
+		}
 		return true
 	})
 	return n

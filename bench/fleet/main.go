@@ -7,21 +7,20 @@
 //	      [-pgbouncer PID] [-out FILE] [-floor [-rate N]]
 //
 // Each participant is what one `leasewrap --wait` process is, in a
-// goroutine: a pool of its own built as lease.Connect builds it, with a
-// statement counter on its connections (as each wrapper has its own
-// connections), a lease.Store with the default timings and a holder id
-// of its own, and Acquire. Nothing is shared between participants but the
-// process: a listening standby holds the connection it listens on, a leader
-// the one it renews on, exactly as separate processes would, so the
-// database sees as many backends (directly) or clients (through PgBouncer)
-// as a real fleet of that size.
+// goroutine: one connection of its own built as lease.ConnectSession
+// builds a wrapper's, with a statement counter on it, a lease.Store with
+// the default timings and a holder id of its own, and Acquire. Nothing is
+// shared between participants but the process: each holds its one
+// connection, on which it stands by, listens and leads, exactly as
+// separate processes would, so the database sees as many backends
+// (directly) or clients (through PgBouncer) as a real fleet of that size.
 //
 // After every job has a leader, the fleet is watched for -duration. During
-// it, a -kill fraction of the jobs lose their leader to a crash (its pool is
-// closed without a release, as the kernel closes a killed process's
+// it, a -kill fraction of the jobs lose their leader to a crash (its
+// connection is closed without a release, as the kernel closes a killed process's
 // sockets: the lease is left to expire) and a -release fraction hand theirs
 // back gracefully. Either way the participant comes back as a standby 1-5 s
-// later, with a new pool and holder id, as a restarted wrapper would.
+// later, with a new connection and holder id, as a restarted wrapper would.
 //
 // It reports, as JSON on -out: the database's CPU seconds per second from
 // the kernel's accounting of the postmaster and its children (-postmaster),

@@ -7,8 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/redbite/leasewrap/internal/session"
 	"github.com/redbite/leasewrap/lease"
 )
 
@@ -29,7 +28,7 @@ type event struct {
 
 // participant is one wrapper: it stands by for its job, leads when it gets
 // the lease, and after a crash or a release comes back as a new process
-// would, with a new pool and holder id.
+// would, with a new connection and holder id.
 type participant struct {
 	f      *fleet
 	job    *jobState
@@ -58,23 +57,23 @@ func (p *participant) incarnation(ctx context.Context, inc int) time.Duration {
 	f := p.f
 	t := &tracer{counts: &f.counts}
 	t.standing.Store(true)
-	pool, err := connect(ctx, f.cfg.url, t)
+	conn, err := connect(f.cfg.url, t)
 	if err != nil {
 		f.acquireFailed(err)
 		return f.timings.RetryInterval
 	}
-	f.pools.Store(pool, struct{}{})
-	defer f.pools.Delete(pool)
+	f.conns.Store(conn, struct{}{})
+	defer f.conns.Delete(conn)
 	obs := &observer{f: f}
 	holder := fmt.Sprintf("fleet-%d-%d", p.id, inc)
-	store, err := lease.New(pool, lease.WithTable(f.cfg.table), lease.WithHolder(holder),
+	store, err := lease.New(conn, lease.WithTable(f.cfg.table), lease.WithHolder(holder),
 		lease.WithTimings(f.timings), lease.WithListen(f.cfg.listen), lease.WithObserver(obs))
 	if err != nil {
 		panic(err) // the options are fixed: a programming error
 	}
 	l, err := store.Acquire(ctx, p.job.name)
 	if err != nil {
-		pool.Close()
+		conn.Close()
 		if ctx.Err() == nil {
 			f.acquireFailed(err)
 		}
@@ -82,12 +81,12 @@ func (p *participant) incarnation(ctx context.Context, inc int) time.Duration {
 	}
 	t.standing.Store(false)
 	f.acquired(p.job, p, holder, l.Token())
-	return p.lead(ctx, pool, l, obs)
+	return p.lead(ctx, conn, l, obs)
 }
 
 // lead holds l until the schedule kills or releases this leader, the lease
 // is lost, or the fleet stops.
-func (p *participant) lead(ctx context.Context, pool *pgxpool.Pool, l *lease.Lease, obs *observer) time.Duration {
+func (p *participant) lead(ctx context.Context, conn *session.Conn, l *lease.Lease, obs *observer) time.Duration {
 	f := p.f
 	for {
 		select {
@@ -95,48 +94,48 @@ func (p *participant) lead(ctx context.Context, pool *pgxpool.Pool, l *lease.Lea
 			f.lost.Add(1)
 			f.left(p.job, p, nil)
 			_ = l.Release(context.WithoutCancel(ctx), nil)
-			pool.Close()
+			conn.Close()
 			return restartDelay()
 		case <-ctx.Done():
 			f.left(p.job, p, nil)
 			code := 0
 			_ = l.Release(context.WithoutCancel(ctx), &code)
-			pool.Close()
+			conn.Close()
 			return 0
 		case ev := <-p.events:
 			if ev.token != l.Token() {
 				continue
 			}
 			if ev.kind == eventKill {
-				p.crash(pool, l, obs)
+				p.crash(conn, l, obs)
 			} else {
-				p.release(ctx, pool, l)
+				p.release(ctx, conn, l)
 			}
 			return restartDelay()
 		}
 	}
 }
 
-// crash is a leader's process dying: its work stops, its connections close
+// crash is a leader's process dying: its work stops, its connection closes
 // without a release, and the lease is left to expire. Its keeper goes on
-// failing against the closed pool until it gives up, without touching the
-// database, as the dead process would not.
-func (p *participant) crash(pool *pgxpool.Pool, l *lease.Lease, obs *observer) {
+// failing against the closed connection until it gives up, without
+// touching the database, as the dead process would not.
+func (p *participant) crash(conn *session.Conn, l *lease.Lease, obs *observer) {
 	h := &handoff{crash: true, at: time.Now()}
 	p.f.left(p.job, p, h)
 	obs.dead.Store(true)
-	pool.Close()
+	conn.Close()
 	p.f.expiryOf(p.job, l.Token(), h)
 }
 
 // release is a leader handing its lease back at the end of its work.
-func (p *participant) release(ctx context.Context, pool *pgxpool.Pool, l *lease.Lease) {
+func (p *participant) release(ctx context.Context, conn *session.Conn, l *lease.Lease) {
 	p.f.left(p.job, p, &handoff{at: time.Now()})
 	code := 0
 	if err := l.Release(ctx, &code); err != nil {
 		p.f.statementFailed(fmt.Errorf("release: %w", err))
 	}
-	pool.Close()
+	conn.Close()
 }
 
 // expiryOf reads the expiry a crashed leader left in its row.

@@ -136,7 +136,7 @@ func (f *fleet) tableSQL() string {
 // connCounts are the most connections seen during the measurement.
 type connCounts struct {
 	Backends  int `json:"backends_max"`
-	PoolConns int `json:"pool_conns_max"`
+	PoolConns int `json:"pool_conns_max"` // the participants' connections
 }
 
 // watch counts connections to the fleet's database every few seconds
@@ -155,7 +155,7 @@ WHERE backend_type = 'client backend' AND datname = $1 AND application_name <> $
 			f.mu.Lock()
 			h := len(f.handoffs)
 			f.mu.Unlock()
-			logf("%s left: %d backends, %d pooled connections, %d handoffs begun, %d violations, %d leases lost",
+			logf("%s left: %d backends, %d connections held, %d handoffs begun, %d violations, %d leases lost",
 				time.Until(end).Round(time.Second), backends, f.poolConns(), h, f.violations.Load(), f.lost.Load())
 		}
 		if !sleep(ctx, min(5*time.Second, time.Until(end))) {

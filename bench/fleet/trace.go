@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/redbite/leasewrap/internal/session"
 	"github.com/redbite/leasewrap/lease"
 )
 
@@ -27,8 +27,8 @@ type counts struct {
 }
 
 // tracer counts one incarnation's statements in counts, as they are sent.
-// It is on the connection configuration, so that it sees the statements
-// of the connections a listening standby takes out of its pool too.
+// It is on the connection configuration, so that it sees every statement
+// of the incarnation's connection.
 type tracer struct {
 	counts *counts
 	// standing is set while the incarnation stands by (until Acquire
@@ -68,17 +68,18 @@ func (t *tracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.Trac
 func (t *tracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (t *tracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
-// connect is lease.Connect with t on its connections: the pool is made
-// anew from the configuration lease.Connect builds (it connects nothing
-// before the first statement), so that a participant connects exactly
-// as a wrapper does, whatever lease.Connect comes to set.
-func connect(ctx context.Context, url string, t *tracer) (*pgxpool.Pool, error) {
-	p, err := lease.Connect(ctx, url)
+// connect is lease.ConnectSession with t on its connection: the session
+// is made anew from the configuration lease.ConnectSession builds (it
+// connects nothing before the first statement), so that a participant
+// connects exactly as a wrapper does, whatever lease.ConnectSession comes
+// to set.
+func connect(url string, t *tracer) (*session.Conn, error) {
+	c, err := lease.ConnectSession(url)
 	if err != nil {
 		return nil, err
 	}
-	cfg := p.Config()
-	p.Close()
+	cfg := c.Config()
+	c.Close()
 	cfg.ConnConfig.Tracer = t
-	return pgxpool.NewWithConfig(ctx, cfg)
+	return session.New(cfg), nil
 }

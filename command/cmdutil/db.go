@@ -8,24 +8,33 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/redbite/leasewrap/internal/redact"
+	"github.com/redbite/leasewrap/internal/session"
 	"github.com/redbite/leasewrap/lease"
 )
 
-// Database is an open pool and what is needed to talk about it safely.
+// Database is an open database, a pool or a session, and what is needed
+// to talk about it safely.
 type Database struct {
-	Pool   *pgxpool.Pool
-	Redact *redact.Redactor
+	// Pool is a subcommand's (OpenDatabase), nil for a wrapper's.
+	Pool *pgxpool.Pool
+	// Session is a wrapper's one connection (OpenSession), nil for a
+	// subcommand's.
+	Session *session.Conn
+	Redact  *redact.Redactor
+	cfg     *pgx.ConnConfig
 }
 
-// OpenDatabase opens the pool for a connection string, and says at debug
-// level which database it is. A string it cannot parse is refused with a
-// usage error that says which part is wrong and never repeats the password;
-// so is the lack of one where nothing else names a database (namedDatabase).
-// Every command that uses a database opens it here.
+// OpenDatabase opens the pool for a connection string, for a subcommand,
+// and says at debug level which database it is. A string it cannot parse
+// is refused with a usage error that says which part is wrong and never
+// repeats the password; so is the lack of one where nothing else names a
+// database (namedDatabase). Every subcommand that uses a database opens it
+// here.
 func OpenDatabase(ctx context.Context, dsn string, secrets *redact.Redactor, log zerolog.Logger) (*Database, error) {
 	if err := namedDatabase(dsn); err != nil {
 		return nil, err
@@ -34,10 +43,29 @@ func OpenDatabase(ctx context.Context, dsn string, secrets *redact.Redactor, log
 	if err != nil {
 		return nil, Usagef("invalid --database-url (or LEASEWRAP_DATABASE_URL, DATABASE_URL): %w", secrets.Wrap(err))
 	}
-	secrets.Add(pool.Config().ConnConfig.Password)
-	d := &Database{Pool: pool, Redact: secrets}
-	d.Named(log.Debug()).Str("user", pool.Config().ConnConfig.User).Msg("lease database")
-	return d, nil
+	return opened(&Database{Pool: pool, Redact: secrets, cfg: pool.Config().ConnConfig}, log), nil
+}
+
+// OpenSession is OpenDatabase for a wrapper: one connection, which its
+// statements and its LISTENs share (lease.ConnectSession), so that a
+// leader, a standby or a scheduler holds one backend.
+func OpenSession(dsn string, secrets *redact.Redactor, log zerolog.Logger) (*Database, error) {
+	if err := namedDatabase(dsn); err != nil {
+		return nil, err
+	}
+	conn, err := lease.ConnectSession(dsn)
+	if err != nil {
+		return nil, Usagef("invalid --database-url (or LEASEWRAP_DATABASE_URL, DATABASE_URL): %w", secrets.Wrap(err))
+	}
+	return opened(&Database{Session: conn, Redact: secrets, cfg: conn.Config().ConnConfig}, log), nil
+}
+
+// opened registers d's password with its redactor and says which
+// database d is.
+func opened(d *Database, log zerolog.Logger) *Database {
+	d.Redact.Add(d.cfg.Password)
+	d.Named(log.Debug()).Str("user", d.cfg.User).Msg("lease database")
+	return d
 }
 
 // namingVariables are the environment variables that name a database
@@ -69,7 +97,7 @@ func namedDatabase(dsn string) error {
 // (lease.Hosts) and its name. An empty --database-url leaves both to
 // libpq's defaults, and an empty name to the server's, the user's name.
 func (d *Database) Where() (hosts, name string) {
-	cfg := d.Pool.Config().ConnConfig
+	cfg := d.cfg
 	name = cfg.Database
 	if name == "" {
 		name = cfg.User
@@ -90,13 +118,17 @@ func (d *Database) StoreLogger(log zerolog.Logger) zerolog.Logger {
 	return log.With().Str("database", hosts).Str("database_name", name).Logger()
 }
 
-// Close closes the pool but waits at most a second: closing a connection to
-// a server that stopped answering can take far longer, and leasewrap's exit
-// must not wait for it.
+// Close closes the pool or session but waits at most a second: closing a
+// connection to a server that stopped answering can take far longer, and
+// leasewrap's exit must not wait for it.
 func (d *Database) Close() {
 	closed := make(chan struct{})
 	go func() {
-		d.Pool.Close()
+		if d.Session != nil {
+			d.Session.Close()
+		} else {
+			d.Pool.Close()
+		}
 		close(closed)
 	}()
 	select {

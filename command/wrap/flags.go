@@ -29,7 +29,7 @@ func RunFlags() []cli.Flag {
 		&cli.StringFlag{Name: "wait-timeout", EnvVars: []string{"LEASEWRAP_WAIT_TIMEOUT"}, Value: "0s",
 			Usage: "give up standing by (--wait, or a scheduler for its database at its start) after this long and exit 124 (0s: never)"},
 		&cli.BoolFlag{Name: "listen", EnvVars: []string{"LEASEWRAP_LISTEN"}, Value: true,
-			Usage: "wake standbys the moment the lease is released, and schedulers on a trigger (LISTEN/NOTIFY); --listen=false only polls"},
+			Usage: "wake standbys the moment the lease is released, schedulers on a trigger and a holder on a release (LISTEN/NOTIFY); --listen=false only polls"},
 		&cli.StringFlag{Name: "hold-for", EnvVars: []string{"LEASEWRAP_HOLD_FOR"}, Value: "0s",
 			Usage: "keep the lease at least this long after acquiring, even once the command has exited"},
 		&cli.StringFlag{Name: "skip-exit-code", EnvVars: []string{"LEASEWRAP_SKIP_EXIT_CODE"}, Value: "0",

@@ -40,7 +40,7 @@ func Action(c *cli.Context, child []string, hasChild bool) error {
 	sigs, stopSignals := signals.Notify()
 	defer stopSignals()
 
-	db, err := cmdutil.OpenDatabase(c.Context, o.store.DatabaseURL, secrets, log)
+	db, err := cmdutil.OpenSession(o.store.DatabaseURL, secrets, log)
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func Action(c *cli.Context, child []string, hasChild bool) error {
 		defer stop()
 		log.Info().Str("http_addr", bound.String()).Msg("serving /livez, /readyz, /healthz, /leader and /metrics")
 	}
-	store, err := lease.New(db.Pool, lease.WithTable(o.store.Table), lease.WithHolder(o.holder),
+	store, err := lease.New(db.Session, lease.WithTable(o.store.Table), lease.WithHolder(o.holder),
 		lease.WithTimings(o.timings), lease.WithHoldFor(o.holdFor), lease.WithListen(o.listen),
 		lease.WithSlots(o.slots), lease.WithHistoryKeep(o.historyKeep), lease.WithRequireReplicated(o.requireReplicated),
 		lease.WithPriority(o.priority), lease.WithLogger(storeLog), lease.WithObserver(mon))
@@ -490,7 +490,7 @@ func (w *wrapper) ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, w.o.timings.TTL)
 	defer cancel()
 	var readOnly string
-	if err := w.db.Pool.QueryRow(ctx, "SHOW transaction_read_only").Scan(&readOnly); err != nil {
+	if err := w.db.Session.QueryRow(ctx, "SHOW transaction_read_only").Scan(&readOnly); err != nil {
 		return err
 	}
 	if readOnly == "on" {

@@ -45,14 +45,14 @@ func testScheduler(t *testing.T, spec, zone string, catchUp schedule.CatchUp, on
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	database, err := cmdutil.OpenDatabase(ctx, pgtest.URL(), redact.New(pgtest.URL()), zerolog.Nop())
+	database, err := cmdutil.OpenSession(pgtest.URL(), redact.New(pgtest.URL()), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(database.Close)
 	o := runOptions{job: "dst", holder: "h", command: []string{"true"}, sched: s, catchUp: catchUp, once: once,
 		timings: lease.TimingsFor(3*time.Second, nil)}
-	store, err := lease.New(database.Pool, lease.WithTable(d.table), lease.WithHolder("h"), lease.WithTimings(o.timings))
+	store, err := lease.New(database.Session, lease.WithTable(d.table), lease.WithHolder("h"), lease.WithTimings(o.timings))
 	if err != nil {
 		t.Fatal(err)
 	}
