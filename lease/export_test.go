@@ -1,5 +1,7 @@
 package lease
 
+import "github.com/redbite/leasewrap/schema"
+
 // Exports for the tests of package lease_test only.
 
 // WithClock replaces the local clock that deadlines are kept on, so that a
@@ -13,3 +15,18 @@ func (c Claim) Decided() bool { return c.Lease != nil || c.Outcome != "" }
 // head of the queue (and behind the next in line, for one that may
 // listen) waits between looks.
 const PollBehind = pollBehind
+
+// HotFunctions are the signatures of the lease table's own functions for
+// --table table, in the order look, renewal, queue entry.
+func HotFunctions(table string) []string {
+	t, err := ParseTable(table)
+	if err != nil {
+		panic(err)
+	}
+	out := make([]string, len(hotFunctions))
+	for i, f := range hotFunctions {
+		_, fn := f.define(schema.For(t))
+		out[i] = fn.Signature
+	}
+	return out
+}

@@ -1,8 +1,11 @@
 package lease
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/redbite/leasewrap/internal/pgerr"
@@ -24,13 +27,15 @@ import (
 // ways check the same: the token, the holder, the expiry on the
 // database's clock, the pause, the queue's turns.
 //
-// A function whose arguments or answer change takes a new name (its
-// suffix's version), so that wrappers of two versions sharing a table
-// during a rolling upgrade each call their own.
+// A function's name ends in a hash of its definition (see define), and a
+// Store calls only functions the lease table's owner owns (see
+// schema.Function): another role that may create functions in the
+// table's schema cannot put in one that renews without writing.
 
 // hotFunction is one of those functions.
 type hotFunction struct {
-	// suffix ends its name (schema.Objects.FunctionName).
+	// suffix ends its name (schema.Objects.FunctionName), before the
+	// hash of its definition.
 	suffix string
 	// params are its arguments, in order: the statement's parameters and
 	// their types.
@@ -50,7 +55,7 @@ type hotParam struct{ name, typ string }
 // no entry's turn is read (turn_left_micros is NULL: the caller reads it
 // of a free lease only). Else it runs queueLookSQL itself.
 var lookFunction = hotFunction{
-	suffix: "_look_v1",
+	suffix: "_look",
 	params: []hotParam{{"job", "text"}, {"holder", "text"}, {"id", "text"}, {"first", "bigint"}, {"retry", "bigint"}},
 	returns: `TABLE (holder text, token bigint, expires_at timestamptz, released_at timestamptz, last_finished_at timestamptz,
   paused boolean, paused_until timestamptz, paused_at timestamptz, paused_by text, pause_reason text, now timestamptz,
@@ -76,7 +81,7 @@ var lookFunction = hotFunction{
 // when it renewed nothing (by a statement of its own, which sees what
 // committed meanwhile).
 var renewFunction = hotFunction{
-	suffix:  "_renew_v1",
+	suffix:  "_renew",
 	params:  []hotParam{{"row", "text"}, {"holder", "text"}, {"token", "bigint"}, {"ttl", "bigint"}},
 	returns: `TABLE (renewed boolean, token bigint, holder text, released boolean)`,
 	body: renewUpdate + `;
@@ -89,7 +94,7 @@ var renewFunction = hotFunction{
 
 // enterFunction is enterQueueSQL: a row when it entered.
 var enterFunction = hotFunction{
-	suffix: "_enter_v1",
+	suffix: "_enter",
 	params: []hotParam{{"job", "text"}, {"holder", "text"}, {"id", "text"}, {"priority", "integer"},
 		{"listening", "boolean"}, {"live", "bigint"}, {"every", "bigint"}},
 	returns: `SETOF integer`,
@@ -106,31 +111,48 @@ var hotFunctions = []hotFunction{lookFunction, renewFunction, enterFunction}
 // namedParam is a statement's named parameter (@name); @> is an operator.
 var namedParam = regexp.MustCompile(`@([a-z_]+)`)
 
-// define is f as o's function: its signature and its CREATE.
-func (f hotFunction) define(o schema.Objects) schema.Function {
-	name := o.FunctionName(f.suffix)
+// define is f as o's function: its quoted name, and its signature and
+// its CREATE. Its name ends in a short hash of its definition (arguments,
+// answer and body, before the tables' names go in: the same in every
+// schema), so that a change of any of them is a new function, created by
+// the first Store of its version, and wrappers of two versions sharing a
+// table during a rolling upgrade each call their own.
+func (f hotFunction) define(o schema.Objects) (string, schema.Function) {
 	types := make([]string, len(f.params))
 	at := map[string]int{}
 	for i, p := range f.params {
 		types[i], at[p.name] = p.typ, i+1
 	}
 	// A function's statements name its arguments by position: a name
-	// could be taken for a column.
-	body := namedParam.ReplaceAllStringFunc(o.Render(f.body), func(m string) string {
+	// could be taken for a column. The names are rewritten before the
+	// tables' names go in, which may hold an @ of their own.
+	body := namedParam.ReplaceAllStringFunc(f.body, func(m string) string {
 		i, ok := at[m[1:]]
 		if !ok {
 			panic(fmt.Sprintf("function %s: parameter %s is not an argument", f.suffix, m))
 		}
 		return fmt.Sprintf("$%d", i)
 	})
-	signature := name + "(" + strings.Join(types, ",") + ")"
-	return schema.Function{Signature: signature, Create: `CREATE OR REPLACE FUNCTION ` + signature + `
-RETURNS ` + f.returns + ` LANGUAGE plpgsql AS $fn$
+	args := "(" + strings.Join(types, ",") + ")"
+	definition := func(tag, body string) string {
+		return args + `
+RETURNS ` + f.returns + ` LANGUAGE plpgsql AS ` + tag + `
 #variable_conflict use_column
 BEGIN
   ` + body + `
 END
-$fn$`}
+` + tag
+	}
+	sum := sha256.Sum256([]byte(definition("", body)))
+	name := o.FunctionName(f.suffix + "_" + hex.EncodeToString(sum[:4]))
+	// The dollar quote's tag must not occur in the body, where a table's
+	// name could hold it.
+	body = o.Render(body)
+	tag := "$fn$"
+	for i := 1; strings.Contains(body, tag); i++ {
+		tag = "$fn" + strconv.Itoa(i) + "$"
+	}
+	return name, schema.Function{Signature: name + args, Create: `CREATE OR REPLACE FUNCTION ` + name + definition(tag, body)}
 }
 
 // call is the statement that calls f as o's function, with the
@@ -140,14 +162,15 @@ func (f hotFunction) call(o schema.Objects) string {
 	for i, p := range f.params {
 		args[i] = "@" + p.name + "::" + p.typ
 	}
-	return `SELECT * FROM ` + o.FunctionName(f.suffix) + `(` + strings.Join(args, ", ") + `)`
+	name, _ := f.define(o)
+	return `SELECT * FROM ` + name + `(` + strings.Join(args, ", ") + `)`
 }
 
 // withHotFunctions is o with the functions Migrate creates for it.
 func withHotFunctions(o schema.Objects) schema.Objects {
 	fns := make([]schema.Function, len(hotFunctions))
 	for i, f := range hotFunctions {
-		fns[i] = f.define(o)
+		_, fns[i] = f.define(o)
 	}
 	return o.WithFunctions(fns...)
 }
@@ -156,31 +179,39 @@ func withHotFunctions(o schema.Objects) schema.Objects {
 // not there.
 const codeUndefinedFunction = "42883"
 
-// hotSQL is the call of a function (fn) while this Store's tables have
-// them, else the statement in full (inline).
-func (s *Store) hotSQL(fn, inline string) string {
-	if c := s.checked.Load(); c != nil && c.functions {
-		return fn
+// hot sends a statement the lease table's functions serve, run sending
+// the text it is given: the call of the function (call; "" for one that
+// has none) while this Store's tables have them, else the statement in
+// full (inline). A call of a function that is not there (dropped since
+// the tables were checked) is sent again in full, and from then on the
+// Store sends its statements in full, warning once.
+func (s *Store) hot(call, inline string, run func(query string) error) error {
+	if c := s.checked.Load(); call == "" || c == nil || !c.functions {
+		return run(inline)
 	}
-	return inline
-}
-
-// functionGone reports whether err is a call's of a function that is not
-// there (dropped since the tables were checked, or never created): from
-// then on the Store sends its statements in full, and the caller sends
-// this one again so.
-func (s *Store) functionGone(err error) bool {
+	err := run(call)
 	if pgerr.SQLState(err) != codeUndefinedFunction {
-		return false
+		return err
 	}
 	for {
 		c := s.checked.Load()
 		if c == nil || !c.functions {
-			return true
+			break
 		}
 		if s.checked.CompareAndSwap(c, &tablesChecked{hist: c.hist}) {
 			s.log.Warn().Str("table", s.cfg.table).Err(err).Msg("the lease table's functions are gone; sending statements in full")
-			return true
+			break
 		}
+	}
+	return run(inline)
+}
+
+// warnForeignFunctions says, once a Store's tables are checked, which of
+// the lease table's functions it does not call because a role other than
+// the table's owner owns them.
+func (s *Store) warnForeignFunctions(foreign []string) {
+	for _, f := range foreign {
+		s.log.Warn().Str("table", s.cfg.table).Str("function", f).
+			Msg("the lease table's function is owned by a role other than the table's owner and is not called; sending statements in full")
 	}
 }

@@ -17,28 +17,49 @@ import (
 )
 
 // hotFunctions are the lease table's own functions (table "lease"), as
-// the catalog names them.
-var hotFunctions = []string{"lease_enter_v1", "lease_look_v1", "lease_renew_v1"}
+// the catalog names them, less the hash that ends their names.
+var hotFunctions = []string{"lease_enter", "lease_look", "lease_renew"}
 
-// functionsIn lists the lease table's functions in schema, in PL/pgSQL.
+// hotFunctionsSQL lists the lease table's functions in the schema $1, in
+// PL/pgSQL, with their names (less the hash) and signatures.
+const hotFunctionsSQL = `SELECT regexp_replace(p.proname, '_[0-9a-f]{8}$', ''), p.oid::regprocedure::text FROM pg_proc p
+JOIN pg_language g ON g.oid = p.prolang
+WHERE p.pronamespace = $1::text::regnamespace AND p.proname ~ '^lease_(enter|look|renew)_[0-9a-f]{8}$' AND g.lanname = 'plpgsql'
+ORDER BY 1`
+
+// functionsIn lists the lease table's functions in schema, in PL/pgSQL,
+// less the hash that ends their names.
 func functionsIn(t *testing.T, pool *pgxpool.Pool, schema string) []string {
 	t.Helper()
-	var names []string
-	if err := pool.QueryRow(ctx(t), `SELECT coalesce(array_agg(p.proname::text ORDER BY p.proname), '{}') FROM pg_proc p
-JOIN pg_language g ON g.oid = p.prolang
-WHERE p.pronamespace = $1::text::regnamespace AND p.proname LIKE 'lease\_%\_v1' AND g.lanname = 'plpgsql'`, schema).
-		Scan(&names); err != nil {
+	names, _ := hotFunctionsIn(t, pool, schema)
+	return names
+}
+
+// hotFunctionsIn lists the lease table's functions in schema: names less
+// the hash, and signatures.
+func hotFunctionsIn(t *testing.T, pool *pgxpool.Pool, schema string) (names, signatures []string) {
+	t.Helper()
+	rows, err := pool.Query(ctx(t), hotFunctionsSQL, schema)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return names
+	var name, signature string
+	if _, err := pgx.ForEachRow(rows, []any{&name, &signature}, func() error {
+		names, signatures = append(names, name), append(signatures, signature)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return names, signatures
 }
 
 // dropFunctions drops the lease table's functions in schema: a table of
 // an earlier version.
 func dropFunctions(t *testing.T, pool *pgxpool.Pool, schema string) {
 	t.Helper()
-	for _, f := range hotFunctions {
-		mustExec(t, pool, `DROP FUNCTION `+pgx.Identifier{schema, f}.Sanitize())
+	_, signatures := hotFunctionsIn(t, pool, schema)
+	for _, f := range signatures {
+		mustExec(t, pool, `DROP FUNCTION `+f)
 	}
 }
 
@@ -90,10 +111,11 @@ func handOver(t *testing.T, user, table, quoted string, opts ...lease.Option) []
 }
 
 // calls counts the trips that call the lease table's function named with
-// suffix.
+// suffix (before the hash).
 func calls(trips []trip, suffix string) (n int) {
+	call := hotCall(suffix)
 	for _, tr := range trips {
-		if len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "SELECT * FROM ") && strings.Contains(tr.sql[0], `_`+suffix+`_v1"(`) {
+		if len(tr.sql) == 1 && strings.HasPrefix(tr.sql[0], "SELECT * FROM ") && call.MatchString(tr.sql[0]) {
 			n++
 		}
 	}
@@ -185,8 +207,7 @@ func TestAForeignFunctionOfTheNameIsLeftAlone(t *testing.T) {
 	admin := pgtest.Pool(t)
 	schema := leaseSchema(t, admin)
 	table, quoted := leaseTable(schema)
-	mustExec(t, admin, `CREATE FUNCTION `+pgx.Identifier{schema, "lease_look_v1"}.Sanitize()+
-		`(text, text, text, bigint, bigint) RETURNS integer LANGUAGE sql AS 'SELECT 1'`)
+	mustExec(t, admin, `CREATE FUNCTION `+lease.HotFunctions(table)[0]+` RETURNS integer LANGUAGE sql AS 'SELECT 1'`)
 	changes, err := newStore(t, admin, table, "admin").Migrate(ctx(t))
 	if err != nil || len(changes) == 0 || !strings.HasPrefix(changes[0], "created table ") {
 		t.Fatalf("migrate: %q, %v; want the tables created", changes, err)
@@ -200,6 +221,75 @@ func TestAForeignFunctionOfTheNameIsLeftAlone(t *testing.T) {
 	for _, fn := range []string{"renew", "look", "enter"} {
 		if n := calls(trips, fn); n > 0 {
 			t.Errorf("%d calls of the %s function: %s", n, fn, brief(trips))
+		}
+	}
+}
+
+// A function of a renewal's name and arguments that a role other than
+// the lease table's owner created (one that may create functions in the
+// table's schema) is not called, for it could answer "renewed" without
+// renewing: the renewals go in full and move the lease's expiry, and a
+// warning names the function.
+func TestAFunctionAnotherRoleOwnsIsNotCalled(t *testing.T) {
+	t.Parallel()
+	admin, schema, table, quoted := migratedSchema(t)
+	renew := lease.HotFunctions(table)[1]
+	mustExec(t, admin, `DROP FUNCTION `+renew)
+	intruder := testRole(schema)
+	intruder = pgx.Identifier{intruder[:min(len(intruder), 60)] + "_fn"}.Sanitize()
+	mustExec(t, admin, `CREATE ROLE `+intruder)
+	t.Cleanup(func() {
+		if _, err := admin.Exec(ctx(t), `DROP OWNED BY `+intruder+`; DROP ROLE `+intruder); err != nil {
+			t.Errorf("drop test role %s: %v", intruder, err)
+		}
+	})
+	mustExec(t, admin, `GRANT USAGE, CREATE ON SCHEMA `+pgx.Identifier{schema}.Sanitize()+` TO `+intruder+`;
+BEGIN; SET LOCAL ROLE `+intruder+`;
+CREATE FUNCTION `+renew+` RETURNS TABLE (renewed boolean, token bigint, holder text, released boolean)
+  LANGUAGE sql AS 'SELECT true, $3, $2, false';
+COMMIT`)
+	worker := leastPrivileged(t, admin, schema)
+	mustExec(t, admin, `GRANT SELECT, INSERT ON `+pgx.Identifier{schema, "lease_history"}.Sanitize()+` TO `+pgx.Identifier{testRole(schema)}.Sanitize())
+
+	var logs syncBuffer
+	held := mustAcquire(t, newStore(t, worker, table, "held", lease.WithLogger(zerolog.New(&logs))), "job")
+	var taken, expires time.Time
+	if err := admin.QueryRow(ctx(t), `SELECT clock_timestamp(), expires_at FROM `+quoted+` WHERE job_name = 'job'`).Scan(&taken, &expires); err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Eventually(t, 5*time.Second, "a renewal that moves the expiry", func() bool {
+		var renewed, now time.Time
+		err := admin.QueryRow(ctx(t), `SELECT renewed_at, expires_at FROM `+quoted+` WHERE job_name = 'job'`).Scan(&renewed, &now)
+		return err == nil && renewed.After(taken) && now.After(expires)
+	})
+	if err := held.Release(ctx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	warned := logs.lines(t, "the lease table's function is owned by a role other than the table's owner")
+	if len(warned) != 1 || warned[0]["function"] != renew {
+		t.Errorf("warnings %v, want one naming %s", warned, renew)
+	}
+}
+
+// A table whose name holds what a function's body gives a meaning (an @
+// as a statement's parameter, the dollar quote's tag) has its functions
+// all the same: migrate creates them, and a leader's renewals, a polling
+// standby's entry and looks go through them.
+func TestFunctionsOfATableNamedWithAtAndDollar(t *testing.T) {
+	t.Parallel()
+	admin := pgtest.Pool(t)
+	for _, name := range []string{"a@job$fn$b", "a@zz"} {
+		schema := leaseSchema(t, admin)
+		table, quoted := schema+"."+name, pgx.Identifier{schema, name}.Sanitize()
+		changes, err := newStore(t, admin, table, "admin").Migrate(ctx(t))
+		if err != nil || !slices.ContainsFunc(changes, func(c string) bool { return strings.HasPrefix(c, "created functions ") }) {
+			t.Fatalf("table %q: migrate: %q, %v; want the functions created", name, changes, err)
+		}
+		trips := handOver(t, admin.Config().ConnConfig.User, table, quoted)
+		for _, fn := range []string{"renew", "look", "enter"} {
+			if calls(trips, fn) == 0 {
+				t.Errorf("table %q: no call of the %s function in %s", name, fn, brief(trips))
+			}
 		}
 	}
 }

@@ -240,14 +240,14 @@ func (l *Lease) lose(err error, log zerolog.Logger) {
 // database could not say; the statement never outlives the local deadline.
 func (l *Lease) renew(ctx context.Context) error {
 	s := l.store
-	return l.extend(ctx, s.hotSQL(s.sql.renewCall, s.sql.renew), "renew lease")
+	return l.extend(ctx, s.sql.renewCall, s.sql.renew, "renew lease")
 }
 
-// extend runs query, a renewal with renew's parameters (@row, @holder,
+// extend runs query (through call, see Store.hot), a renewal with renew's parameters (@row, @holder,
 // @token, @ttl) and answer (renewed, and the row as it was), and moves
 // the local deadline to t0 + TTL on success, t0 read before the statement
 // was sent. what names the action in errors.
-func (l *Lease) extend(ctx context.Context, query, what string) error {
+func (l *Lease) extend(ctx context.Context, call, query, what string) error {
 	s := l.store
 	t0 := s.cfg.clock.Now()
 	remaining := l.Remaining()
@@ -262,13 +262,11 @@ func (l *Lease) extend(ctx context.Context, query, what string) error {
 	db, done := s.replicaDB(s.db)
 	defer done()
 	send := func() error {
-		return queryRow(ctx, db, query, pgx.StrictNamedArgs{"row": l.row, "holder": s.cfg.holder, "token": l.token, "ttl": s.cfg.TTL.Microseconds()}, into(&r))
+		return s.hot(call, query, func(query string) error {
+			return queryRow(ctx, db, query, pgx.StrictNamedArgs{"row": l.row, "holder": s.cfg.holder, "token": l.token, "ttl": s.cfg.TTL.Microseconds()}, into(&r))
+		})
 	}
 	err := send()
-	if query == s.sql.renewCall && s.functionGone(err) {
-		query = s.sql.renew
-		err = send()
-	}
 	if connectionLost(err) && ctx.Err() == nil {
 		// The pool does not ping idle connections (see Connect): one that
 		// broke while idle fails here once, and the pool dials a fresh one.
@@ -430,7 +428,7 @@ func (l *Lease) StartAttempt(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, min(stopIn, max(cfg.RenewInterval, renewTimeout)))
 	defer cancel()
-	err := l.extend(ctx, l.store.sql.startAttempt, "start the next attempt of lease")
+	err := l.extend(ctx, "", l.store.sql.startAttempt, "start the next attempt of lease")
 	if errors.Is(err, ErrLost) {
 		l.lose(err, l.logger())
 	}

@@ -114,6 +114,7 @@ func (s *Store) checkSchema(ctx context.Context, again bool) error {
 	for _, c := range changes {
 		s.log.Info().Str("table", s.cfg.table).Msg(c)
 	}
+	s.warnForeignFunctions(m.ForeignFunctions)
 	s.checked.Store(&tablesChecked{hist: s.useHistory(m.History), functions: m.Functions})
 	return nil
 }

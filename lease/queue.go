@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/redbite/leasewrap/internal/pgerr"
 	"github.com/redbite/leasewrap/internal/session"
@@ -130,10 +131,11 @@ func (q *queueEntry) enterAs(ctx context.Context, listening bool) {
 	args := pgx.StrictNamedArgs{"job": q.sb.job, "holder": s.cfg.holder, "id": q.id,
 		"priority": s.cfg.priority, "listening": listening, "live": s.entryLife().Microseconds(),
 		"every": (pollBehind * s.cfg.RetryInterval).Microseconds()}
-	tag, err := q.sb.db().Exec(ctx, s.hotSQL(s.sql.enterCall, s.sql.enterQueue), args)
-	if s.functionGone(err) {
-		tag, err = q.sb.db().Exec(ctx, s.sql.enterQueue, args)
-	}
+	var tag pgconn.CommandTag
+	err := s.hot(s.sql.enterCall, s.sql.enterQueue, func(query string) (err error) {
+		tag, err = q.sb.db().Exec(ctx, query, args)
+		return err
+	})
 	if err != nil {
 		s.log.Debug().Err(pgerr.Classify(err)).Str("job", q.sb.job).Msg("cannot enter the queue; standing by without it")
 		return
@@ -190,15 +192,16 @@ func (q *queueEntry) look(ctx context.Context) (handed bool, ahead int, err erro
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
 	defer cancel()
 	q.turnLeft = 0
-	query, args := s.hotSQL(s.sql.lookCall, s.sql.queueLook), pgx.StrictNamedArgs{"job": q.sb.job, "holder": s.cfg.holder, "id": q.id,
+	call, query, args := s.sql.lookCall, s.sql.queueLook, pgx.StrictNamedArgs{"job": q.sb.job, "holder": s.cfg.holder, "id": q.id,
 		"first": FirstExpiry(s.cfg.Timings).Microseconds(), "retry": s.cfg.RetryInterval.Microseconds()}
 	if s.cfg.slots > 1 {
-		query, args["slots"] = s.sql.queueLookSlots, s.cfg.slots
+		call, query, args["slots"] = "", s.sql.queueLookSlots, s.cfg.slots
 	}
-	p, err := queryOne[place](ctx, q.sb.db(), query, args)
-	if query == s.sql.lookCall && s.functionGone(err) {
-		p, err = queryOne[place](ctx, q.sb.db(), s.sql.queueLook, args)
-	}
+	var p place
+	err = s.hot(call, query, func(query string) (err error) {
+		p, err = queryOne[place](ctx, q.sb.db(), query, args)
+		return err
+	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		s.cfg.observer.Contacted()

@@ -43,7 +43,8 @@ func keyIndexSQL(rel, key string) string {
 // the checks need of one relation and of the fencing function: the
 // relation's kind, columns and primary key, whether it has an index ON
 // CONFLICT can use, this role's privileges on it, whether the function
-// exists, and where an unqualified CREATE FUNCTION would put it and
+// exists, whether the table's own do and its owner owns them (and which
+// another role owns), and where an unqualified CREATE FUNCTION would put it and
 // whether this role may. The catalogs are readable by every role, so this
 // needs no privilege beyond USAGE on the schema.
 //
@@ -62,7 +63,8 @@ var catalogSQL = `SELECT t.oid IS NOT NULL, coalesce(c.relkind::text, ''),
   coalesce(k.pk, '{}'), ` + keyIndexSQL("t.oid", "@key::text") + `,
   t.oid IS NOT NULL AND pg_catalog.has_table_privilege(t.oid, 'INSERT') AND pg_catalog.has_table_privilege(t.oid, 'SELECT'),
   t.oid IS NOT NULL AND pg_catalog.has_table_privilege(t.oid, 'DELETE'),
-  pg_catalog.to_regprocedure(@function::text) IS NOT NULL, ` + hasFunctionsSQL + `, x.nsp,
+  pg_catalog.to_regprocedure(@function::text) IS NOT NULL, ` + hasFunctionsSQL("c.relowner") + `,
+  ` + foreignFunctionsSQL("c.relowner") + `, x.nsp,
   CASE WHEN x.nsp IN (SELECT nspname FROM pg_catalog.pg_namespace)
     THEN pg_catalog.has_schema_privilege(x.nsp, 'CREATE') ELSE false END
 FROM (SELECT (SELECT oid FROM pg_catalog.pg_class WHERE oid = pg_catalog.to_regclass(@relation::text)) AS oid) t
@@ -95,6 +97,7 @@ type catalog struct {
 	canWrite, canDelete bool
 	hasCheck            bool
 	hasFunctions        bool
+	foreignFunctions    []string
 	nsp                 string
 	canCreate           bool
 }
@@ -114,7 +117,7 @@ func (o Objects) read(ctx context.Context, q Queryer, t Table, rel string) (cata
 	err := q.QueryRow(ctx, catalogSQL, pgx.StrictNamedArgs{"relation": rel, "key": key, "function": o.Function + checkArgs,
 		"functions": o.signatures(), "schema": nsp}).
 		Scan(&cat.exists, &cat.kind, &cat.names, &cat.types, &cat.notNull, &cat.filled, &cat.pk, &cat.keyed,
-			&cat.canWrite, &cat.canDelete, &cat.hasCheck, &cat.hasFunctions, &cat.nsp, &cat.canCreate)
+			&cat.canWrite, &cat.canDelete, &cat.hasCheck, &cat.hasFunctions, &cat.foreignFunctions, &cat.nsp, &cat.canCreate)
 	if err != nil {
 		return cat, fmt.Errorf("cannot look up %s %s: %w", t.What, rel, pgerr.Classify(err))
 	}
@@ -131,8 +134,11 @@ type State struct {
 	MissingColumns []string
 	SetNotNull     []string
 	HasCheck       bool
-	// HasFunctions: the lease table's own functions are all there.
-	HasFunctions bool
+	// HasFunctions: the lease table's own functions are all there, owned
+	// by the table's owner; ForeignFunctions are those of their names
+	// another role owns, which are not called.
+	HasFunctions     bool
+	ForeignFunctions []string
 	// CheckSchema is where CREATE FUNCTION would put leasewrap_check, and
 	// CanCreate whether this role may create it there.
 	CheckSchema string
@@ -173,7 +179,7 @@ func (o Objects) Read(ctx context.Context, q Queryer) (State, error) {
 	if err != nil {
 		return State{}, err
 	}
-	st := State{TableExists: cat.exists, HasCheck: cat.hasCheck, HasFunctions: cat.hasFunctions, CheckSchema: cat.nsp, CanCreate: cat.canCreate}
+	st := State{TableExists: cat.exists, HasCheck: cat.hasCheck, HasFunctions: cat.hasFunctions, ForeignFunctions: cat.foreignFunctions, CheckSchema: cat.nsp, CanCreate: cat.canCreate}
 	if st.History, err = o.ReadHistory(ctx, q); err != nil {
 		return State{}, err
 	}

@@ -29,9 +29,10 @@ type Function struct {
 
 // FunctionName is the quoted name of the lease table's function whose
 // name ends in suffix: the table's name and suffix, in the table's schema,
-// shortened as HistoryTable's name is. A function whose arguments or
-// answer change takes a new suffix, so that wrappers of two versions each
-// call their own during a rolling upgrade.
+// shortened as HistoryTable's name is. A function whose definition
+// changes takes a new suffix (the lease package puts a hash of it there),
+// so that wrappers of two versions each call their own during a rolling
+// upgrade.
 func (o Objects) FunctionName(suffix string) string { return suffixed(o.table, suffix).Sanitize() }
 
 // WithFunctions returns o with the functions Migrate creates and Read
@@ -50,15 +51,37 @@ func (o Objects) signatures() []string {
 	return out
 }
 
+// A function of the right name and arguments is not enough: a role that
+// may create functions in the table's schema could have put in one that
+// answers "renewed" without writing, and a holder would run on past its
+// lease. A function counts only when the lease table's owner owns it,
+// who may change the table anyway (Migrate gives those it creates to
+// the table's owner).
+
 // hasFunctionsSQL holds when every function of @functions (signatures)
-// exists.
-const hasFunctionsSQL = `NOT EXISTS (SELECT FROM unnest(@functions::text[]) AS f WHERE pg_catalog.to_regprocedure(f) IS NULL)`
+// exists and is owned by owner, the lease table's owner's oid (NULL: no
+// table).
+func hasFunctionsSQL(owner string) string {
+	return `NOT EXISTS (SELECT FROM unnest(@functions::text[]) AS f
+    LEFT JOIN pg_catalog.pg_proc p ON p.oid = pg_catalog.to_regprocedure(f)
+    WHERE NOT coalesce(p.proowner = ` + owner + `, false))`
+}
+
+// foreignFunctionsSQL lists the functions of @functions that exist but
+// are not owned by owner (see hasFunctionsSQL); none when there is no
+// table.
+func foreignFunctionsSQL(owner string) string {
+	return `ARRAY(SELECT f FROM unnest(@functions::text[]) AS f
+    JOIN pg_catalog.pg_proc p ON p.oid = pg_catalog.to_regprocedure(f)
+    WHERE p.proowner <> ` + owner + `)`
+}
 
 // createFunctions creates o's functions, in the transaction of a
-// migration, and says so; nothing when there are none. They must never
-// stop the tables' migration (a database without PL/pgSQL, a function of
-// that name another role owns): a refusal is left under a savepoint, and
-// the statements are sent in full.
+// migration, gives them to the lease table's owner, and says so; nothing
+// when there are none. They must never stop the tables' migration (a
+// database without PL/pgSQL, a function of that name another role owns, a
+// role that may not give them to the table's owner): a refusal is left
+// under a savepoint, and the statements are sent in full.
 func (o Objects) createFunctions(ctx context.Context, tx pgx.Tx) ([]string, error) {
 	if len(o.functions) == 0 {
 		return nil, nil
@@ -66,9 +89,14 @@ func (o Objects) createFunctions(ctx context.Context, tx pgx.Tx) ([]string, erro
 	if _, err := tx.Exec(ctx, "SAVEPOINT functions"); err != nil {
 		return nil, err
 	}
+	var owner string
+	err := tx.QueryRow(ctx, `SELECT relowner::regrole::text FROM pg_catalog.pg_class WHERE oid = $1::text::regclass`, o.Lease).Scan(&owner)
+	if err != nil {
+		return nil, err
+	}
 	names := make([]string, len(o.functions))
 	for i, f := range o.functions {
-		if _, err := tx.Exec(ctx, f.Create); err != nil {
+		if err := o.createFunction(ctx, tx, f, owner); err != nil {
 			if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT functions"); rerr != nil {
 				return nil, rerr
 			}
@@ -77,4 +105,13 @@ func (o Objects) createFunctions(ctx context.Context, tx pgx.Tx) ([]string, erro
 		names[i] = f.Signature
 	}
 	return []string{"created functions " + strings.Join(names, ", ")}, nil
+}
+
+// createFunction creates f and gives it to owner (quoted).
+func (o Objects) createFunction(ctx context.Context, tx pgx.Tx, f Function, owner string) error {
+	if _, err := tx.Exec(ctx, f.Create); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, "ALTER FUNCTION "+f.Signature+" OWNER TO "+owner)
+	return err
 }

@@ -37,10 +37,12 @@ func (o Objects) Migrate(ctx context.Context, db DB) ([]string, Migrated, error)
 }
 
 // Migrated is what Migrate left in place: the history table's state, and
-// whether the lease table's own functions are all there.
+// whether the lease table's own functions are all there (see
+// State.HasFunctions), and those of their names another role owns.
 type Migrated struct {
-	History   HistoryState
-	Functions bool
+	History          HistoryState
+	Functions        bool
+	ForeignFunctions []string
 }
 
 // MigrateAll is Migrate that also creates the claims table of scheduled
@@ -77,9 +79,10 @@ func (o Objects) migrate(ctx context.Context, db DB, claims bool) ([]string, Mig
 	// Skip the write transaction and its advisory lock when the only thing
 	// to do is bound to fail: a least-privileged role has no CREATE.
 	if st.TableComplete() && !st.CanCreate {
-		return nil, Migrated{History: o.unupgraded(st.History), Functions: st.HasFunctions}, o.optionalMissing(st)
+		return nil, Migrated{History: o.unupgraded(st.History), Functions: st.HasFunctions, ForeignFunctions: st.ForeignFunctions},
+			o.optionalMissing(st)
 	}
-	changes, functions, err := o.migrateLocked(ctx, db, claims)
+	changes, fns, err := o.migrateLocked(ctx, db, claims)
 	var mismatch *Error
 	switch {
 	case errors.As(err, &mismatch), errors.Is(err, ErrFencingUnavailable):
@@ -90,7 +93,8 @@ func (o Objects) migrate(ctx context.Context, db DB, claims bool) ([]string, Mig
 	// The history table is there now, and this role created it or could
 	// already use it.
 	hs, err := o.ReadHistory(ctx, db)
-	return changes, Migrated{History: o.unupgraded(hs), Functions: functions}, err
+	fns.History = o.unupgraded(hs)
+	return changes, fns, err
 }
 
 // unupgraded gives a history table that still lacks columns after Migrate
@@ -126,40 +130,44 @@ func (o Objects) optionalMissing(st State) error {
 // looks at the catalog again once it holds the lock: another instance may
 // have done the work while this one waited, or the table may have changed
 // into one that is refused. Any refusal comes before the first DDL. It
-// also reports whether the lease table's own functions are there after.
-func (o Objects) migrateLocked(ctx context.Context, db DB, claims bool) (changes []string, functions bool, err error) {
+// also reports whether the lease table's own functions are there after,
+// and which of their names another role owns (fns, without History).
+func (o Objects) migrateLocked(ctx context.Context, db DB, claims bool) (changes []string, fns Migrated, err error) {
 	tx, err := o.lockSchema(ctx, db)
 	if err != nil {
-		return nil, false, err
+		return nil, fns, err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	st, err := o.Read(ctx, tx)
 	if err != nil {
-		return nil, false, err
+		return nil, fns, err
 	}
 	if changes, err = o.migrateTable(ctx, tx, st); err != nil {
-		return nil, false, err
+		return nil, fns, err
 	}
 	if !st.HasCheck {
 		change, err := o.createCheck(ctx, tx, st, len(changes) == 0)
 		if err != nil {
-			return nil, false, err
+			return nil, fns, err
 		}
 		changes = append(changes, change)
 	}
-	functions = st.HasFunctions
-	if !functions {
+	fns.Functions = st.HasFunctions
+	if !fns.Functions {
 		change, err := o.createFunctions(ctx, tx)
 		if err != nil {
-			return nil, false, err
+			return nil, fns, err
 		}
-		changes, functions = append(changes, change...), len(change) > 0
+		changes, fns.Functions = append(changes, change...), len(change) > 0
+		if !fns.Functions {
+			fns.ForeignFunctions = st.ForeignFunctions
+		}
 	}
 	more, err := o.migrateOthers(ctx, tx, st, claims)
 	if err != nil {
-		return nil, false, err
+		return nil, fns, err
 	}
-	return append(changes, more...), functions, tx.Commit(ctx)
+	return append(changes, more...), fns, tx.Commit(ctx)
 }
 
 // migrateOthers creates or upgrades the history table, and creates the

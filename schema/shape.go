@@ -45,10 +45,11 @@ func (o Objects) QueueShapeChecks(b *pgx.Batch, prune bool) {
 }
 
 // leaseShapeSQL fails unless the lease table needs nothing from Migrate and
-// the fencing function and the table's own are there: @relation the quoted
+// the fencing function and the table's own (owned by the table's owner)
+// are there: @relation the quoted
 // table, @function the function with its argument types, @functions the
 // table's own (Objects.WithFunctions).
-var leaseShapeSQL = Leases.shapeSQL(`pg_catalog.to_regprocedure(@function::text) IS NOT NULL AND ` + hasFunctionsSQL)
+var leaseShapeSQL = Leases.shapeSQL(`pg_catalog.to_regprocedure(@function::text) IS NOT NULL AND ` + hasFunctionsSQL("c.relowner"))
 
 // historyShapeSQL fails unless the history table is complete and this role
 // may INSERT and SELECT, and DELETE when @prune says old runs are pruned:

@@ -876,11 +876,11 @@ func TestQueuePollingRefreshRacesHandoff(t *testing.T) {
 	}
 	q.finish(a)
 	q.waitBlocked(a.id+"'s release", `WITH was AS%`)
-	if q.blocked(`UPDATE % SET queue = %`) || q.blockedIn(q.quoted("_enter_v1")) {
+	if q.blocked(`UPDATE % SET queue = %`) || q.blockedIn("_enter") {
 		t.Fatalf("%s refreshed its entry before %s's release came: the interleaving was not staged", b.id, a.id)
 	}
 	pgtest.Eventually(t, 10*time.Second, b.id+"'s refresh of its entry waiting for the row lock", func() bool {
-		return q.blockedIn(q.quoted("_enter_v1"))
+		return q.blockedIn("_enter")
 	})
 	window := q.window()
 	if err := tx.Rollback(ctx); err != nil {
@@ -925,13 +925,14 @@ func (q *queueJob) blocked(prefix string) bool {
 	return waiting
 }
 
-// blockedIn reports whether a call of the lease table's function fn
-// (quoted) waits for a lock.
-func (q *queueJob) blockedIn(fn string) bool {
+// blockedIn reports whether a call of a lease table's function whose
+// name ends in suffix and the hash of its definition waits for a lock.
+func (q *queueJob) blockedIn(suffix string) bool {
 	q.t.Helper()
 	var waiting bool
 	q.read("pg_stat_activity", `SELECT EXISTS (SELECT FROM pg_catalog.pg_stat_activity
-  WHERE datname = current_database() AND wait_event_type = 'Lock' AND strpos(query, $1) > 0)`, []any{fn + "("}, &waiting)
+  WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ~ ('^SELECT \* FROM .*' || $1 || '_[0-9a-f]{8}"\('))`,
+		[]any{suffix}, &waiting)
 	return waiting
 }
 
