@@ -312,7 +312,7 @@ func TestReleaseAlreadyRequested(t *testing.T) {
 	}
 	again := lw(t, nil, releaseAs("host-a")...)
 	line := <-again.Lines
-	if got := again.Wait(t, 10*time.Second); got != 0 || !strings.HasPrefix(line, "release already requested: host-a stops its command") {
+	if got := again.Wait(t, 10*time.Second); got != 0 || !strings.HasPrefix(line, "release already requested: host-a is told now and stops its command") {
 		t.Errorf("second release exited %d with %q, want 0 and \"release already requested\"", got, line)
 	}
 	if got := lw(t, nil, releaseAs("other")...).Wait(t, 10*time.Second); got != 1 {
@@ -369,7 +369,7 @@ func testReleaseTo(t *testing.T, slots int) {
 	}
 	chosen := releaseTo("host-c")
 	line := <-chosen.Lines
-	want := "switchover requested: " + []string{"host-a", "host-x"}[slots-1] + " stops its command"
+	want := "switchover requested: " + []string{"host-a", "host-x"}[slots-1] + " is told now and stops its command"
 	if got := chosen.Wait(t, 10*time.Second); got != 0 || !strings.HasPrefix(line, want) || !strings.HasSuffix(line, "to host-c") {
 		t.Errorf("release --to host-c exited %d with %q, want 0 and the switchover requested", got, line)
 	}

@@ -50,7 +50,8 @@ type Lease struct {
 	stopKeeper context.CancelFunc
 	keeperDone chan struct{}
 	// renewAsked is set (under mu) when the keeper is to renew now, not
-	// at its time (see heed); wakeKeeper ends its sleep meanwhile.
+	// at its time (see watchStopRequests); wakeKeeper ends its sleep
+	// meanwhile.
 	renewAsked bool
 	wakeKeeper context.CancelFunc
 
@@ -159,9 +160,9 @@ func (l *Lease) keep(ctx context.Context) {
 	defer close(l.keeperDone)
 	// Listening for a release ends with the keeper: a lease lost or
 	// released has nothing more to hear.
-	hctx, stopHeed := context.WithCancel(ctx)
-	defer stopHeed()
-	go l.heed(hctx)
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go l.watchStopRequests(wctx)
 	cfg := l.store.cfg
 	log := l.logger()
 	// The first renewal is due a renew interval after the acquiring
@@ -175,7 +176,10 @@ func (l *Lease) keep(ctx context.Context) {
 			l.lose(fmt.Errorf("lease %q: no renewal succeeded in time: %w", l.job, ErrLost), log)
 			return
 		}
-		if renewIn := nextRenew - cfg.clock.Now(); renewIn > 0 && !l.renewing() {
+		// A request is taken even when a renewal is due anyway: it would
+		// bring another right after this one.
+		asked := l.renewing()
+		if renewIn := nextRenew - cfg.clock.Now(); renewIn > 0 && !asked {
 			if l.sleep(ctx, min(renewIn, stopIn, maxSleep)) != nil {
 				return
 			}

@@ -39,10 +39,12 @@ func StrongerState(a, b State) State { return schema.StrongerState(a, b) }
 // to give the lease back: the lease is marked released, the holder stops its
 // work at its next renewal and frees the lease itself (or the lease expires,
 // if the holder is gone); a holder on a session that listens is told at
-// once, and renews then (see heed). With force the lease is free at once:
-// only for a holder known to be dead, since a live one runs on until it
-// learns of it, and grace. The row and its fencing token stay. It returns the holder and
-// token it released, or ErrNoJob if there was no live lease to release.
+// once, and renews then (see watchStopRequests). With force the lease is
+// free at once: only for a holder known to be dead, since a live one goes
+// on working until it learns of the release (at once or at its next
+// renewal, as above) and then for its grace, while another may already
+// hold the lease. The row and its fencing token stay. It returns the holder
+// and token it released, or ErrNoJob if there was no live lease to release.
 func (s *Store) ReleaseHeld(ctx context.Context, row, holder string, token int64, force bool) (string, int64, error) {
 	return s.ReleaseHeldBy(ctx, row, holder, token, force, "")
 }

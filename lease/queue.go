@@ -123,8 +123,9 @@ func (q *queueEntry) enter(ctx context.Context) { q.enterAs(ctx, q.sb.listening(
 // enterAs is enter as a listening standby's entry, alive while the
 // standby's connection is, or (listening false) as a polling one's, which
 // a standby that is about to stop listening enters before it does: its
-// entry must not lapse with the connection meanwhile.
-func (q *queueEntry) enterAs(ctx context.Context, listening bool) {
+// entry must not lapse with the connection meanwhile. It reports whether
+// the statement ran.
+func (q *queueEntry) enterAs(ctx context.Context, listening bool) bool {
 	s := q.sb.store
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TTL-s.cfg.StopBefore())
 	defer cancel()
@@ -138,7 +139,7 @@ func (q *queueEntry) enterAs(ctx context.Context, listening bool) {
 	})
 	if err != nil {
 		s.log.Debug().Err(pgerr.Classify(err)).Str("job", q.sb.job).Msg("cannot enter the queue; standing by without it")
-		return
+		return false
 	}
 	// An entry refused (the lease was just handed to this holder id) is
 	// still left at the end: leaving frees a lease handed and not adopted.
@@ -146,6 +147,7 @@ func (q *queueEntry) enterAs(ctx context.Context, listening bool) {
 	if listening {
 		q.on = q.sb.sub
 	}
+	return true
 }
 
 // leave takes the standby's entry out of the queue, if it entered, and

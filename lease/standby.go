@@ -33,7 +33,7 @@ func channelFor(table pgx.Identifier) string {
 // PostgreSQL delivers a notification only to the connections
 // that listen on its channel, though it signals every listening backend
 // of the database for it: hence only the head of a job's queue listens
-// (see heed).
+// (see listenAtHead).
 func jobChannel(tableChannel, job string) string {
 	sum := sha256.Sum256([]byte(tableChannel + "\n" + job))
 	return "leasewrap:" + hex.EncodeToString(sum[:])[:32]
@@ -49,9 +49,9 @@ func jitter(d time.Duration) time.Duration {
 // standby is how a waiting instance talks to the database: a listener
 // that both hears releases and makes the attempts on the connection it
 // listens on, so that a standby costs the server a single connection. It
-// listens only at the head of its job's queue (heed). Behind the head, or
-// where it cannot listen (a DB that is neither a session nor a pool, or
-// listening turned off), it polls through the Store's DB.
+// listens only at the head of its job's queue (listenAtHead). Behind the
+// head, or where it cannot listen (a DB that is neither a session nor a
+// pool, or listening turned off), it polls through the Store's DB.
 type standby struct {
 	*listener
 	// deaf is set when the probe went unheard: the standby then polls,
@@ -65,7 +65,8 @@ type standby struct {
 // newStandby returns a standby of job, listening if it can: so it finds
 // out at its start whether its connection can listen at all (a pooler's
 // cannot, which it says once, and then it polls as one that may not
-// listen). Its first look says whether it keeps listening (see heed).
+// listen). Its first look says whether it keeps listening (see
+// listenAtHead).
 func (s *Store) newStandby(ctx context.Context, job string) *standby {
 	sb := &standby{listener: s.newListener(job)}
 	sb.listen(ctx)
@@ -76,22 +77,26 @@ func (s *Store) newStandby(ctx context.Context, job string) *standby {
 // its queue: listening is on, and its connection did not turn out deaf.
 func (sb *standby) mayListen() bool { return sb.store.canListen() && !sb.deaf }
 
-// heed makes the standby listen while it is at the head of its job's
-// queue (ahead 0 at its last look; -1: not looked yet) and only then:
-// PostgreSQL signals every listening backend of the database at each
-// NOTIFY, so a release wakes one backend per job that has a queue, not
-// one per standby. It reports whether the standby started listening just
-// now: it then looks at once, since a release that came before the
+// listenAtHead makes the standby listen while it is at the head of its
+// job's queue (ahead 0 at its last look; -1: not looked yet) and only
+// then: PostgreSQL signals every listening backend of the database at
+// each NOTIFY, so a release wakes one backend per job that has a queue,
+// not one per standby. It reports whether the standby started listening
+// just now: it then looks at once, since a release that came before the
 // LISTEN was not announced to it. A standby that a higher priority or
 // release --to put behind another enters the queue again as a polling
 // standby, then stops listening: its entry named the backend it stops
-// using, and would not count a moment without it.
-func (sb *standby) heed(ctx context.Context, q *queueEntry, ahead int) bool {
+// using, and would not count a moment without it. Where that entry
+// fails, it listens on, under the entry it has, and tries again after
+// its next look.
+func (sb *standby) listenAtHead(ctx context.Context, q *queueEntry, ahead int) bool {
 	switch {
 	case ahead == 0:
 		return sb.listen(ctx)
 	case ahead > 0 && sb.listening():
-		q.enterAs(ctx, false)
+		if !q.enterAs(ctx, false) {
+			return false
+		}
 		sb.close(ctx)
 		// A probe sent and not heard yet would count as lost on the next
 		// connection: it starts anew.

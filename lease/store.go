@@ -25,7 +25,8 @@ import (
 // DB is the part of *pgxpool.Pool and *pgx.Conn a Store uses. For long
 // runs, ConnectSession's one connection (what the command uses) or a pool:
 // both replace a broken connection on the next statement, and a standby
-// listens on the session's connection itself, on one taken from the pool.
+// listens on the session's connection itself, or on one taken from the
+// pool.
 type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
@@ -502,13 +503,13 @@ func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (*Leas
 	}()
 	// Once listening, look again at once: a release that came before the
 	// LISTEN would not be announced to this standby, and its place in
-	// the queue says whether it keeps listening (heed).
+	// the queue says whether it keeps listening (listenAtHead).
 	recheck := sb.listening()
 	lastHolder := ""
 	var lastFailure failureLog
 	failed, ahead := false, -1
 	for {
-		started := sb.heed(ctx, q, ahead)
+		started := sb.listenAtHead(ctx, q, ahead)
 		wait := s.standbyWait(sb, held != nil, failed, ahead)
 		if held == nil && !failed && ahead > 0 && q.turnLeft > 0 {
 			// The entries ahead lose their turn then: look at once.
@@ -575,18 +576,22 @@ func (s *Store) standBy(ctx context.Context, job string, held *HeldError) (*Leas
 // interval); polling, a retry interval at the head of the queue and
 // pollBehind of them behind it, except right behind the head for a
 // standby that may listen: the lease may be handed to it before it knew
-// it was the head, and had started listening (see heed), and it adopts
-// the lease at its next look.
+// it was the head, and had started listening (see listenAtHead), and it
+// adopts the lease at its next look.
 func (s *Store) standbyWait(sb *standby, held, failed bool, ahead int) time.Duration {
 	switch {
 	case failed:
+		return jitter(s.cfg.RetryInterval)
 	case sb.listening() && (held || ahead == 0):
 		return s.cfg.TTL
 	case sb.listening():
+		// Not looked yet, or still listening behind the head.
+		return jitter(s.cfg.RetryInterval)
 	case ahead > 1 || ahead == 1 && !sb.mayListen():
 		return jitter(pollBehind * s.cfg.RetryInterval)
+	default:
+		return jitter(s.cfg.RetryInterval)
 	}
-	return jitter(s.cfg.RetryInterval)
 }
 
 // lookThenTakeQueued is a queued standby's look: it adopts a lease handed

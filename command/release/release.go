@@ -180,8 +180,9 @@ func (r request) outcome(holder string, token int64) string {
 	if r.to != "" {
 		to = "to " + r.to
 	}
-	return fmt.Sprintf("%s stops its command now (at its next renewal, within its --renew-interval, if it cannot listen: "+
-		"behind a pooler, or with --listen=false), then hands the lease on %s (token %d) %s", holder, r.job, token, to)
+	return fmt.Sprintf("%s is told now and stops its command (one that cannot listen stops at its next renewal, within its "+
+		"--renew-interval: behind a pooler, with --listen=false, or of an earlier version), then hands the lease on %s (token %d) %s",
+		holder, r.job, token, to)
 }
 
 // pin makes standby the next holder of j's lease, or says who is queued.

@@ -37,7 +37,7 @@ type Subscription struct {
 // A TCP proxy keeps the key, and the session. Once it found a pooler's
 // process, it fails so at once: the connections it makes reach the same.
 func (c *Conn) Listen(ctx context.Context, channel string) (*Subscription, error) {
-	if err := c.take(ctx, nil); err != nil {
+	if err := c.take(ctx, target{}); err != nil {
 		return nil, err
 	}
 	defer c.give()
@@ -225,7 +225,7 @@ func (s *Subscription) Close(ctx context.Context) {
 	s.closed = true
 	s.mu.Unlock()
 	c := s.c
-	if err := c.take(ctx, &existing); err != nil {
+	if err := c.take(ctx, target{existing: true}); err != nil {
 		c.mu.Lock()
 		c.unsubscribe(s)
 		c.mu.Unlock()

@@ -11,6 +11,12 @@
 // (pgx keeps a connection whose wait was cut short usable), and
 // notifications that arrive during a statement are kept by pgx for the
 // next wait. Each is handed to the subscriptions of its channel.
+//
+// A statement whose ctx ends while it is in flight makes pgx close the
+// connection (after asking the server to cancel it), as it would a
+// pool's: every subscription is then lost (ErrLost), and the next
+// statement connects anew. Callers give their statements deadlines that
+// fit them, not ones that only hurry them.
 package session
 
 import (
@@ -79,7 +85,9 @@ type Conn struct {
 	stopWait context.CancelFunc
 	// chans are the channels conn listens on, each with its
 	// subscriptions (none when an UNLISTEN failed: it still listens).
-	// Changed under turn and mu.
+	// Channels are added and removed under turn and mu; a channel's
+	// subscriptions change under mu (a Subscription's Close that cannot
+	// have the turn still takes itself off).
 	chans  map[string][]*Subscription
 	closed bool
 	// shared is set once a LISTEN found the server process not the
@@ -121,11 +129,21 @@ func (c *Conn) Config() Config {
 	return Config{ConnConfig: c.cfg.ConnConfig.Copy(), AfterConnect: c.cfg.AfterConnect}
 }
 
+// target says which connection a statement may run on. The zero target
+// is any: the one there is, or a new one.
+type target struct {
+	// existing is the one there is, if any (else ErrLost): the statement
+	// never connects (Sync, an UNLISTEN).
+	existing bool
+	// gen, if set, names the one a Pinned view's statements run on (else
+	// ErrReplaced); 0: the one its first statement gets, which gen then
+	// names.
+	gen *uint64
+}
+
 // take waits for the connection's turn, ending the waiter's wait, and
-// connects when there is no connection. With pin, the statement must run
-// on the connection *pin names (0: the one it gets, which *pin then
-// names; existing: the one there is, without connecting).
-func (c *Conn) take(ctx context.Context, pin *uint64) error {
+// makes sure there is a connection that on allows.
+func (c *Conn) take(ctx context.Context, on target) error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -145,7 +163,7 @@ func (c *Conn) take(ctx context.Context, pin *uint64) error {
 		c.wake()
 		return ctx.Err()
 	}
-	err := c.ready(ctx, pin)
+	err := c.ready(ctx, on)
 	if err != nil {
 		c.give()
 	}
@@ -153,31 +171,27 @@ func (c *Conn) take(ctx context.Context, pin *uint64) error {
 }
 
 // ready makes sure, under turn, that there is a connection to use.
-func (c *Conn) ready(ctx context.Context, pin *uint64) error {
+func (c *Conn) ready(ctx context.Context, on target) error {
 	c.mu.Lock()
 	closed := c.closed
 	c.mu.Unlock()
 	switch {
 	case closed:
 		return ErrClosed
-	case pin == &existing && c.conn == nil:
+	case on.existing && c.conn == nil:
 		return ErrLost
-	case pin != nil && pin != &existing && *pin != 0 && (c.conn == nil || c.gen != *pin):
+	case on.gen != nil && *on.gen != 0 && (c.conn == nil || c.gen != *on.gen):
 		return ErrReplaced
 	case c.conn == nil:
 		if err := c.connect(ctx); err != nil {
 			return err
 		}
 	}
-	if pin != nil && pin != &existing {
-		*pin = c.gen
+	if on.gen != nil {
+		*on.gen = c.gen
 	}
 	return nil
 }
-
-// existing is the pin of a statement that runs on the connection there
-// is, if any, and never connects (Sync).
-var existing uint64
 
 // connect makes a new connection, under turn.
 func (c *Conn) connect(ctx context.Context) error {
@@ -280,11 +294,11 @@ func (c *Conn) Connected() bool {
 
 // Exec runs sql, as pgx.Conn.Exec does, on the connection.
 func (c *Conn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	return c.exec(ctx, nil, sql, args...)
+	return c.exec(ctx, target{}, sql, args...)
 }
 
-func (c *Conn) exec(ctx context.Context, pin *uint64, sql string, args ...any) (pgconn.CommandTag, error) {
-	if err := c.take(ctx, pin); err != nil {
+func (c *Conn) exec(ctx context.Context, on target, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := c.take(ctx, on); err != nil {
 		return pgconn.CommandTag{}, err
 	}
 	defer c.give()
@@ -294,11 +308,11 @@ func (c *Conn) exec(ctx context.Context, pin *uint64, sql string, args ...any) (
 // Query runs sql, as pgx.Conn.Query does: the connection is the rows'
 // until they are closed, or Next returns false.
 func (c *Conn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return c.query(ctx, nil, sql, args...)
+	return c.query(ctx, target{}, sql, args...)
 }
 
-func (c *Conn) query(ctx context.Context, pin *uint64, sql string, args ...any) (pgx.Rows, error) {
-	if err := c.take(ctx, pin); err != nil {
+func (c *Conn) query(ctx context.Context, on target, sql string, args ...any) (pgx.Rows, error) {
+	if err := c.take(ctx, on); err != nil {
 		return nil, err
 	}
 	rows, err := c.conn.Query(ctx, sql, args...)
@@ -312,7 +326,7 @@ func (c *Conn) query(ctx context.Context, pin *uint64, sql string, args ...any) 
 // QueryRow runs sql, as pgx.Conn.QueryRow does: the connection is the
 // row's until Scan.
 func (c *Conn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if err := c.take(ctx, nil); err != nil {
+	if err := c.take(ctx, target{}); err != nil {
 		return errRow{err}
 	}
 	return &turnRow{Row: c.conn.QueryRow(ctx, sql, args...), c: c}
@@ -321,7 +335,7 @@ func (c *Conn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 // Begin starts a transaction: the connection is the transaction's until
 // it commits or rolls back.
 func (c *Conn) Begin(ctx context.Context) (pgx.Tx, error) {
-	if err := c.take(ctx, nil); err != nil {
+	if err := c.take(ctx, target{}); err != nil {
 		return nil, err
 	}
 	tx, err := c.conn.Begin(ctx)
@@ -335,11 +349,11 @@ func (c *Conn) Begin(ctx context.Context) (pgx.Tx, error) {
 // SendBatch sends b in one pipeline: the connection is the batch's until
 // its results are closed.
 func (c *Conn) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	return c.sendBatch(ctx, nil, b)
+	return c.sendBatch(ctx, target{}, b)
 }
 
-func (c *Conn) sendBatch(ctx context.Context, pin *uint64, b *pgx.Batch) pgx.BatchResults {
-	if err := c.take(ctx, pin); err != nil {
+func (c *Conn) sendBatch(ctx context.Context, on target, b *pgx.Batch) pgx.BatchResults {
+	if err := c.take(ctx, on); err != nil {
 		return errBatch{err}
 	}
 	return &turnBatch{BatchResults: c.conn.SendBatch(ctx, b), c: c}
@@ -352,7 +366,7 @@ func (c *Conn) sendBatch(ctx context.Context, pin *uint64, b *pgx.Batch) pgx.Bat
 // counts. A keepalive so costs the database a wakeup, not a commit. A
 // notification that arrives meanwhile is kept for the subscriptions.
 func (c *Conn) Sync(ctx context.Context) error {
-	if err := c.take(ctx, &existing); err != nil {
+	if err := c.take(ctx, target{existing: true}); err != nil {
 		return err
 	}
 	defer c.give()
@@ -382,17 +396,17 @@ type Pinned struct {
 
 // Exec is Conn.Exec on the pinned connection.
 func (p *Pinned) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	return p.c.exec(ctx, &p.gen, sql, args...)
+	return p.c.exec(ctx, target{gen: &p.gen}, sql, args...)
 }
 
 // Query is Conn.Query on the pinned connection.
 func (p *Pinned) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return p.c.query(ctx, &p.gen, sql, args...)
+	return p.c.query(ctx, target{gen: &p.gen}, sql, args...)
 }
 
 // SendBatch is Conn.SendBatch on the pinned connection.
 func (p *Pinned) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	return p.c.sendBatch(ctx, &p.gen, b)
+	return p.c.sendBatch(ctx, target{gen: &p.gen}, b)
 }
 
 // turnRows are a statement's rows: they hand the turn back once closed.
@@ -494,4 +508,4 @@ func (b errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}
 func (b errBatch) Query() (pgx.Rows, error)         { return nil, b.err }
 func (b errBatch) QueryRow() pgx.Row                { return errRow(b) }
 func (b errBatch) Close() error                     { return b.err }
-func (b errBatch) Tx() pgx.Tx                       { return nil }
+func (b errBatch) Tx() pgx.Tx                       { return nil } // part of pgx.BatchResults

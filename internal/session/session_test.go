@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -327,5 +329,117 @@ func TestAnIdleBrokenConnectionIsReplacedAfterOneFailure(t *testing.T) {
 	}
 	if after := pid(t, c); after == before {
 		t.Errorf("the statement after the failure ran on the terminated backend %d", before)
+	}
+}
+
+// sessionGoroutines returns the stacks of the goroutines that run in a
+// Conn or a Subscription.
+func sessionGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "session.(*Conn)") || strings.Contains(g, "session.(*Subscription)") {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// Close while the waiter waits for notifications ends that wait: it
+// returns at once, and no goroutine of the Conn is left. Not parallel: it
+// reads every goroutine of the process, and the parallel tests are held
+// until it ends.
+func TestCloseWhileWaitingReturnsAndLeavesNoGoroutine(t *testing.T) {
+	c, _ := open(t)
+	sub, err := c.Listen(ctx(t), "closing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Eventually(t, 10*time.Second, "the waiter waiting for notifications", func() bool {
+		for _, g := range sessionGoroutines() {
+			if strings.Contains(g, "WaitForNotification") {
+				return true
+			}
+		}
+		return false
+	})
+	closed := make(chan struct{})
+	go func() {
+		c.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Close did not return within 5s while the waiter waited:\n%s", strings.Join(sessionGoroutines(), "\n\n"))
+	}
+	if _, err := sub.Wait(ctx(t)); !errors.Is(err, session.ErrLost) {
+		t.Errorf("subscription after Close: %v, want ErrLost", err)
+	}
+	var left []string
+	defer func() {
+		if t.Failed() {
+			t.Logf("left:\n%s", strings.Join(left, "\n\n"))
+		}
+	}()
+	pgtest.Eventually(t, 5*time.Second, "no goroutine of the Conn left", func() bool {
+		left = sessionGoroutines()
+		return len(left) == 0
+	})
+}
+
+// A statement whose ctx ends while it waits for its turn returns ctx's
+// error at once and gives up its place: the statements waiting with it
+// run once the turn comes, and the waiter, which waits only while no
+// statement wants the turn, waits again and delivers notifications.
+func TestATakeCancelledWhileOthersWaitLeavesThemTheirTurn(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	c, _ := open(t)
+	sub, err := c.Listen(ctx(t), "turns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := c.Begin(ctx(t)) // holds the turn until it commits
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	cancelled, other := make(chan error, 1), make(chan error, 1)
+	go func() {
+		_, err := c.Exec(cctx, `SELECT 1`)
+		cancelled <- err
+	}()
+	go func() {
+		_, err := c.Exec(ctx(t), `SELECT 2`)
+		other <- err
+	}()
+	pgtest.Eventually(t, 10*time.Second, "both statements waiting for the turn", func() bool { return c.Users() == 3 })
+	cancel()
+	select {
+	case err := <-cancelled:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the cancelled statement returned %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cancelled statement did not return while the turn was held")
+	}
+	if err := tx.Commit(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-other:
+		if err != nil {
+			t.Errorf("the other statement: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the other statement did not run once the turn was given back")
+	}
+	pgtest.Eventually(t, 10*time.Second, "no statement left wanting the turn", func() bool { return c.Users() == 0 })
+	notify(t, pool, "turns", "after")
+	if got := next(t, sub); got != "after" {
+		t.Errorf("heard %q, want after", got)
 	}
 }

@@ -30,17 +30,18 @@ func parseStop(payload string) (row string, token int64, ok bool) {
 	return parts[2], token, err == nil
 }
 
-// heed listens, while the lease is held, on its job's channel for an
-// operator's release of it (stopPayload), and has the keeper renew at
-// once when one comes: the renewal finds the lease released and ends it,
-// so that the work stops within a round trip of the request rather than
-// at the next renewal. It listens only on a session, whose one connection
-// the renewals use too (no connection more), and not where listening is
-// off or a pooler shares the server process (session.ErrShared): there the
-// next renewal finds the release, as it always does. A connection lost
-// meanwhile may have missed the request: the keeper renews at once, and
-// heed listens again. It returns when ctx ends (the keeper did).
-func (l *Lease) heed(ctx context.Context) {
+// watchStopRequests listens, while the lease is held, on its job's
+// channel for an operator's release of it (stopPayload), and has the
+// keeper renew at once when one comes: the renewal finds the lease
+// released and ends it, so that the work stops within a round trip of the
+// request rather than at the next renewal. It listens only on a session,
+// whose one connection the renewals use too (no connection more), and not
+// where listening is off or a pooler shares the server process
+// (session.ErrShared): there the next renewal finds the release, as it
+// always does. A connection lost meanwhile may have missed the request:
+// the keeper renews at once, and it listens again. It returns when ctx
+// ends (the keeper did).
+func (l *Lease) watchStopRequests(ctx context.Context) {
 	s := l.store
 	conn, ok := s.db.(*session.Conn)
 	if !ok || !s.cfg.listen {
@@ -61,7 +62,7 @@ func (l *Lease) heed(ctx context.Context) {
 			}
 			continue
 		}
-		l.heedOn(ctx, sub)
+		l.watchOn(ctx, sub)
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		sub.Close(cctx)
 		cancel()
@@ -71,9 +72,9 @@ func (l *Lease) heed(ctx context.Context) {
 	}
 }
 
-// heedOn asks the keeper to renew for each request to stop this lease
+// watchOn asks the keeper to renew for each request to stop this lease
 // that sub hears, until ctx ends or the connection is lost.
-func (l *Lease) heedOn(ctx context.Context, sub *session.Subscription) {
+func (l *Lease) watchOn(ctx context.Context, sub *session.Subscription) {
 	for {
 		payload, err := sub.Wait(ctx)
 		if err != nil {
