@@ -49,7 +49,11 @@ func (l *Lease) watchStopRequests(ctx context.Context) {
 	}
 	channel := jobChannel(s.channel, l.job)
 	for ctx.Err() == nil {
-		lctx, cancel := context.WithTimeout(ctx, s.cfg.RetryInterval)
+		// The LISTEN waits for its turn behind the holder's own
+		// statements, and is not cut short when the lease ends: a
+		// statement cancelled in flight costs the one connection (and a
+		// cancel request a pooler may mishandle).
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RenewInterval)
 		sub, err := conn.Listen(lctx, channel)
 		cancel()
 		switch {

@@ -245,6 +245,15 @@ func closeConn(conn *pgx.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	_ = conn.Close(ctx)
+	// A connection that pgx closed itself, after a statement cancelled in
+	// flight, sends the server a cancel request on its way out: a process
+	// that exits meanwhile cuts it short, which leaves a pooler half a
+	// client (PgBouncer 1.18 crashes on one). Wait for it, within the
+	// same bound.
+	select {
+	case <-conn.PgConn().CleanupDone():
+	case <-ctx.Done():
+	}
 }
 
 // wake asks the waiter to look whether it should wait.
