@@ -329,7 +329,7 @@ func (c *Conn) query(ctx context.Context, on target, sql string, args ...any) (p
 		c.give()
 		return nil, err
 	}
-	return &turnRows{Rows: rows, c: c}, nil
+	return &turnRows{Rows: rows, turn: turn{c}}, nil
 }
 
 // QueryRow runs sql, as pgx.Conn.QueryRow does: the connection is the
@@ -338,7 +338,7 @@ func (c *Conn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if err := c.take(ctx, target{}); err != nil {
 		return errRow{err}
 	}
-	return &turnRow{Row: c.conn.QueryRow(ctx, sql, args...), c: c}
+	return &turnRow{Row: c.conn.QueryRow(ctx, sql, args...), turn: turn{c}}
 }
 
 // Begin starts a transaction: the connection is the transaction's until
@@ -352,7 +352,7 @@ func (c *Conn) Begin(ctx context.Context) (pgx.Tx, error) {
 		c.give()
 		return nil, err
 	}
-	return &turnTx{Tx: tx, c: c}, nil
+	return &turnTx{Tx: tx, turn: turn{c}}, nil
 }
 
 // SendBatch sends b in one pipeline: the connection is the batch's until
@@ -365,7 +365,7 @@ func (c *Conn) sendBatch(ctx context.Context, on target, b *pgx.Batch) pgx.Batch
 	if err := c.take(ctx, on); err != nil {
 		return errBatch{err}
 	}
-	return &turnBatch{BatchResults: c.conn.SendBatch(ctx, b), c: c}
+	return &turnBatch{BatchResults: c.conn.SendBatch(ctx, b), turn: turn{c}}
 }
 
 // Sync proves the connection alive with a bare Sync message, without
@@ -418,10 +418,20 @@ func (p *Pinned) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	return p.c.sendBatch(ctx, target{gen: &p.gen}, b)
 }
 
+// turn is a statement's hold on the connection, handed back once.
+type turn struct{ c *Conn }
+
+func (t *turn) giveBack() {
+	if t.c != nil {
+		t.c.give()
+		t.c = nil
+	}
+}
+
 // turnRows are a statement's rows: they hand the turn back once closed.
 type turnRows struct {
 	pgx.Rows
-	c *Conn
+	turn
 }
 
 func (r *turnRows) Next() bool {
@@ -445,24 +455,18 @@ func (r *turnRows) Scan(dest ...any) error {
 
 func (r *turnRows) Close() {
 	r.Rows.Close()
-	if r.c != nil {
-		r.c.give()
-		r.c = nil
-	}
+	r.giveBack()
 }
 
 // turnRow is a statement's row: it hands the turn back once scanned.
 type turnRow struct {
 	pgx.Row
-	c *Conn
+	turn
 }
 
 func (r *turnRow) Scan(dest ...any) error {
 	err := r.Row.Scan(dest...)
-	if r.c != nil {
-		r.c.give()
-		r.c = nil
-	}
+	r.giveBack()
 	return err
 }
 
@@ -473,41 +477,31 @@ func (r errRow) Scan(...any) error { return r.err }
 // turnTx is a transaction: it hands the turn back once it ended.
 type turnTx struct {
 	pgx.Tx
-	c *Conn
+	turn
 }
 
 func (t *turnTx) Commit(ctx context.Context) error {
 	err := t.Tx.Commit(ctx)
-	t.end()
+	t.giveBack()
 	return err
 }
 
 func (t *turnTx) Rollback(ctx context.Context) error {
 	err := t.Tx.Rollback(ctx)
-	t.end()
+	t.giveBack()
 	return err
-}
-
-func (t *turnTx) end() {
-	if t.c != nil {
-		t.c.give()
-		t.c = nil
-	}
 }
 
 // turnBatch is a pipeline's results: they hand the turn back once
 // closed.
 type turnBatch struct {
 	pgx.BatchResults
-	c *Conn
+	turn
 }
 
 func (b *turnBatch) Close() error {
 	err := b.BatchResults.Close()
-	if b.c != nil {
-		b.c.give()
-		b.c = nil
-	}
+	b.giveBack()
 	return err
 }
 
