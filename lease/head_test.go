@@ -96,15 +96,7 @@ func looked(t *testing.T, w *waiter, i int) int {
 // listening and the old one's listening backend is gone.
 func TestOnlyTheHeadOfTheQueueListens(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.Pool(t)
-	table := pgtest.Table(t, pool)
-	holder := mustAcquire(t, newStore(t, pool, table, "a", headTimings...), "job")
-	var ws []*waiter
-	for i, name := range []string{"b", "c", "d"} {
-		ws = append(ws, stand(t, table, "job", name, headTimings...))
-		waitQueue(t, pool, table, "job", []string{"b", "c", "d"}[:i+1]...)
-	}
-	waitListeners(t, pool, ws, "b")
+	pool, table, holder, ws := queueOfThree(t)
 	// And so it stays while the standbys behind look, twice each.
 	c, d := looked(t, ws[1], looked(t, ws[1], ws[1].tr.len())), looked(t, ws[2], looked(t, ws[2], ws[2].tr.len()))
 	if got := listeners(t, pool, ws...); !slices.Equal(got, []string{"b"}) {
@@ -189,15 +181,7 @@ func TestAReleaseWakesOnlyTheHead(t *testing.T) {
 // further back, and is adopted within four.
 func TestThreeReleasesInARowKeepTheQueuesOrder(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.Pool(t)
-	table := pgtest.Table(t, pool)
-	holder := mustAcquire(t, newStore(t, pool, table, "a", headTimings...), "job")
-	var ws []*waiter
-	for i, name := range []string{"b", "c", "d"} {
-		ws = append(ws, stand(t, table, "job", name, headTimings...))
-		waitQueue(t, pool, table, "job", []string{"b", "c", "d"}[:i+1]...)
-	}
-	waitListeners(t, pool, ws, "b")
+	pool, table, holder, ws := queueOfThree(t)
 	// Right after c's look: c's next one is a retry interval away.
 	looked(t, ws[1], ws[1].tr.len())
 	for i, bound := range []time.Duration{time.Second, headRetry, lease.PollBehind * headRetry} {
@@ -225,4 +209,21 @@ func TestThreeReleasesInARowKeepTheQueuesOrder(t *testing.T) {
 			t.Errorf("tokens %v do not rise", runs.tokens)
 		}
 	}
+}
+
+// queueOfThree starts a holder a of "job" and standbys b, c and d queued
+// in that order, and waits until b, the head, listens.
+func queueOfThree(t *testing.T) (*pgxpool.Pool, string, *lease.Lease, []*waiter) {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool)
+	holder := mustAcquire(t, newStore(t, pool, table, "a", headTimings...), "job")
+	names := []string{"b", "c", "d"}
+	var ws []*waiter
+	for i, name := range names {
+		ws = append(ws, stand(t, table, "job", name, headTimings...))
+		waitQueue(t, pool, table, "job", names[:i+1]...)
+	}
+	waitListeners(t, pool, ws, "b")
+	return pool, table, holder, ws
 }
