@@ -128,6 +128,9 @@ func TestAReleaseHandsTheLeaseOnInQueueOrder(t *testing.T) {
 				pgtest.Eventually(t, 20*time.Second, "the head's probe", func() bool {
 					return countTrips(ws[3].tr.since(0), isProbe) > 0
 				})
+				// Every standby listens once at its start and stops
+				// behind the head, which a loaded machine may do late.
+				waitListeners(t, pool, ws, ws[3].holder)
 			}
 			first := lease.FirstExpiry(lease.DeriveTimings(10 * time.Second))
 			for i, next := range order {

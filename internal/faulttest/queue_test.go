@@ -554,8 +554,12 @@ func deadPollerAheadOfACrashedHolder(t *testing.T, flag string) {
 	p := q.enqueue("--listen=false", "--priority", "1")
 	a := q.enqueue(flag)
 	q.kill(p)
-	if got := q.queued(); !slices.Equal(got, []string{p.id, a.id}) {
-		t.Fatalf("queue %v after %s was killed, want its entry still first: [%s %s]", got, p.id, p.id, a.id)
+	// The dead poller's entry stays in the column until it lapses (a
+	// polling entry lives four TTLs, refreshed at half its life), which
+	// a loaded machine can reach before this test looks; whether it
+	// still counted when the lease expired is what a's take shows below.
+	if got := q.entries(); !slices.Contains(got, p.id) {
+		t.Fatalf("queue column %v after %s was killed, want its entry still there", got, p.id)
 	}
 	window := q.window()
 	q.kill(h)
