@@ -30,21 +30,32 @@ func parseStop(payload string) (row string, token int64, ok bool) {
 	return parts[2], token, err == nil
 }
 
-// watchStopRequests listens, while the lease is held, on its job's
-// channel for an operator's release of it (stopPayload), and has the
-// keeper renew at once when one comes: the renewal finds the lease
-// released and ends it, so that the work stops within a round trip of the
-// request rather than at the next renewal. It listens only on a session,
-// whose one connection the renewals use too (no connection more), and not
-// where listening is off or a pooler shares the server process
-// (session.ErrShared): there the next renewal finds the release, as it
-// always does. A connection lost meanwhile may have missed the request:
-// the keeper renews at once, and it listens again. It returns when ctx
-// ends (the keeper did).
+// quietStart is how long a holder holds the lease before it listens for
+// requests to stop (see watchStopRequests).
+const quietStart = time.Second
+
+// watchStopRequests listens, while the lease is held after its first
+// second (quietStart), on its job's channel for an operator's release of
+// it (stopPayload), and has the keeper renew at once when one comes, and
+// once after each LISTEN for a request that came before it: the renewal
+// finds the lease released and ends it, so that the work stops within a
+// round trip of the request rather than at the next renewal. It listens
+// only on a session, whose one connection the renewals use too (no
+// connection more), and not where listening is off or a pooler shares
+// the server process (session.ErrShared): there the next renewal finds
+// the release, as it always does. After a lost connection it listens
+// again. It returns when ctx ends (the keeper did).
 func (l *Lease) watchStopRequests(ctx context.Context) {
 	s := l.store
 	conn, ok := s.db.(*session.Conn)
 	if !ok || !s.cfg.listen {
+		return
+	}
+	// A cron run of a command that ends within a second should not pay
+	// a LISTEN and an UNLISTEN (two round trips, more through a pooler):
+	// the holder listens from its first second on, and a request that
+	// came before is found by the renewal that follows the LISTEN.
+	if (bootClock{}).Wait(ctx, quietStart) != nil {
 		return
 	}
 	channel := jobChannel(s.channel, l.job)
@@ -66,13 +77,13 @@ func (l *Lease) watchStopRequests(ctx context.Context) {
 			}
 			continue
 		}
+		// A request before the LISTEN (in the first second, or while the
+		// connection was lost) is found by a renewal after it.
+		l.renewNow()
 		l.watchOn(ctx, sub)
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		sub.Close(cctx)
 		cancel()
-		if ctx.Err() == nil {
-			l.renewNow()
-		}
 	}
 }
 
