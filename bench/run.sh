@@ -28,6 +28,11 @@ SIM_SECONDS=${SIM_SECONDS:-$([ -n "$QUICK" ] && echo 45 || echo 300)}
 # postmaster forks, and on a slow machine 250 a second saturated 2 cores
 # until connects timed out.
 SIM_START_RATE=${SIM_START_RATE:-100}
+# Directly, each start is a backend the postmaster forks and sets up,
+# which slows as the backends grow to thousands on 2 cores: at 100 a
+# second the connects of 3,000 participants queued past their 10 s
+# timeout and were retried in a storm. 25 a second lets each connect.
+SIM_DIRECT_START_RATE=${SIM_DIRECT_START_RATE:-25}
 COST_SECONDS=$([ -n "$QUICK" ] && echo 20 || echo 60)
 CENSUS_SECONDS=$([ -n "$QUICK" ] && echo 15 || echo 50)
 SWITCH_TRIALS=${SWITCH_TRIALS:-$([ -n "$QUICK" ] && echo 3 || echo 10)}
@@ -294,21 +299,26 @@ orphans_etcd=$(paste -sd+ "$W/orphans-etcd" | bc)
 
 # ---------------------------------------------------------------- switchover
 # One trial: a holder and two standbys of a job of its own, at the default
-# timings, directly; once both stand in the queue, `release --to` names the
-# second; from just before the request to the chosen standby's command
-# starting. The other standby must not start, and the holder's command
-# must be gone when the chosen one's starts.
+# timings, directly; once both stand in the queue, `release --to` names
+# the head of the queue ($1 = head: it listens) or the standby right
+# behind it ($1 = behind: it polls); from just before the request to the
+# chosen standby's command starting. The other standby must not start,
+# and the holder's command must be gone when the chosen one's starts.
+# The request comes at least 1.5 s into the holder's lease, as an
+# operator's would: a holder listens for requests from its first second.
 switchover() {
-  : >"$W/switchover"; : >"$W/switchover-wrong"
+  local out=$W/switchover-$1 standbys="chosen other"
+  [ "$1" = head ] || standbys="other chosen"
+  : >"$out"; : >>"$W/switchover-wrong"
   local i
   for i in $(seq "$SWITCH_TRIALS"); do
-    local d=$W/s job=switchover-$i; rm -rf "$d"; mkdir -p "$d"
+    local d=$W/s job=switchover-$1-$i; rm -rf "$d"; mkdir -p "$d"
     "$LW" --database-url "$DB" --job "$job" --id holder --log-level error -- \
       sh -c "echo \$\$ >$d/holder-pid; exec sleep 100000" &
-    local holder=$!
+    local holder=$! held; held=$(now_ns)
     wait_file "$d/holder-pid" "$holder"
     local pids=() who queued_by=$((SECONDS + 60))
-    for who in other chosen; do
+    for who in $standbys; do
       "$LW" --database-url "$DB" --job "$job" --id "$who" --wait --log-level error -- \
         sh -c "date +%s%N >$d/$who; exec sleep 100000" &
       pids+=($!)
@@ -319,28 +329,35 @@ switchover() {
         sleep 0.05
       done
     done
+    while [ $(( $(now_ns) - held )) -lt 1500000000 ]; do sleep 0.05; done
     local asked; asked=$(now_ns)
     "$LW" release --database-url "$DB" --job "$job" --to chosen --log-level error >/dev/null
-    # The holder hears the request at once; the chosen standby (second in
-    # the queue) takes the lease at its next look.
+    # The holder hears the request at once; the chosen standby takes the
+    # lease at once at the head, at its next look behind it.
     local deadline=$((SECONDS + 60))
     until [ -s "$d/chosen" ] || [ -s "$d/other" ] || [ $SECONDS -ge $deadline ]; do sleep 0.002; done
     if [ -s "$d/chosen" ]; then
-      echo $(( $(cat "$d/chosen") - asked )) >>"$W/switchover"
-      kill -0 "$(cat "$d/holder-pid")" 2>/dev/null && echo "trial $i: the holder's command still ran" >>"$W/switchover-wrong"
+      echo $(( $(cat "$d/chosen") - asked )) >>"$out"
+      kill -0 "$(cat "$d/holder-pid")" 2>/dev/null && echo "$1 trial $i: the holder's command still ran" >>"$W/switchover-wrong"
     else
-      echo "trial $i: $([ -s "$d/other" ] && echo "the other standby started" || echo "nothing started within 60 s")" >>"$W/switchover-wrong"
+      echo "$1 trial $i: $([ -s "$d/other" ] && echo "the other standby started" || echo "nothing started within 60 s")" >>"$W/switchover-wrong"
     fi
     sleep 0.2
-    [ -s "$d/other" ] && [ -s "$d/chosen" ] && echo "trial $i: both standbys started" >>"$W/switchover-wrong"
+    [ -s "$d/other" ] && [ -s "$d/chosen" ] && echo "$1 trial $i: both standbys started" >>"$W/switchover-wrong"
     kill "$holder" "${pids[@]}" 2>/dev/null; wait "$holder" "${pids[@]}" 2>/dev/null || true
   done
 }
-log "4/7 switchover: release --to at the default timings, $SWITCH_TRIALS trials"
-switchover
-read -r switch_med switch_worst < <(sort -n "$W/switchover" | awk '{ v[NR] = $1 } END {
-  if (NR == 0) { print "n/a n/a"; exit } printf "%.1f %.1f\n", v[int((NR + 1) / 2)] / 1e6, v[NR] / 1e6 }')
-switch_n=$(wc -l <"$W/switchover")
+log "4/7 switchover: release --to at the default timings, $SWITCH_TRIALS trials to the head of the queue and as many behind it"
+: >"$W/switchover-wrong"
+switchover head
+switchover behind
+# median and worst, in ms, of the trials in $1
+switch_stats() { sort -n "$1" | awk '{ v[NR] = $1 } END {
+  if (NR == 0) { print "n/a n/a"; exit } printf "%.1f %.1f\n", v[int((NR + 1) / 2)] / 1e6, v[NR] / 1e6 }'; }
+read -r switch_med switch_worst < <(switch_stats "$W/switchover-head")
+read -r switch_behind_med switch_behind_worst < <(switch_stats "$W/switchover-behind")
+switch_n=$(wc -l <"$W/switchover-head")
+switch_behind_n=$(wc -l <"$W/switchover-behind")
 switch_wrong=$(wc -l <"$W/switchover-wrong")
 
 # ---------------------------------------------------------------- db cost
@@ -451,7 +468,7 @@ log "6/7 simulated fleet: $SIM_DIRECT_JOBS jobs directly, $SIM_JOBS through PgBo
 "${PSQL[@]}" -c "CREATE DATABASE fleet"
 SIM_DB="postgres://postgres@127.0.0.1:$PGPORT/fleet?sslmode=disable"
 SIM_BOUNCED="postgres://postgres@127.0.0.1:$BOUNCER_PORT/fleet?sslmode=disable"
-SIM_DIRECT_CMD="fleet -start-rate $SIM_START_RATE -url DIRECT_URL -jobs $SIM_DIRECT_JOBS -duration ${SIM_SECONDS}s -postmaster PID"
+SIM_DIRECT_CMD="fleet -start-rate $SIM_DIRECT_START_RATE -url DIRECT_URL -jobs $SIM_DIRECT_JOBS -duration ${SIM_SECONDS}s -postmaster PID"
 SIM_BOUNCED_CMD="fleet -start-rate $SIM_START_RATE -url PGBOUNCER_URL -admin-url DIRECT_URL -listen=false -jobs $SIM_JOBS -duration ${SIM_SECONDS}s -postmaster PID -pgbouncer PID"
 sim() { # out, then fleet's flags
   local out=$1; shift
@@ -463,7 +480,7 @@ sim() { # out, then fleet's flags
 # Its CPU time during the direct run is reported beside the fleet's.
 kdamond_ticks() { local t=0 p; for p in $(pgrep -x 'kdamond.*' 2>/dev/null); do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo "$t"; }
 kd0=$(kdamond_ticks); kd_t0=$(now_ns)
-sim "$W/sim-direct.json" -url "$SIM_DB" -jobs "$SIM_DIRECT_JOBS"
+sim "$W/sim-direct.json" -url "$SIM_DB" -jobs "$SIM_DIRECT_JOBS" -start-rate "$SIM_DIRECT_START_RATE"
 kd1=$(kdamond_ticks); kd_t1=$(now_ns)
 KDAMOND_CPU=$(awk -v d=$((kd1 - kd0)) -v hz="$(getconf CLK_TCK)" -v ns=$((kd_t1 - kd_t0)) 'BEGIN { printf "%.2f", d / hz / (ns / 1e9) }')
 sim "$W/sim-bounced.json" -url "$SIM_BOUNCED" -admin-url "$SIM_DB" -listen=false -jobs "$SIM_JOBS" \
@@ -501,9 +518,10 @@ if what == "goals":
     print(f"| direct simulated fleet ({fleet(d)}): database CPU s per s | {d['db_cpu_per_s']:.3f} | ≤ 0.25 | {met(0 <= d['db_cpu_per_s'] <= 0.25)} |")
     print(f"| same: graceful handoff p99 | {d['handoff_ms']['p99']:.1f} ms | ≤ 100 ms | {met(d['handoff_ms']['n'] > 0 and d['handoff_ms']['p99'] <= 100)} |")
     most = d["participants"] + 100
-    # Fewer backends than wrappers may be wrappers that could not connect.
+    # Fewer backends than wrappers are wrappers that could not connect:
+    # then nothing of the run is the fleet's, and the goal is not met.
     failed = f"; {d['acquire_errors']:,} connects or acquires failed and were retried" if d["acquire_errors"] else ""
-    print(f"| same: backends held (most seen) | {d['backends_max']:,}{failed} | ≤ {most:,} (one per wrapper, and 100) | {met(0 < d['backends_max'] <= most)} |")
+    print(f"| same: backends held (most seen) | {d['backends_max']:,}{failed} | ≤ {most:,} (one per wrapper, and 100) | {met(d['participants'] <= d['backends_max'] <= most)} |")
     # The floor at the fleet's own statement rate: the ratio is how much
     # the fleet's statements cost the database above SELECT 1's.
     ratio = b["db_cpu_per_s"] / fl["db_cpu_per_s"] if fl["db_cpu_per_s"] > 0 else float("inf")
@@ -641,7 +659,8 @@ times are for orientation.
 | same: lease expiry → standby's command (worst) | $fo_late_p99 ms | ≤ 100 ms | **$(goal "$fo_late_p99 <= 100")** |
 | backends held by a leader / a standby / a scheduler (most seen, per process) | $census_leader / $census_standby / $census_sched | 1 / 1 / 1 | **$(goal "$census_leader == 1 and $census_standby == 1 and $census_sched == 1")** |
 $sim_goals
-| \`release --to\` on a direct connection, default timings: request → the chosen standby's command, median / worst ($switch_n of $SWITCH_TRIALS trials) | $switch_med / $switch_worst ms | ≤ 100 ms | **$(goal "$switch_n == $SWITCH_TRIALS and $switch_wrong == 0 and $switch_worst <= 100")** |
+| \`release --to\` the head of the queue, on a direct connection, default timings: request → the chosen standby's command, median / worst ($switch_n of $SWITCH_TRIALS trials) | $switch_med / $switch_worst ms | ≤ 100 ms | **$(goal "$switch_n == $SWITCH_TRIALS and $switch_wrong == 0 and $switch_worst <= 100")** |
+| same, to the standby right behind the head (it polls: only the head listens) | $switch_behind_med / $switch_behind_worst ms | ≤ 2000 ms (one retry interval) | **$(goal "$switch_behind_n == $SWITCH_TRIALS and $switch_wrong == 0 and $switch_behind_worst <= 2000")** |
 | one leader + one \`--wait\` standby, transactions committed per minute | $commits_pm | ≤ 10 | **$(goal "$commits_pm <= 10")** |
 | same, transaction ids per minute | $xids_pm | ≤ 5 | **$(goal "$xids_pm <= 5")** |
 | two holders of one job at once, any fleet (both simulated fleets, both fleets of wrappers, the switchovers) | $two_holders | 0 | **$(goal "$two_holders == 0")** |
@@ -752,14 +771,20 @@ waits for the next poll.
 ### A switchover: \`release --to\`
 
 A holder and two \`--wait\` standbys of one job, connected directly, at
-the default timings (TTL 45 s, renew 15 s); once both stand in the queue,
-\`leasewrap release --job J --to B\` names the second: from just before
-the request to B's command starting ($switch_n of $SWITCH_TRIALS trials
-completed; each a job of its own).
+the default timings (TTL 45 s, renew 15 s, retry 2 s); once both stand in
+the queue, and 1.5 s into the holder's lease, \`leasewrap release --job J
+--to B\` names the head of the queue, or the standby right behind it:
+from just before the request to B's command starting (each trial a job
+of its own). The head listens and takes the lease in the statement's
+wake; the standby behind it polls (only the head of a queue listens) and
+takes it at its next look, within a retry interval.
 
-| | median (ms) | worst (ms) | trials that went wrong |
+| chosen standby | trials completed | median (ms) | worst (ms) |
 |---|---|---|---|
-| request → the chosen standby's command | $switch_med | $switch_worst | $switch_wrong |
+| the head of the queue | $switch_n of $SWITCH_TRIALS | $switch_med | $switch_worst |
+| right behind the head | $switch_behind_n of $SWITCH_TRIALS | $switch_behind_med | $switch_behind_worst |
+
+Trials that went wrong: $switch_wrong.
 
 A trial goes wrong if the other standby starts, if nothing starts within
 60 s, or if the holder's command still runs when the chosen standby's has
@@ -854,14 +879,14 @@ machine).
 ## 6. A simulated fleet at the default timings
 
 \`bench/fleet\` runs the \`lease\` package in one process, each participant a
-goroutine that is what one \`leasewrap --wait\` is: a pool of its own built
-from \`lease.Connect\`'s configuration (with a tracer that counts its
-statements added), a Store with the default timings (TTL 45 s, renew 15 s,
+goroutine that is what one \`leasewrap --wait\` is: one connection of its
+own, as \`lease.ConnectSession\` configures it (with a tracer that counts
+its statements added), a Store with the default timings (TTL 45 s, renew 15 s,
 grace 10 s, retry 2 s) and a holder id of its own. Nothing is shared between
 participants but the process, so PostgreSQL (or PgBouncer) sees the
 connections and statements that as many separate wrappers would send.
 Every job has one leader and nine standbys, started at $SIM_START_RATE a
-second. After every job has a leader
+second through PgBouncer and $SIM_DIRECT_START_RATE directly. After every job has a leader
 and 15 s more, the fleet is measured for ${SIM_SECONDS} s; meanwhile a tenth of
 the jobs lose their leader to a crash (its connections close without a
 release, the lease is left to expire) and a fifth have theirs released, at
