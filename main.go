@@ -16,11 +16,15 @@ import (
 	_ "time/tzdata"
 )
 
-func main() {
+func main() { os.Exit(run()) }
+
+// run is leasewrap, from its first instruction to its exit status: main's,
+// and the test binary's when the scripts in testdata/ run it as leasewrap.
+func run() int {
 	// First of all, before a setting is read or a command started: the
 	// command, and any process of the same user, cannot read leasewrap's
 	// environment (a password) or memory. It cannot fail on Linux, and
 	// other systems have no such switch (see docs/guarantees.md).
 	_ = signals.Undumpable()
-	os.Exit(command.Run(os.Args, os.Stdout, os.Stderr))
+	return command.Run(os.Args, os.Stdout, os.Stderr)
 }

@@ -18,14 +18,14 @@ type Admin struct {
 	Opts StoreOptions
 	Log  zerolog.Logger
 	DB   *Database
-	// read answers the read-only questions; it never creates, alters or
+	// Read answers the read-only questions; it never creates, alters or
 	// migrates anything, so status, history, check and the exporter open
 	// no Store at all.
 	Read *inspect.Reader
 }
 
 // OpenAdmin reads the store settings of a subcommand and opens the reader.
-// The caller closes a.db.
+// The caller closes a.DB.
 func OpenAdmin(c *cli.Context) (*Admin, error) {
 	if err := NoArgs(c); err != nil {
 		return nil, err
@@ -86,8 +86,8 @@ func OperatorStore(c *cli.Context, s Settings, who string) (*lease.Store, *Admin
 	return store, a, nil
 }
 
-// Operator is who acts in an operator's command (pause, release): the
-// operator's user name at this host.
+// Operator is who acts in an operator's command (pause, resume, release):
+// the operator's user name at this host.
 func Operator() string {
 	name := "unknown"
 	if u, err := user.Current(); err == nil && u.Username != "" {
