@@ -407,7 +407,7 @@ func (w *wrapper) take(ctx context.Context) (*lease.Lease, error) {
 	said := false
 	for err != nil && ctx.Err() == nil {
 		switch {
-		case awaitable(err):
+		case lease.Awaitable(err):
 			// A standby stands by for the database too: one restarting, or
 			// failing over (its hosts read-only until one is promoted), must
 			// not make every replica exit (a crash loop in a container).
@@ -429,11 +429,6 @@ func (w *wrapper) take(ctx context.Context) (*lease.Lease, error) {
 	}
 	return l, causeOf(ctx, err)
 }
-
-// awaitable reports whether the first attempt of a --wait standby or a
-// scheduler failed in a way that waiting may mend: the database could not
-// be reached, or took no writes.
-func awaitable(err error) bool { return lease.Unreachable(err) || lease.ReadOnly(err) }
 
 // unconfirmable reports whether a --wait standby's attempt was refused
 // under --require-replicated for want of a standby streaming from the
@@ -472,7 +467,7 @@ func (w *wrapper) reach(ctx context.Context, err error) error {
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case !awaitable(err):
+		case !lease.Awaitable(err):
 			return err
 		}
 		w.mon.Unreachable(err)

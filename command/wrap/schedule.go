@@ -130,7 +130,7 @@ func (sc *scheduler) register(ctx context.Context) (lease.Registration, error) {
 		sig, err := w.watchSignals(ctx, func(ctx context.Context) error {
 			var err error
 			reg, err = w.store.Register(ctx, w.o.job, w.o.sched.Spec(), w.o.sched.ZoneRules)
-			if !awaitable(err) || w.o.once {
+			if !lease.Awaitable(err) || w.o.once {
 				return causeOf(ctx, err)
 			}
 			if w.o.waitTimeout > 0 {
@@ -557,7 +557,7 @@ func (sc *scheduler) failed(err error) (time.Duration, error) {
 	if sc.w.o.once {
 		return 0, sc.w.db.Unavailable(err, sc.log)
 	}
-	if awaitable(err) {
+	if lease.Awaitable(err) {
 		sc.mon.Unreachable(err)
 	}
 	denied := errors.Is(err, lease.ErrPermission)
