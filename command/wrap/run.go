@@ -73,7 +73,7 @@ func Action(c *cli.Context, child []string, hasChild bool) error {
 	}
 	w := &wrapper{o: o, log: log, db: db, store: store, mon: mon, sigs: sigs, children: runner.NewSupervisor()}
 	if o.sched != nil {
-		return w.runScheduled(c.Context, path, mon)
+		return w.runScheduled(c.Context, path)
 	}
 	l, err := w.acquire(c.Context)
 	if err != nil {
@@ -544,12 +544,18 @@ func (w *wrapper) stoppedBySignal(l *lease.Lease, sig os.Signal, log zerolog.Log
 	switch {
 	case l != nil && !l.ScheduledAt().IsZero():
 		// The time is claimed: the history says why it did not run.
-		logRelease(l.AbandonWith(context.Background(), lease.End{Outcome: lease.OutcomeStopped, StoppedBy: signalStop(sig)}), log)
+		abandonStopped(l, sig, log)
 	case l != nil:
 		logRelease(l.Abandon(context.Background()), log)
 	}
 	log.Info().Str("signal", sig.String()).Msg("stopped by signal before the command started")
 	return cmdutil.ExitWith(cmdutil.ExitSignalBase + signals.Number(sig))
+}
+
+// abandonStopped hands back l unused, taken just as sig, a signal to end
+// leasewrap, came: the history records the run stopped by sig.
+func abandonStopped(l *lease.Lease, sig os.Signal, log zerolog.Logger) {
+	logRelease(l.AbandonWith(context.Background(), lease.End{Outcome: lease.OutcomeStopped, StoppedBy: signalStop(sig)}), log)
 }
 
 // logFinish logs how handing the lease back after a run went: one handed
