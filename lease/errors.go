@@ -223,6 +223,11 @@ func Unreachable(err error) bool {
 // read-only by default.
 func ReadOnly(err error) bool { return pgerr.ReadOnly(err) }
 
+// Awaitable reports whether waiting may mend err: the database could not
+// be reached (Unreachable), or took no writes (ReadOnly). A --wait standby
+// and a scheduler stand by for the database through such a failure.
+func Awaitable(err error) bool { return Unreachable(err) || ReadOnly(err) }
+
 // serverErrors lists the server's errors in err's tree: every joined
 // attempt's, where errors.As would find the first alone.
 func serverErrors(err error) []*pgconn.PgError {

@@ -2,8 +2,7 @@ package cmdutil
 
 import "time"
 
-// Small helpers on values that the commands, the scheduler and the views
-// share.
+// Small helpers on values that the commands and the views share.
 
 // MaxTime is the later of a and b.
 func MaxTime(a, b time.Time) time.Time {

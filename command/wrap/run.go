@@ -73,7 +73,7 @@ func Action(c *cli.Context, child []string, hasChild bool) error {
 	}
 	w := &wrapper{o: o, log: log, db: db, store: store, mon: mon, sigs: sigs, children: runner.NewSupervisor()}
 	if o.sched != nil {
-		return w.runScheduled(c.Context, path, mon)
+		return w.runScheduled(c.Context, path)
 	}
 	l, err := w.acquire(c.Context)
 	if err != nil {
@@ -407,7 +407,7 @@ func (w *wrapper) take(ctx context.Context) (*lease.Lease, error) {
 	said := false
 	for err != nil && ctx.Err() == nil {
 		switch {
-		case awaitable(err):
+		case lease.Awaitable(err):
 			// A standby stands by for the database too: one restarting, or
 			// failing over (its hosts read-only until one is promoted), must
 			// not make every replica exit (a crash loop in a container).
@@ -429,11 +429,6 @@ func (w *wrapper) take(ctx context.Context) (*lease.Lease, error) {
 	}
 	return l, causeOf(ctx, err)
 }
-
-// awaitable reports whether the first attempt of a --wait standby or a
-// scheduler failed in a way that waiting may mend: the database could not
-// be reached, or took no writes.
-func awaitable(err error) bool { return lease.Unreachable(err) || lease.ReadOnly(err) }
 
 // unconfirmable reports whether a --wait standby's attempt was refused
 // under --require-replicated for want of a standby streaming from the
@@ -472,7 +467,7 @@ func (w *wrapper) reach(ctx context.Context, err error) error {
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case !awaitable(err):
+		case !lease.Awaitable(err):
 			return err
 		}
 		w.mon.Unreachable(err)
@@ -549,12 +544,18 @@ func (w *wrapper) stoppedBySignal(l *lease.Lease, sig os.Signal, log zerolog.Log
 	switch {
 	case l != nil && !l.ScheduledAt().IsZero():
 		// The time is claimed: the history says why it did not run.
-		logRelease(l.AbandonWith(context.Background(), lease.End{Outcome: lease.OutcomeStopped, StoppedBy: signalStop(sig)}), log)
+		abandonStopped(l, sig, log)
 	case l != nil:
 		logRelease(l.Abandon(context.Background()), log)
 	}
 	log.Info().Str("signal", sig.String()).Msg("stopped by signal before the command started")
 	return cmdutil.ExitWith(cmdutil.ExitSignalBase + signals.Number(sig))
+}
+
+// abandonStopped hands back l unused, taken just as sig, a signal to end
+// leasewrap, came: the history records the run stopped by sig.
+func abandonStopped(l *lease.Lease, sig os.Signal, log zerolog.Logger) {
+	logRelease(l.AbandonWith(context.Background(), lease.End{Outcome: lease.OutcomeStopped, StoppedBy: signalStop(sig)}), log)
 }
 
 // logFinish logs how handing the lease back after a run went: one handed

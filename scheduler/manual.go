@@ -1,11 +1,10 @@
-package wrap
+package scheduler
 
 import (
 	"context"
 	"errors"
 	"time"
 
-	"github.com/redbite/leasewrap/command/cmdutil"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/schedule"
 )
@@ -21,8 +20,8 @@ import (
 // look for and the lease is free, and returns how long to wait before the
 // next step (wait, the step's own, or less when a request waits).
 func (sc *scheduler) manual(ctx context.Context, wait time.Duration) (time.Duration, error) {
-	o := sc.w.o
-	retry := o.timings.RetryInterval
+	cfg := sc.cfg
+	retry := cfg.Timings.RetryInterval
 	if !sc.requests.Listening() {
 		// Polling: the next look comes within the retry interval.
 		wait = min(wait, retry)
@@ -31,14 +30,14 @@ func (sc *scheduler) manual(ctx context.Context, wait time.Duration) (time.Durat
 		return wait, nil
 	}
 	var r lease.Requested
-	sig, err := sc.w.watchSignals(ctx, func(ctx context.Context) error {
+	sig, err := cfg.Host.WatchSignals(ctx, func(ctx context.Context) error {
 		var err error
-		r, err = sc.w.store.TakeRequested(ctx, o.job, o.sched.Spec())
+		r, err = cfg.Store.TakeRequested(ctx, cfg.Job, cfg.Schedule.Spec())
 		return err
 	})
 	if sig != nil {
 		if r.Lease != nil {
-			logRelease(r.Lease.AbandonWith(context.Background(), lease.End{Outcome: lease.OutcomeStopped, StoppedBy: signalStop(sig)}), sc.log)
+			cfg.Host.Abandon(r.Lease, sig, sc.log)
 		}
 		return 0, &stopSignal{sig}
 	}
@@ -72,16 +71,16 @@ func (sc *scheduler) manual(ctx context.Context, wait time.Duration) (time.Durat
 func (sc *scheduler) runRequested(r lease.Requested) error {
 	log := sc.log.With().Time("requested_at", r.At).Logger()
 	log.Info().Msg("running the job now, as requested (manual run)")
-	sc.mon.Leading(r.Lease)
-	err := sc.runLease(r.Lease)
-	sc.mon.NotLeading()
+	sc.cfg.Monitor.Leading(r.Lease)
+	ended, err := sc.cfg.Host.RunLease(r.Lease)
+	sc.cfg.Monitor.NotLeading()
 	sc.runs++
-	sc.ran = err
+	sc.ran, sc.ended = err, ended
 	// Another request may wait behind this one.
 	sc.requests.Again()
-	if sc.w.endSignal != nil {
+	if sc.ended != nil {
 		if err == nil {
-			err = &stopSignal{sc.w.endSignal}
+			err = &stopSignal{sc.ended}
 		}
 		return err
 	}
@@ -89,7 +88,7 @@ func (sc *scheduler) runRequested(r lease.Requested) error {
 		log.Warn().Err(err).Msg("the requested run failed")
 	}
 	var during []lease.Missed
-	for _, t := range sc.w.o.sched.Between(cmdutil.MaxTime(sc.last, r.Now), sc.clock.now(), schedule.DefaultMaxRuns) {
+	for _, t := range sc.cfg.Schedule.Between(maxTime(sc.last, r.Now), sc.clock.now(), schedule.DefaultMaxRuns) {
 		during = append(during, lease.Missed{At: t})
 	}
 	if len(during) > 0 {

@@ -1,4 +1,4 @@
-package wrap
+package scheduler
 
 import (
 	"context"
@@ -8,9 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/redbite/leasewrap/command/cmdutil"
 	"github.com/redbite/leasewrap/lease"
-	"github.com/redbite/leasewrap/monitor"
 	"github.com/redbite/leasewrap/schedule"
 	"github.com/redbite/leasewrap/signals"
 )
@@ -27,12 +25,8 @@ const maxIdleWait = time.Minute
 // instance runs one, and each time is run by one of them (the claims
 // table decides), or recorded as missed or skipped.
 type scheduler struct {
-	w   *wrapper
-	mon *monitor.Monitor
+	cfg Config
 	log zerolog.Logger
-	// runLease runs the command under a lease taken for a scheduled time
-	// and hands the lease back (wrapper.runChild; a test runs nothing).
-	runLease func(*lease.Lease) error
 	// clock estimates the database's clock between answers.
 	clock planClock
 	// last is the latest scheduled time this instance knows accounted for
@@ -42,6 +36,9 @@ type scheduler struct {
 	// exit status as an error, for --once's.
 	runs int
 	ran  error
+	// ended is the signal to end leasewrap that stopped the last run, if
+	// one did: the scheduler ends with it.
+	ended os.Signal
 	// until, with --once, is the database's time when it started, or the
 	// time just due when that comes due within schedule.DefaultEarly: it
 	// plans only the times due by then, as the next crontab line runs those
@@ -83,20 +80,6 @@ func (c *dbClock) set(now time.Time) {
 
 func (c *dbClock) now() time.Time { return c.at.Add(c.local.Now() - c.seen) }
 
-// runScheduled is the main command with --schedule: it never returns by
-// itself, except with --once after the time just due.
-func (w *wrapper) runScheduled(ctx context.Context, path string, mon *monitor.Monitor) error {
-	sc := newScheduler(w, path, mon, &dbClock{local: lease.BootClock()})
-	for {
-		err := sc.runRegistered(ctx)
-		if !errors.Is(err, errScheduleChanged) {
-			return err
-		}
-		// The job's schedule was changed under this scheduler (leasewrap
-		// reschedule): it stands by until its own is the job's again.
-	}
-}
-
 // errScheduleChanged ends a scheduler's loop when the job's schedule is
 // no longer this instance's.
 var errScheduleChanged = errors.New("the job's schedule changed")
@@ -109,42 +92,44 @@ var errReached = errors.New("reached the database")
 // scheduler whose schedule is not the job's (another, or the same with
 // other zone data) stands by, running nothing, until it is: a rolling
 // change of the schedule goes on without a crash loop, and the operator
-// switches the job with leasewrap reschedule. A --once line refuses (64).
+// switches the job with leasewrap reschedule. A --once line refuses (a
+// *RefusedError).
 //
 // A scheduler is a service: one that cannot reach the database, or finds
 // it taking no writes (a restart, a failover under way), stands by for it
-// as a --wait standby does (reach), until --wait-timeout (124) if given; a
-// Deployment of schedulers must not crash-loop through a database restart.
-// A database that refuses it for good (no such database, a failed
-// password) and a --once line exit 69.
+// as a --wait standby does (Host.Reach), until Config.WaitTimeout
+// (ErrWaitTimeout) if given; a Deployment of schedulers must not
+// crash-loop through a database restart. A database that refuses it for
+// good (no such database, a failed password), and any failure of a --once
+// line, end it (an *UnavailableError).
 func (sc *scheduler) register(ctx context.Context) (lease.Registration, error) {
-	w := sc.w
+	cfg := sc.cfg
 	standing := false
 	// --wait-timeout bounds the standing by for the database, from the
 	// first time it could not be reached: not a wait for the job's
 	// schedule to become this instance's, nor a slow registration.
 	var giveUpAt time.Time
 	for {
-		sc.mon.Turned()
+		cfg.Monitor.Turned()
 		var reg lease.Registration
-		sig, err := w.watchSignals(ctx, func(ctx context.Context) error {
+		sig, err := cfg.Host.WatchSignals(ctx, func(ctx context.Context) error {
 			var err error
-			reg, err = w.store.Register(ctx, w.o.job, w.o.sched.Spec(), w.o.sched.ZoneRules)
-			if !awaitable(err) || w.o.once {
-				return causeOf(ctx, err)
+			reg, err = cfg.Store.Register(ctx, cfg.Job, cfg.Schedule.Spec(), cfg.Schedule.ZoneRules)
+			if !lease.Awaitable(err) || cfg.Once {
+				return err
 			}
-			if w.o.waitTimeout > 0 {
+			if cfg.WaitTimeout > 0 {
 				if giveUpAt.IsZero() {
-					giveUpAt = time.Now().Add(w.o.waitTimeout)
+					giveUpAt = time.Now().Add(cfg.WaitTimeout)
 				}
 				var cancel context.CancelFunc
-				ctx, cancel = context.WithDeadlineCause(ctx, giveUpAt, errWaitTimeout)
+				ctx, cancel = context.WithDeadlineCause(ctx, giveUpAt, ErrWaitTimeout)
 				defer cancel()
 			}
-			if err = w.reach(ctx, err); err == nil {
+			if err = cfg.Host.Reach(ctx, err); err == nil {
 				return errReached
 			}
-			return causeOf(ctx, err)
+			return err
 		})
 		if sig != nil {
 			return reg, &stopSignal{sig}
@@ -153,22 +138,22 @@ func (sc *scheduler) register(ctx context.Context) (lease.Registration, error) {
 		switch {
 		case errors.Is(err, errReached):
 			continue
-		case errors.Is(err, errWaitTimeout):
-			return reg, w.gaveUp()
-		case errors.As(err, &se) && w.o.once:
-			return reg, cmdutil.Usagef("refusing %s %q: %v", "--schedule", w.o.sched.Spec(), err)
+		case errors.Is(err, ErrWaitTimeout):
+			return reg, ErrWaitTimeout
+		case errors.As(err, &se) && cfg.Once:
+			return reg, &RefusedError{Err: err}
 		case errors.As(err, &se):
 			if !standing {
-				sc.log.Warn().Err(err).Str("reschedule", "leasewrap reschedule --job "+w.o.job+" --schedule '"+w.o.sched.Spec()+"'").
+				sc.log.Warn().Err(err).Str("reschedule", "leasewrap reschedule --job "+cfg.Job+" --schedule '"+cfg.Schedule.Spec()+"'").
 					Msg("standing by: the job runs on another schedule; this instance runs nothing until the job's is its own")
 				standing = true
 			}
-			if sig := sc.sleep(w.o.timings.RetryInterval); sig != nil {
+			if sig := sc.sleep(cfg.Timings.RetryInterval); sig != nil {
 				return reg, &stopSignal{sig}
 			}
 			continue
 		case err != nil:
-			return reg, w.db.Unavailable(err, w.log)
+			return reg, &UnavailableError{Err: err, Log: cfg.Log}
 		}
 		if standing {
 			sc.log.Info().Msg("the job's schedule is this instance's: scheduling")
@@ -180,7 +165,7 @@ func (sc *scheduler) register(ctx context.Context) (lease.Registration, error) {
 // runRegistered registers the schedule, then runs the scheduled times,
 // until a signal, the end of --once, or errScheduleChanged.
 func (sc *scheduler) runRegistered(ctx context.Context) error {
-	w := sc.w
+	cfg := sc.cfg
 	reg, err := sc.register(ctx)
 	var stop *stopSignal
 	switch {
@@ -191,16 +176,16 @@ func (sc *scheduler) runRegistered(ctx context.Context) error {
 	}
 	sc.clock.set(reg.Now)
 	sc.until = reg.Now
-	if w.o.once {
+	if cfg.Once {
 		sc.onceAt(reg.Now)
 	}
 	sc.last = sc.start(reg)
-	next := sc.w.o.sched.Next(sc.last)
-	if !w.o.once {
+	next := cfg.Schedule.Next(sc.last)
+	if !cfg.Once {
 		// Requests to run now (leasewrap trigger, manual.go) made before
 		// it listened are looked for first: once started, an idle
 		// scheduler sends no statement.
-		sc.requests = w.store.WatchRequests(ctx, w.o.job)
+		sc.requests = cfg.Store.WatchRequests(ctx, cfg.Job)
 		defer func() { sc.requests.Close(); sc.requests = nil }()
 		if _, stop := sc.manual(ctx, 0); stop != nil {
 			return sc.exit(stop)
@@ -212,9 +197,9 @@ func (sc *scheduler) runRegistered(ctx context.Context) error {
 	}
 	ev.Msg("scheduler started")
 	for {
-		sc.mon.Turned()
+		cfg.Monitor.Turned()
 		wait, stop := sc.step(ctx)
-		if stop == nil && !w.o.once {
+		if stop == nil && !cfg.Once {
 			wait, stop = sc.manual(ctx, wait)
 		}
 		if errors.Is(stop, errScheduleChanged) {
@@ -229,9 +214,9 @@ func (sc *scheduler) runRegistered(ctx context.Context) error {
 	}
 }
 
-func newScheduler(w *wrapper, path string, mon *monitor.Monitor, clock planClock) *scheduler {
-	return &scheduler{w: w, mon: mon, clock: clock, log: w.log.With().Str("schedule", w.o.sched.Spec()).Logger(),
-		runLease: func(l *lease.Lease) error { return w.runChild(path, l, mon) }}
+// newScheduler is a scheduler of cfg planning on clock.
+func newScheduler(cfg Config, clock planClock) *scheduler {
+	return &scheduler{cfg: cfg, clock: clock, log: cfg.Log.With().Str("schedule", cfg.Schedule.Spec()).Logger()}
 }
 
 // start is the time a scheduler accounts from: the job's latest claim,
@@ -242,20 +227,20 @@ func (sc *scheduler) start(reg lease.Registration) time.Time {
 	if !reg.Latest.IsZero() {
 		return reg.Latest
 	}
-	s, now := sc.w.o.sched, reg.Now
-	if sc.w.o.once {
+	s, now := sc.cfg.Schedule, reg.Now
+	if sc.cfg.Once {
 		if !sc.due.IsZero() && !sc.due.After(now) {
 			return sc.due.Add(-time.Nanosecond)
 		}
 		return now
 	}
-	p := s.Plan(time.Time{}, now, schedule.CatchUp{Policy: schedule.CatchUpLatest, Window: sc.w.o.catchUp.Window, MaxMissed: 1})
+	p := s.Plan(time.Time{}, now, schedule.CatchUp{Policy: schedule.CatchUpLatest, Window: sc.cfg.CatchUp.Window, MaxMissed: 1})
 	if len(p.Run) == 0 {
 		return now
 	}
 	latest := p.Run[len(p.Run)-1]
 	before := latest.Add(-time.Nanosecond)
-	if sc.w.o.once || len(s.Plan(before, now, schedule.CatchUp{Policy: schedule.CatchUpNone}).Run) > 0 {
+	if sc.cfg.Once || len(s.Plan(before, now, schedule.CatchUp{Policy: schedule.CatchUpNone}).Run) > 0 {
 		return before
 	}
 	return latest
@@ -263,10 +248,10 @@ func (sc *scheduler) start(reg lease.Registration) time.Time {
 
 // step accounts for the times due by now: it records the missed ones and
 // runs (or finds claimed) the ones to run, in order. It returns how long
-// to wait before the next step, or the error to exit with.
+// to wait before the next step, or the error to end with.
 func (sc *scheduler) step(ctx context.Context) (time.Duration, error) {
-	o := sc.w.o
-	plan := o.sched.Plan(sc.last, sc.planNow(), sc.catchUp())
+	s := sc.cfg.Schedule
+	plan := s.Plan(sc.last, sc.planNow(), sc.catchUp())
 	if missed, count := missedOf(plan); len(missed) > 0 {
 		if err := sc.record(ctx, lease.OutcomeMissed, missed, count); err != nil {
 			return sc.failed(err)
@@ -276,7 +261,7 @@ func (sc *scheduler) step(ctx context.Context) (time.Duration, error) {
 		// The newest time, when nothing is due after it, is the one due
 		// now: a lease held then means the previous run still goes, and
 		// the time is skipped. An older one waits for the holder.
-		latest := i == len(plan.Run)-1 && o.sched.Next(at).After(sc.planNow())
+		latest := i == len(plan.Run)-1 && s.Next(at).After(sc.planNow())
 		runs := sc.runs
 		wait, done, err := sc.take(ctx, at, latest)
 		if err != nil || !done {
@@ -295,9 +280,9 @@ func (sc *scheduler) step(ctx context.Context) (time.Duration, error) {
 // schedule.DefaultEarly, as a crontab line fires on the minute on a host
 // whose clock may be ahead of the database's.
 func (sc *scheduler) onceAt(now time.Time) {
-	if due, ok := sc.w.o.sched.JustDue(now, schedule.DefaultGrace, schedule.DefaultEarly); ok {
+	if due, ok := sc.cfg.Schedule.JustDue(now, schedule.DefaultGrace, schedule.DefaultEarly); ok {
 		sc.due = due
-		sc.until = cmdutil.MaxTime(now, due)
+		sc.until = maxTime(now, due)
 	}
 }
 
@@ -306,7 +291,7 @@ func (sc *scheduler) onceAt(now time.Time) {
 // there is more to do at once (a take to ask again) or while the time
 // just due is still to come.
 func (sc *scheduler) onceDone(wait time.Duration) bool {
-	return sc.w.o.once && wait > 0 && sc.w.o.sched.Next(sc.last).After(sc.until)
+	return sc.cfg.Once && wait > 0 && sc.cfg.Schedule.Next(sc.last).After(sc.until)
 }
 
 // catchUp is the catch-up policy the plans use. A --once line runs only
@@ -314,8 +299,8 @@ func (sc *scheduler) onceDone(wait time.Duration) bool {
 // runs no time it did not fire for: it records older ones missed, as
 // --catch-up none does.
 func (sc *scheduler) catchUp() schedule.CatchUp {
-	c := sc.w.o.catchUp
-	if sc.w.o.once {
+	c := sc.cfg.CatchUp
+	if sc.cfg.Once {
 		c.Policy = schedule.CatchUpNone
 	}
 	return c
@@ -324,14 +309,14 @@ func (sc *scheduler) catchUp() schedule.CatchUp {
 // untilNext is how long until the next scheduled time, on the database's
 // clock (0 when one is due already; with --once, due by its start).
 func (sc *scheduler) untilNext() time.Duration {
-	return max(sc.w.o.sched.Next(sc.last).Sub(sc.planNow()), 0)
+	return max(sc.cfg.Schedule.Next(sc.last).Sub(sc.planNow()), 0)
 }
 
 // planNow is the database's time as far as planning goes: with --once, no
 // later than its start.
 func (sc *scheduler) planNow() time.Time {
 	now := sc.clock.now()
-	if sc.w.o.once && now.After(sc.until) {
+	if sc.cfg.Once && now.After(sc.until) {
 		return sc.until
 	}
 	return now
@@ -360,9 +345,9 @@ func (sc *scheduler) record(ctx context.Context, outcome string, times []lease.M
 		n           int
 		now, latest time.Time
 	)
-	sig, err := sc.w.watchSignals(ctx, func(ctx context.Context) error {
+	sig, err := sc.cfg.Host.WatchSignals(ctx, func(ctx context.Context) error {
 		var err error
-		n, now, latest, err = sc.w.store.RecordMissed(ctx, sc.w.o.job, outcome, times)
+		n, now, latest, err = sc.cfg.Store.RecordMissed(ctx, sc.cfg.Job, outcome, times)
 		return err
 	})
 	if sig != nil {
@@ -413,16 +398,16 @@ func (s *stopSignal) Error() string { return "stopped by signal " + s.sig.String
 // that the time is accounted for; when it is not, wait says when to try
 // again.
 func (sc *scheduler) take(ctx context.Context, at time.Time, latest bool) (wait time.Duration, done bool, _ error) {
-	o := sc.w.o
+	cfg := sc.cfg
 	var c lease.Claim
-	sig, err := sc.w.watchSignals(ctx, func(ctx context.Context) error {
+	sig, err := cfg.Host.WatchSignals(ctx, func(ctx context.Context) error {
 		var err error
-		c, err = sc.w.store.TakeScheduled(ctx, o.job, o.sched.Spec(), at, latest)
+		c, err = cfg.Store.TakeScheduled(ctx, cfg.Job, cfg.Schedule.Spec(), at, latest)
 		return err
 	})
 	if sig != nil {
 		if c.Lease != nil {
-			logRelease(c.Lease.AbandonWith(context.Background(), lease.End{Outcome: lease.OutcomeStopped, StoppedBy: signalStop(sig)}), sc.log)
+			cfg.Host.Abandon(c.Lease, sig, sc.log)
 		}
 		return 0, false, &stopSignal{sig}
 	}
@@ -431,13 +416,11 @@ func (sc *scheduler) take(ctx context.Context, at time.Time, latest bool) (wait 
 		slotsErr *lease.SlotsError
 	)
 	switch {
-	case errors.As(err, &se) && !o.once:
+	case errors.As(err, &se) && !cfg.Once:
 		sc.log.Warn().Err(err).Msg("the job's schedule changed under this scheduler")
 		return 0, false, errScheduleChanged
-	case errors.As(err, &se):
-		return 0, false, cmdutil.Usagef("refusing %s %q: %v", "--schedule", o.sched.Spec(), err)
-	case errors.As(err, &slotsErr):
-		return 0, false, cmdutil.Usagef("refusing %s %q: %v", "--schedule", o.sched.Spec(), err)
+	case errors.As(err, &se), errors.As(err, &slotsErr):
+		return 0, false, &RefusedError{Err: err}
 	case err != nil:
 		wait, err := sc.failed(err)
 		return wait, false, err
@@ -463,8 +446,8 @@ func (sc *scheduler) take(ctx context.Context, at time.Time, latest bool) (wait 
 		log.Debug().Str("current_holder", c.Held.Holder).Msg("a late time waits: the lease is held")
 		// Look again when the lease would expire (at least the retry
 		// interval on), or at the next time if that comes first.
-		next := max(o.sched.Next(sc.clock.now()).Sub(sc.clock.now()), time.Millisecond)
-		return min(next, max(c.Held.ExpiresIn, o.timings.RetryInterval)), false, nil //nolint:nilerr // a held lease is no failure: the time waits
+		next := max(cfg.Schedule.Next(sc.clock.now()).Sub(sc.clock.now()), time.Millisecond)
+		return min(next, max(c.Held.ExpiresIn, cfg.Timings.RetryInterval)), false, nil //nolint:nilerr // a held lease is no failure: the time waits
 	}
 	// Another instance took the lease after the statement's snapshot: ask
 	// again, now that its take has committed.
@@ -485,16 +468,16 @@ var claimMessages = map[string]string{
 // records the times that came due while it held the lease as skipped.
 func (sc *scheduler) run(c lease.Claim, at time.Time, log zerolog.Logger) error {
 	taken := sc.clock.now() // c.Now, as take set the clock to it
-	sc.mon.Leading(c.Lease)
-	err := sc.runLease(c.Lease)
-	sc.mon.NotLeading()
+	sc.cfg.Monitor.Leading(c.Lease)
+	ended, err := sc.cfg.Host.RunLease(c.Lease)
+	sc.cfg.Monitor.NotLeading()
 	held := sc.heldUntil(c.Lease)
 	sc.last = at
 	sc.runs++
-	sc.ran = err
-	if sc.w.endSignal != nil {
+	sc.ran, sc.ended = err, ended
+	if sc.ended != nil {
 		if err == nil {
-			err = &stopSignal{sc.w.endSignal}
+			err = &stopSignal{sc.ended}
 		}
 		return err
 	}
@@ -511,8 +494,8 @@ func (sc *scheduler) run(c lease.Claim, at time.Time, log zerolog.Logger) error 
 	// plan decides them. With --once, those after its start are the next
 	// crontab line's.
 	var during []lease.Missed
-	if sc.w.o.sched.Next(at).After(taken) {
-		for _, t := range sc.w.o.sched.Between(cmdutil.MaxTime(at, taken), cmdutil.MinTime(held, sc.planNow()), schedule.DefaultMaxRuns) {
+	if sc.cfg.Schedule.Next(at).After(taken) {
+		for _, t := range sc.cfg.Schedule.Between(maxTime(at, taken), minTime(held, sc.planNow()), schedule.DefaultMaxRuns) {
 			during = append(during, lease.Missed{At: t})
 		}
 	}
@@ -527,11 +510,11 @@ func (sc *scheduler) run(c lease.Claim, at time.Time, log zerolog.Logger) error 
 	// Claims are kept as long as the runs (a pruned time stays accounted
 	// for: the job's mark covers it), and at least the catch-up window, so
 	// that status and check still show how each time in it went.
-	keep := max(sc.w.o.historyKeep, sc.w.o.catchUp.Window)
-	if sc.w.o.historyKeep == 0 {
+	keep := max(sc.cfg.HistoryKeep, sc.cfg.CatchUp.Window)
+	if sc.cfg.HistoryKeep == 0 {
 		keep = 0
 	}
-	if err := sc.w.store.PruneClaims(context.Background(), sc.w.o.job, keep); err != nil {
+	if err := sc.cfg.Store.PruneClaims(context.Background(), sc.cfg.Job, keep); err != nil {
 		log.Debug().Err(err).Msg("cannot prune old claims")
 	}
 	return nil
@@ -552,13 +535,13 @@ func (sc *scheduler) failed(err error) (time.Duration, error) {
 		return 0, err
 	}
 	if errors.Is(err, lease.ErrNotLeaseTable) || errors.Is(err, lease.ErrClaimsUnavailable) {
-		return 0, sc.w.db.Unavailable(err, sc.log)
+		return 0, &UnavailableError{Err: err, Log: sc.log}
 	}
-	if sc.w.o.once {
-		return 0, sc.w.db.Unavailable(err, sc.log)
+	if sc.cfg.Once {
+		return 0, &UnavailableError{Err: err, Log: sc.log}
 	}
-	if awaitable(err) {
-		sc.mon.Unreachable(err)
+	if lease.Awaitable(err) {
+		sc.cfg.Monitor.Unreachable(err)
 	}
 	denied := errors.Is(err, lease.ErrPermission)
 	ev := sc.log.Debug()
@@ -566,8 +549,8 @@ func (sc *scheduler) failed(err error) (time.Duration, error) {
 		ev = sc.log.Warn()
 	}
 	sc.failing, sc.denied, sc.deniedSaid = true, denied, sc.deniedSaid || denied
-	ev.Err(err).Stringer("retry_in", sc.w.o.timings.RetryInterval).Msg("cannot use the lease store; the scheduled times are accounted for once it answers")
-	return sc.w.o.timings.RetryInterval, nil
+	ev.Err(err).Stringer("retry_in", sc.cfg.Timings.RetryInterval).Msg("cannot use the lease store; the scheduled times are accounted for once it answers")
+	return sc.cfg.Timings.RetryInterval, nil
 }
 
 func (sc *scheduler) recovered() {
@@ -582,7 +565,7 @@ func (sc *scheduler) recovered() {
 // sleep waits d (at most maxIdleWait), or until a signal asks leasewrap to
 // end, which it returns.
 func (sc *scheduler) sleep(d time.Duration) os.Signal {
-	t := time.NewTimer(min(max(d, time.Millisecond), maxIdleWait, sc.w.o.timings.TTL))
+	t := time.NewTimer(min(max(d, time.Millisecond), maxIdleWait, sc.cfg.Timings.TTL))
 	defer t.Stop()
 	for {
 		select {
@@ -590,7 +573,7 @@ func (sc *scheduler) sleep(d time.Duration) os.Signal {
 			return nil
 		case <-sc.requests.Woken():
 			return nil
-		case sig := <-sc.w.sigs:
+		case sig := <-sc.cfg.Signals:
 			if signals.Ends(sig) {
 				return sig
 			}
@@ -599,8 +582,8 @@ func (sc *scheduler) sleep(d time.Duration) os.Signal {
 	}
 }
 
-// exit is the exit status of a scheduler that stops: stop's, or with
-// --once the run's (the skip status when the time was run elsewhere).
+// exit is what a scheduler that stops ends with: stop, or with --once the
+// run's status (ErrNothingRun when it ran nothing).
 func (sc *scheduler) exit(stop error) error {
 	var sig *stopSignal
 	if errors.As(stop, &sig) {
@@ -612,12 +595,12 @@ func (sc *scheduler) exit(stop error) error {
 	if sc.runs > 0 {
 		return sc.ran
 	}
-	if sc.w.o.once && sc.due.IsZero() {
+	if sc.cfg.Once && sc.due.IsZero() {
 		sc.notDue()
 	} else {
 		sc.log.Info().Msg("nothing to run: the time due was run, skipped or missed elsewhere, or none is due")
 	}
-	return cmdutil.ExitWith(sc.w.o.skipExitCode)
+	return ErrNothingRun
 }
 
 // notDue says why a --once found no time just due: it started more than
@@ -626,7 +609,7 @@ func (sc *scheduler) exit(stop error) error {
 // times (another time, another zone), or fired very late, or was run by
 // hand.
 func (sc *scheduler) notDue() {
-	s := sc.w.o.sched
+	s := sc.cfg.Schedule
 	ev := sc.log.Warn().Str("zone", s.Location().String())
 	if prev := s.Prev(sc.until, 366*24*time.Hour); !prev.IsZero() {
 		ev = ev.Time("latest", prev).Stringer("late_by", sc.until.Sub(prev).Round(time.Second)).
@@ -640,9 +623,10 @@ func (sc *scheduler) notDue() {
 }
 
 // stopped ends a scheduler asked to stop by sig between runs: it has
-// nothing to hand back, and exits 0 (during a run, the run's status).
+// nothing to hand back, and ends with nil (during a run, with the run's
+// status).
 func (sc *scheduler) stopped(sig os.Signal) error {
-	if sc.w.endSignal != nil {
+	if sc.ended != nil {
 		return sc.ran
 	}
 	sc.log.Info().Str("signal", sig.String()).Msg("scheduler stopped by signal")

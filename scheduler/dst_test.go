@@ -1,4 +1,4 @@
-package wrap
+package scheduler
 
 import (
 	"context"
@@ -12,9 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
-	"github.com/redbite/leasewrap/command/cmdutil"
 	"github.com/redbite/leasewrap/internal/pgtest"
-	"github.com/redbite/leasewrap/internal/redact"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/monitor"
 	"github.com/redbite/leasewrap/schedule"
@@ -33,6 +31,46 @@ type fakeClock struct{ at time.Time }
 func (c *fakeClock) set(time.Time)  {}
 func (c *fakeClock) now() time.Time { return c.at }
 
+// testHost runs no command: each run calls run, which hands the lease
+// back as a command that exited 0 would. A child of the test process
+// would need a supervisor, whose reaping would take other tests'
+// children. Signals are not watched, and the database is not waited for.
+type testHost struct {
+	run func(*lease.Lease) error
+}
+
+// finish hands l back as a run that exited 0.
+func finish(l *lease.Lease) error {
+	code := 0
+	return l.Finish(context.Background(), lease.End{ExitCode: &code, Outcome: lease.OutcomeExited})
+}
+
+func (h *testHost) RunLease(l *lease.Lease) (os.Signal, error) { return nil, h.run(l) }
+
+func (h *testHost) WatchSignals(ctx context.Context, fn func(context.Context) error) (os.Signal, error) {
+	return nil, fn(ctx)
+}
+
+func (h *testHost) Reach(_ context.Context, err error) error { return err }
+
+func (h *testHost) Abandon(l *lease.Lease, _ os.Signal, _ zerolog.Logger) {
+	_ = l.Abandon(context.Background())
+}
+
+// testConfig is the Config of a scheduler of spec for job over a fresh
+// table of pool, its host running nothing.
+func testConfig(t *testing.T, pool *pgxpool.Pool, table, job, holder string, s *schedule.Schedule, catchUp schedule.CatchUp) Config {
+	t.Helper()
+	timings := lease.TimingsFor(3*time.Second, nil)
+	store, err := lease.New(pool, lease.WithTable(table), lease.WithHolder(holder), lease.WithTimings(timings))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Config{Store: store, Job: job, Schedule: s, CatchUp: catchUp, Timings: timings,
+		Signals: make(chan os.Signal), Log: zerolog.Nop(), Monitor: monitor.New(job, holder, timings, false),
+		Host: &testHost{run: finish}}
+}
+
 // testScheduler is a real scheduler of spec over a real table, planning
 // on an injected clock (the database's own clock is years later, so every
 // time is due to it); its runs run nothing and succeed.
@@ -44,30 +82,13 @@ func testScheduler(t *testing.T, spec, zone string, catchUp schedule.CatchUp, on
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	database, err := cmdutil.OpenSession(pgtest.URL(), redact.New(pgtest.URL()), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(database.Close)
-	o := runOptions{job: "dst", holder: "h", command: []string{"true"}, sched: s, catchUp: catchUp, once: once,
-		timings: lease.TimingsFor(3*time.Second, nil)}
-	store, err := lease.New(database.Session, lease.WithTable(d.table), lease.WithHolder("h"), lease.WithTimings(o.timings))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// No command runs: a child of the test process would need a
-	// supervisor here, whose reaping would take other tests' children.
-	w := &wrapper{o: o, log: zerolog.Nop(), db: database, store: store, sigs: make(chan os.Signal)}
-	if _, err := store.Register(ctx, o.job, s.Spec(), s.ZoneRules); err != nil {
+	cfg := testConfig(t, pool, d.table, "dst", "h", s, catchUp)
+	cfg.Once = once
+	if _, err := cfg.Store.Register(context.Background(), cfg.Job, s.Spec(), s.ZoneRules); err != nil {
 		t.Fatal(err)
 	}
 	clock := &fakeClock{at: from}
-	sc := newScheduler(w, "", monitor.New(o.job, "h", o.timings, false), clock)
-	sc.runLease = func(l *lease.Lease) error {
-		code := 0
-		return l.Finish(ctx, lease.End{ExitCode: &code, Outcome: lease.OutcomeExited})
-	}
+	sc := newScheduler(cfg, clock)
 	sc.last, sc.until = from, from
 	if once {
 		sc.onceAt(from)
@@ -188,7 +209,7 @@ func TestSchedulerAcrossDaylightSavingTime(t *testing.T) {
 	}
 }
 
-// stepOnce steps sc as runScheduled does with --once: until it is done.
+// stepOnce steps sc as Run does with --once: until it is done.
 func stepOnce(t *testing.T, sc *scheduler, clock *fakeClock) {
 	t.Helper()
 	for steps := 0; ; steps++ {
@@ -215,11 +236,10 @@ func TestOnceRunsOnlyTheTimesDueAtItsStart(t *testing.T) {
 	from := utcTimes("2025-06-01T00:03:10Z")[0]
 	sc, clock, d := testScheduler(t, "* * * * *", "UTC", schedule.CatchUp{Policy: schedule.CatchUpLatest, Window: time.Hour}, true, from)
 	sc.last = utcTimes("2025-06-01T00:00:00Z")[0] // 00:01 and 00:02 are late
-	run := sc.runLease
-	sc.runLease = func(l *lease.Lease) error {
+	sc.cfg.Host = &testHost{run: func(l *lease.Lease) error {
 		clock.at = clock.at.Add(2 * time.Minute)
-		return run(l)
-	}
+		return finish(l)
+	}}
 	stepOnce(t, sc, clock)
 	if got, want := d.runTimes(t), utcTimes("2025-06-01T00:03:00Z"); !slices.Equal(got, want) {
 		t.Errorf("--once ran %v, want only %v", got, want)
@@ -272,11 +292,10 @@ func TestCatchUpRunsEveryLateTimeWhenARunOutlastsTheNextTime(t *testing.T) {
 	from := utcTimes("2025-06-01T00:04:45Z")[0]
 	sc, clock, d := testScheduler(t, "* * * * *", "UTC", schedule.CatchUp{Policy: schedule.CatchUpAll, Window: time.Hour}, false, from)
 	sc.last = utcTimes("2025-06-01T00:00:00Z")[0] // 00:01 to 00:04 are late
-	run := sc.runLease
-	sc.runLease = func(l *lease.Lease) error {
+	sc.cfg.Host = &testHost{run: func(l *lease.Lease) error {
 		clock.at = clock.at.Add(20 * time.Second) // the first run ends after 00:05 came due
-		return run(l)
-	}
+		return finish(l)
+	}}
 	stepUntil(t, sc, clock, utcTimes("2025-06-01T00:06:30Z")[0], 100)
 	want := utcTimes("2025-06-01T00:01:00Z", "2025-06-01T00:02:00Z", "2025-06-01T00:03:00Z", "2025-06-01T00:04:00Z",
 		"2025-06-01T00:05:00Z", "2025-06-01T00:06:00Z")
