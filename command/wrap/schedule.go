@@ -156,10 +156,10 @@ func (sc *scheduler) register(ctx context.Context) (lease.Registration, error) {
 		case errors.Is(err, errWaitTimeout):
 			return reg, w.gaveUp()
 		case errors.As(err, &se) && w.o.once:
-			return reg, cmdutil.Usagef("refusing %s %q: %v", "--schedule", w.o.sched.Spec(), err)
+			return reg, cmdutil.Usagef("refusing %s %q: %v", "--schedule", w.o.sched.Spec(), cmdutil.Advised(err))
 		case errors.As(err, &se):
 			if !standing {
-				sc.log.Warn().Err(err).Str("reschedule", "leasewrap reschedule --job "+w.o.job+" --schedule '"+w.o.sched.Spec()+"'").
+				sc.log.Warn().Err(cmdutil.Advised(err)).Str("reschedule", cmdutil.RescheduleCommand(w.o.job, w.o.sched.Spec())).
 					Msg("standing by: the job runs on another schedule; this instance runs nothing until the job's is its own")
 				standing = true
 			}
@@ -432,12 +432,10 @@ func (sc *scheduler) take(ctx context.Context, at time.Time, latest bool) (wait 
 	)
 	switch {
 	case errors.As(err, &se) && !o.once:
-		sc.log.Warn().Err(err).Msg("the job's schedule changed under this scheduler")
+		sc.log.Warn().Err(cmdutil.Advised(err)).Msg("the job's schedule changed under this scheduler")
 		return 0, false, errScheduleChanged
-	case errors.As(err, &se):
-		return 0, false, cmdutil.Usagef("refusing %s %q: %v", "--schedule", o.sched.Spec(), err)
-	case errors.As(err, &slotsErr):
-		return 0, false, cmdutil.Usagef("refusing %s %q: %v", "--schedule", o.sched.Spec(), err)
+	case errors.As(err, &se), errors.As(err, &slotsErr):
+		return 0, false, cmdutil.Usagef("refusing %s %q: %v", "--schedule", o.sched.Spec(), cmdutil.Advised(err))
 	case err != nil:
 		wait, err := sc.failed(err)
 		return wait, false, err
