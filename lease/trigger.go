@@ -148,8 +148,9 @@ func (s *Store) requestChannel(job string) (channel, payload string) {
 
 // RequestRun records a request that job's schedulers run it once now, and
 // wakes the ones that listen. It returns the request's time on the
-// database clock. It refuses with ErrNotScheduled a job without a
-// schedule recorded, and with ErrNoLeaseTable when the tables do not
+// database clock. It refuses with a *NotScheduledError (matching
+// ErrNotScheduled) a job without a schedule recorded, and with
+// ErrNoLeaseTable when the tables do not
 // exist: it creates nothing, and needs only SELECT on the lease table and
 // INSERT on its claims table.
 func (s *Store) RequestRun(ctx context.Context, job string) (time.Time, error) {
