@@ -52,8 +52,10 @@ type Reader struct {
 type statements struct {
 	status, history, freshness, summary, output string
 	// origins reads the claims of runs, facts what a verdict needs
-	// beyond the summary.
-	origins, facts string
+	// beyond the summary, account a scheduled time's claim and run.
+	origins, facts, account string
+	// tables reads which of the two tables are there.
+	tables string
 }
 
 // addedColumns are the columns added since the tables' first versions
@@ -91,6 +93,8 @@ func render(o schema.Objects, missing []string) statements {
 		freshness: cols.Replace(o.Render(freshnessSQL)),
 		summary:   cols.Replace(o.Render(summarySQL)),
 		facts:     o.Render(factsSQL),
+		account:   o.Render(accountSQL),
+		tables:    tablesSQL,
 		output:    output,
 	}
 }

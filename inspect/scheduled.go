@@ -46,7 +46,7 @@ func (r *Reader) Scheduled(ctx context.Context, job string, at time.Time) (Accou
 	if _, err := r.readableHistory(ctx); err != nil {
 		return a, err
 	}
-	rows, _ := r.db.Query(ctx, r.objects.Render(accountSQL), pgx.StrictNamedArgs{"job": job, "scheduled_at": at})
+	rows, _ := r.db.Query(ctx, r.sql.account, pgx.StrictNamedArgs{"job": job, "scheduled_at": at})
 	row, err := pgx.CollectOneRow(rows, pgx.RowToStructByName[accountRow])
 	if pgerr.SQLState(err) == pgerr.CodeUndefinedTable {
 		return a, fmt.Errorf("no claims table %s: no job with a schedule has run on %s", r.objects.Claims, r.objects.Lease)

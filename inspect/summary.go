@@ -396,6 +396,10 @@ func (r *Reader) readFacts(ctx context.Context, out []JobSummary, facts []Facts,
 	return nil
 }
 
+// tablesSQL reads whether the lease table @table and the history table
+// @history (quoted) are there.
+const tablesSQL = `SELECT to_regclass(@table) IS NOT NULL, to_regclass(@history) IS NOT NULL`
+
 // summaryError says which table is missing when the summary found one
 // missing, and names the tables otherwise.
 func (r *Reader) summaryError(ctx context.Context, err error) error {
@@ -408,8 +412,7 @@ func (r *Reader) summaryError(ctx context.Context, err error) error {
 		return fmt.Errorf("cannot read lease table %s and history table %s: %w", table, history, pgerr.Classify(err))
 	}
 	var hasTable, hasHistory bool
-	if lookErr := r.db.QueryRow(ctx, `SELECT to_regclass(@table) IS NOT NULL, to_regclass(@history) IS NOT NULL`,
-		pgx.StrictNamedArgs{"table": table, "history": history}).
+	if lookErr := r.db.QueryRow(ctx, r.sql.tables, pgx.StrictNamedArgs{"table": table, "history": history}).
 		Scan(&hasTable, &hasHistory); lookErr != nil {
 		return fmt.Errorf("cannot read lease table %s and history table %s: %w", table, history, pgerr.Classify(err))
 	}

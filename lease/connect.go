@@ -52,6 +52,9 @@ func ConnectSession(dsn string) (*session.Conn, error) {
 	return session.New(session.Config{ConnConfig: cfg.ConnConfig, AfterConnect: cfg.AfterConnect}), nil
 }
 
+// dateStyleSQL sets the session's DateStyle to the one pgx reads.
+const dateStyleSQL = `SET DateStyle = ISO`
+
 // poolConfig is the configuration of leasewrap's connections for dsn.
 func poolConfig(dsn string) (*pgxpool.Config, error) {
 	if scheme, _, ok := strings.Cut(dsn, "://"); ok && scheme != "postgres" && scheme != "postgresql" && !strings.ContainsAny(scheme, " =") {
@@ -80,7 +83,7 @@ func poolConfig(dsn string) (*pgxpool.Config, error) {
 		if strings.HasPrefix(conn.PgConn().ParameterStatus("DateStyle"), "ISO") {
 			return nil
 		}
-		_, err := conn.Exec(ctx, `SET DateStyle = ISO`)
+		_, err := conn.Exec(ctx, dateStyleSQL)
 		return err
 	}
 	// Named prepared statements are session state that a pooler in

@@ -70,7 +70,7 @@ func (s *Store) useHistory(hs schema.HistoryState) *historyStatements {
 	name := s.objects.History
 	switch {
 	case hs.Problem != nil:
-		s.historyFailed(fmt.Errorf("%w (fix or drop it, then run leasewrap migrate)", hs.Problem))
+		s.historyFailed(fmt.Errorf("%w (fix or drop it, then migrate the tables)", hs.Problem))
 		return nil
 	case !hs.Complete:
 		return nil // ensureSchema warned

@@ -327,7 +327,7 @@ func (l *Lease) notRenewed(what string, r renewal) error {
 		// This holder's lease was still valid (renewals stop before the local
 		// deadline, which is never later than the database's expiry), so no
 		// take could have been legitimate.
-		return fmt.Errorf("cannot %s %q: %w: taken over by %q with token %d while this holder's lease was valid (release --force, a write lost in a failover, or a change by hand?)",
+		return fmt.Errorf("cannot %s %q: %w: taken over by %q with token %d while this holder's lease was valid (an operator's forced release, a write lost in a failover, or a change by hand?)",
 			what, l.job, ErrLost, *r.Holder, *r.Token)
 	}
 }

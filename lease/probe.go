@@ -38,6 +38,9 @@ func newProbe() probe { return probe{nonce: fmt.Sprintf("probe %016x", rand.Uint
 // interval, at least a second for a busy machine.
 func (s *Store) probeWindow() time.Duration { return max(s.cfg.RetryInterval, time.Second) }
 
+// probeSQL announces @payload on @channel.
+const probeSQL = `SELECT pg_notify(@channel, @payload)`
+
 // send announces the nonce on channel through db, once (again on a later
 // call if the database could not take it).
 func (p *probe) send(ctx context.Context, s *Store, db DB, channel, job string) {
@@ -46,7 +49,7 @@ func (p *probe) send(ctx context.Context, s *Store, db DB, channel, job string) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.probeWindow())
 	defer cancel()
-	if _, err := db.Exec(ctx, "SELECT pg_notify(@channel, @payload)", pgx.StrictNamedArgs{"channel": channel, "payload": p.nonce}); err != nil {
+	if _, err := db.Exec(ctx, probeSQL, pgx.StrictNamedArgs{"channel": channel, "payload": p.nonce}); err != nil {
 		s.log.Debug().Err(err).Str("job", job).Msg("cannot probe for notifications; trying again on the next wait")
 		return
 	}

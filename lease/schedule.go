@@ -35,7 +35,8 @@ var ErrClaimsUnavailable = schema.ErrClaimsUnavailable
 
 // ScheduleError means the job's schedule recorded in its lease row is not
 // this instance's: nothing was taken. Every scheduled instance of a job
-// must have the same schedule and time zone.
+// must have the same schedule and time zone. It states the facts; what
+// to do about them is the caller's to say, in its own words.
 type ScheduleError struct {
 	Job   string
 	Want  string // this instance's, canonical
@@ -48,22 +49,10 @@ type ScheduleError struct {
 
 func (e *ScheduleError) Error() string {
 	if e.ZoneData {
-		return fmt.Sprintf("job %q runs on schedule %q computed with other zone data than this host's (another offset for %s in the years ahead): "+
-			"every instance of a job must compute the same times; give them all the same zone data (the same tzdata package, "+
-			"or ZONEINFO naming one copy); to move the job to this host's, stop the instances with the other, then leasewrap reschedule --job %s --schedule '%s'",
-			e.Job, e.Found, zoneOf(e.Found), shellWord(e.Job), e.Want)
+		return fmt.Sprintf("job %q runs on schedule %q computed with other zone data than this host's (another offset for %s in the years ahead)",
+			e.Job, e.Found, zoneOf(e.Found))
 	}
-	return fmt.Sprintf("job %q runs on schedule %q (recorded in its lease row), this instance has %q: start every instance of it with the same "+
-		"--schedule and --timezone; to change the job's schedule, leasewrap reschedule --job %s --schedule '%s'",
-		e.Job, e.Found, e.Want, shellWord(e.Job), e.Want)
-}
-
-// shellWord quotes a job's name for a command line to copy.
-func shellWord(s string) string {
-	if strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return fmt.Sprintf("job %q runs on schedule %q (recorded in its lease row), this instance has %q", e.Job, e.Found, e.Want)
 }
 
 // zoneOf names the zone of a canonical spec.

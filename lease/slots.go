@@ -11,7 +11,7 @@ import (
 	"github.com/redbite/leasewrap/internal/pgerr"
 )
 
-// MaxSlots is the largest --slots a job may have.
+// MaxSlots is the largest number of slots a job may have.
 const MaxSlots = 1000
 
 // ErrSlotsMismatch is matched (errors.Is) by every *SlotsError.
@@ -20,7 +20,9 @@ var ErrSlotsMismatch = errors.New("slots mismatch")
 // SlotsError means the job's lease rows were taken with another number of
 // slots than this Store's, or a row the job's slots would use belongs to
 // another job: nothing was taken. A job's number of slots is recorded in
-// its first row, and every instance of the job must use the same.
+// its first row, and every instance of the job must use the same. It
+// states the facts; what to do about them is the caller's to say, in its
+// own words.
 type SlotsError struct {
 	Job   string
 	Table string // quoted, as in SQL
@@ -32,14 +34,11 @@ type SlotsError struct {
 func (e *SlotsError) Error() string {
 	switch e.Found {
 	case 0:
-		return fmt.Sprintf("job %q with %d slots would use lease row %q, which belongs to another job: rename one of the two jobs", e.Job, e.Want, e.Row)
+		return fmt.Sprintf("job %q with %d slots would use lease row %q, which belongs to another job", e.Job, e.Want, e.Row)
 	case 1:
-		return fmt.Sprintf("job %q is held by an instance with one slot, this one has %d: start every instance of it with the same --slots "+
-			"(a job with one slot may move to more while no instance holds it)", e.Job, e.Want)
+		return fmt.Sprintf("job %q is held by an instance with one slot, this one has %d", e.Job, e.Want)
 	}
-	return fmt.Sprintf("job %q runs with %d slots (recorded in its lease rows), this instance has %d: start every instance of it with --slots %d; "+
-		"to change the number, stop them all, then UPDATE %s SET slots = NULL WHERE job_name = '%s'",
-		e.Job, e.Found, e.Want, e.Found, e.Table, strings.ReplaceAll(e.Job, "'", "''"))
+	return fmt.Sprintf("job %q runs with %d slots (recorded in its lease rows), this instance has %d", e.Job, e.Found, e.Want)
 }
 
 // Unwrap makes errors.Is(err, ErrSlotsMismatch) true.

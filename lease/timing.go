@@ -2,6 +2,7 @@ package lease
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -57,16 +58,16 @@ func SafetyMargin(ttl time.Duration) time.Duration { return ttl / 20 }
 // the grace plus the safety margin.
 func (t Timings) StopBefore() time.Duration { return t.Grace + SafetyMargin(t.TTL) }
 
-// Setting names one of the four timings, as the command line and the
-// environment do (--ttl, LEASEWRAP_TTL), so that an error about it can
-// say which to change in the words its reader set it with.
+// Setting names one of the four timings, in words, so that an error about
+// it can say which to change; a caller that reads them under names of its
+// own (options, flags) says it in those.
 type Setting string
 
 // The four timings.
 const (
-	SettingTTL           Setting = "ttl"
-	SettingRenewInterval Setting = "renew-interval"
-	SettingRetryInterval Setting = "retry-interval"
+	SettingTTL           Setting = "TTL"
+	SettingRenewInterval Setting = "renew interval"
+	SettingRetryInterval Setting = "retry interval"
 	SettingGrace         Setting = "grace"
 )
 
@@ -111,7 +112,11 @@ type TimingError struct {
 }
 
 func (e *TimingError) Error() string {
-	return fmt.Sprintf("invalid %v: %s", e.Settings, e.Msg)
+	names := make([]string, len(e.Settings))
+	for i, s := range e.Settings {
+		names[i] = string(s)
+	}
+	return fmt.Sprintf("invalid %s: %s", strings.Join(names, ", "), e.Msg)
 }
 
 // Check reports whether the timings can be safe together: all positive and

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,6 +49,15 @@ func TestTimingErrorNamesTheSetting(t *testing.T) {
 		var te *lease.TimingError
 		if !errors.As(err, &te) || !slices.Equal(te.Settings, tc.want) {
 			t.Errorf("New: %v, want a *TimingError naming %v", err, tc.want)
+			continue
+		}
+		// In words, not in a flag's name: the command line names its own.
+		names := make([]string, len(tc.want))
+		for i, s := range tc.want {
+			names[i] = string(s)
+		}
+		if want := "invalid " + strings.Join(names, ", ") + ": "; !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "-interval") {
+			t.Errorf("New: %v, want it to begin %q", err, want)
 		}
 	}
 }

@@ -19,8 +19,29 @@ import (
 const ClaimRequested = schema.RequestedOutcome
 
 // ErrNotScheduled means a run was requested of a job that has no schedule
-// recorded: no scheduler would run it.
+// recorded: no scheduler would run it. Every *NotScheduledError matches it
+// (errors.Is).
 var ErrNotScheduled = errors.New("no schedule recorded")
+
+// NotScheduledError is RequestRun's refusal of a job no scheduler would
+// run: it has no lease row in Table (NoRow), or no schedule recorded in
+// it. It states the facts; how to start a scheduler is the caller's to
+// say, in its own words.
+type NotScheduledError struct {
+	Job   string
+	Table string // quoted, as in SQL
+	NoRow bool
+}
+
+func (e *NotScheduledError) Error() string {
+	if e.NoRow {
+		return fmt.Sprintf("job %q has no lease row in %s: %v", e.Job, e.Table, ErrNotScheduled)
+	}
+	return fmt.Sprintf("job %q has %v: no scheduler would run it", e.Job, ErrNotScheduled)
+}
+
+// Unwrap makes errors.Is(err, ErrNotScheduled) true.
+func (e *NotScheduledError) Unwrap() error { return ErrNotScheduled }
 
 // ErrNoLeaseTable means the lease table (or its claims table) does not
 // exist; RequestRun creates nothing.
@@ -127,8 +148,9 @@ func (s *Store) requestChannel(job string) (channel, payload string) {
 
 // RequestRun records a request that job's schedulers run it once now, and
 // wakes the ones that listen. It returns the request's time on the
-// database clock. It refuses with ErrNotScheduled a job without a
-// schedule recorded, and with ErrNoLeaseTable when the tables do not
+// database clock. It refuses with a *NotScheduledError (matching
+// ErrNotScheduled) a job without a schedule recorded, and with
+// ErrNoLeaseTable when the tables do not
 // exist: it creates nothing, and needs only SELECT on the lease table and
 // INSERT on its claims table.
 func (s *Store) RequestRun(ctx context.Context, job string) (time.Time, error) {
@@ -155,11 +177,9 @@ func (s *Store) RequestRun(ctx context.Context, job string) (time.Time, error) {
 	case err != nil:
 		return time.Time{}, fmt.Errorf("cannot request a run of %q: %w", job, pgerr.Classify(err))
 	case !req.HasRow:
-		return time.Time{}, fmt.Errorf("job %q has no lease row in %s: %w (start its schedulers with --schedule first)",
-			job, s.table.Sanitize(), ErrNotScheduled)
+		return time.Time{}, &NotScheduledError{Job: job, Table: s.table.Sanitize(), NoRow: true}
 	case req.Schedule == nil || req.At == nil:
-		return time.Time{}, fmt.Errorf("job %q has %w: no scheduler would run it (start its schedulers with --schedule)",
-			job, ErrNotScheduled)
+		return time.Time{}, &NotScheduledError{Job: job, Table: s.table.Sanitize()}
 	}
 	return *req.At, nil
 }

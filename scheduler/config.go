@@ -70,6 +70,12 @@ type Host interface {
 	// leasewrap, came: the history records its time stopped by sig. It
 	// logs how that went on log.
 	Abandon(l *lease.Lease, sig os.Signal, log zerolog.Logger)
+	// Advised is err, a refusal of the job's lease row, with what an
+	// operator can do about it in the host's words.
+	Advised(err error) error
+	// Reschedule is the command an operator runs to give job the
+	// schedule spec, for a log line to name.
+	Reschedule(job, spec string) string
 }
 
 // ErrNothingRun ends a scheduler with Config.Once that ran nothing: the

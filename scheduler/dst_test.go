@@ -57,6 +57,10 @@ func (h *testHost) Abandon(l *lease.Lease, _ os.Signal, _ zerolog.Logger) {
 	_ = l.Abandon(context.Background())
 }
 
+func (h *testHost) Advised(err error) error { return err }
+
+func (h *testHost) Reschedule(job, spec string) string { return "reschedule " + job + " " + spec }
+
 // testConfig is the Config of a scheduler of spec for job over a fresh
 // table of pool, its host running nothing.
 func testConfig(t *testing.T, pool *pgxpool.Pool, table, job, holder string, s *schedule.Schedule, catchUp schedule.CatchUp) Config {

@@ -144,7 +144,7 @@ func (sc *scheduler) register(ctx context.Context) (lease.Registration, error) {
 			return reg, &RefusedError{Err: err}
 		case errors.As(err, &se):
 			if !standing {
-				sc.log.Warn().Err(err).Str("reschedule", "leasewrap reschedule --job "+cfg.Job+" --schedule '"+cfg.Schedule.Spec()+"'").
+				sc.log.Warn().Err(cfg.Host.Advised(err)).Str("reschedule", cfg.Host.Reschedule(cfg.Job, cfg.Schedule.Spec())).
 					Msg("standing by: the job runs on another schedule; this instance runs nothing until the job's is its own")
 				standing = true
 			}
@@ -417,7 +417,7 @@ func (sc *scheduler) take(ctx context.Context, at time.Time, latest bool) (wait 
 	)
 	switch {
 	case errors.As(err, &se) && !cfg.Once:
-		sc.log.Warn().Err(err).Msg("the job's schedule changed under this scheduler")
+		sc.log.Warn().Err(sc.cfg.Host.Advised(err)).Msg("the job's schedule changed under this scheduler")
 		return 0, false, errScheduleChanged
 	case errors.As(err, &se), errors.As(err, &slotsErr):
 		return 0, false, &RefusedError{Err: err}

@@ -56,8 +56,7 @@ func (o Objects) ReadClaims(ctx context.Context, q Queryer) (ClaimsState, error)
 		return ClaimsState{}, mismatch
 	}
 	cs.MissingColumns = missing
-	err = q.QueryRow(ctx, `SELECT pg_catalog.to_regclass(@index) IS NOT NULL, coalesce((SELECT pg_catalog.pg_has_role(c.relowner, 'USAGE')
-  FROM pg_catalog.pg_class c WHERE c.oid = pg_catalog.to_regclass(@claims)), false)`,
+	err = q.QueryRow(ctx, requestsIndexSQL,
 		pgx.StrictNamedArgs{"index": o.RequestsIndex(), "claims": o.Claims}).
 		Scan(&cs.HasRequestsIndex, &cs.Owns)
 	if err != nil {
@@ -65,6 +64,12 @@ func (o Objects) ReadClaims(ctx context.Context, q Queryer) (ClaimsState, error)
 	}
 	return cs, nil
 }
+
+// requestsIndexSQL reads whether the index of requested runs @index is
+// there, and whether this role may create it: whether it has the rights
+// of the owner of the claims table @claims (both quoted).
+const requestsIndexSQL = `SELECT pg_catalog.to_regclass(@index) IS NOT NULL, coalesce((SELECT pg_catalog.pg_has_role(c.relowner, 'USAGE')
+  FROM pg_catalog.pg_class c WHERE c.oid = pg_catalog.to_regclass(@claims)), false)`
 
 // MigrateClaims creates the claims table, or checks the one there, and
 // returns the change made ("" when none). Only scheduled runs and
@@ -148,9 +153,15 @@ func (o Objects) createClaimsTable(ctx context.Context, tx pgx.Tx) error {
 }
 
 func (o Objects) createRequestsIndex(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, "CREATE INDEX IF NOT EXISTS "+pgx.Identifier{o.requests[len(o.requests)-1]}.Sanitize()+
-		" ON "+o.Claims+" (job_name, scheduled_at) WHERE outcome = '"+RequestedOutcome+"'")
+	_, err := tx.Exec(ctx, o.createRequestsIndexSQL())
 	return err
+}
+
+// createRequestsIndexSQL creates the claims table's index of requested
+// runs, in the table's schema.
+func (o Objects) createRequestsIndexSQL() string {
+	return "CREATE INDEX IF NOT EXISTS " + pgx.Identifier{o.requests[len(o.requests)-1]}.Sanitize() +
+		" ON " + o.Claims + " (job_name, scheduled_at) WHERE outcome = '" + RequestedOutcome + "'"
 }
 
 // createClaims creates the claims table under the schema lock, unless

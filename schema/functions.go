@@ -76,6 +76,16 @@ func foreignFunctionsSQL(owner string) string {
     WHERE p.proowner <> ` + owner + `)`
 }
 
+// functionsSavepointSQL and functionsRollbackSQL keep a refused function
+// from ending the migration's transaction (see createFunctions).
+const (
+	functionsSavepointSQL = `SAVEPOINT functions`
+	functionsRollbackSQL  = `ROLLBACK TO SAVEPOINT functions`
+)
+
+// ownerSQL reads the owner of the table $1 (quoted), quoted.
+const ownerSQL = `SELECT relowner::regrole::text FROM pg_catalog.pg_class WHERE oid = $1::text::regclass`
+
 // createFunctions creates o's functions, in the transaction of a
 // migration, gives them to the lease table's owner, and says so; nothing
 // when there are none. They must never stop the tables' migration (a
@@ -86,18 +96,18 @@ func (o Objects) createFunctions(ctx context.Context, tx pgx.Tx) ([]string, erro
 	if len(o.functions) == 0 {
 		return nil, nil
 	}
-	if _, err := tx.Exec(ctx, "SAVEPOINT functions"); err != nil {
+	if _, err := tx.Exec(ctx, functionsSavepointSQL); err != nil {
 		return nil, err
 	}
 	var owner string
-	err := tx.QueryRow(ctx, `SELECT relowner::regrole::text FROM pg_catalog.pg_class WHERE oid = $1::text::regclass`, o.Lease).Scan(&owner)
+	err := tx.QueryRow(ctx, ownerSQL, o.Lease).Scan(&owner)
 	if err != nil {
 		return nil, err
 	}
 	names := make([]string, len(o.functions))
 	for i, f := range o.functions {
 		if err := o.createFunction(ctx, tx, f, owner); err != nil {
-			if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT functions"); rerr != nil {
+			if _, rerr := tx.Exec(ctx, functionsRollbackSQL); rerr != nil {
 				return nil, rerr
 			}
 			return nil, nil
@@ -112,6 +122,11 @@ func (o Objects) createFunction(ctx context.Context, tx pgx.Tx, f Function, owne
 	if _, err := tx.Exec(ctx, f.Create); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, "ALTER FUNCTION "+f.Signature+" OWNER TO "+owner)
+	_, err := tx.Exec(ctx, alterOwnerSQL(f, owner))
 	return err
+}
+
+// alterOwnerSQL gives f to owner (quoted).
+func alterOwnerSQL(f Function, owner string) string {
+	return "ALTER FUNCTION " + f.Signature + " OWNER TO " + owner
 }

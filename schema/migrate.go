@@ -201,6 +201,14 @@ func (o Objects) migrateOthers(ctx context.Context, tx pgx.Tx, st State, claims 
 	return changes, nil
 }
 
+// lockTimeoutSQL bounds the wait of a schema change's locks (see
+// lockSchema), and lockSQL takes the lock that serialises leasewrap's DDL:
+// @lock_key, lockKey.
+const (
+	lockTimeoutSQL = `SET LOCAL lock_timeout = '5s'`
+	lockSQL        = `SELECT pg_advisory_xact_lock(@lock_key)`
+)
+
 // lockSchema begins the transaction of a schema change and takes the lock
 // that serialises leasewrap's DDL (lockKey). A long reader of a table must
 // not make its ALTER or CREATE INDEX queue for ever, blocking every
@@ -211,8 +219,8 @@ func (o Objects) lockSchema(ctx context.Context, db DB) (pgx.Tx, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err = tx.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err == nil {
-		_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(@lock_key)`, pgx.StrictNamedArgs{"lock_key": lockKey})
+	if _, err = tx.Exec(ctx, lockTimeoutSQL); err == nil {
+		_, err = tx.Exec(ctx, lockSQL, pgx.StrictNamedArgs{"lock_key": lockKey})
 	}
 	if err != nil {
 		_ = tx.Rollback(ctx)
@@ -226,20 +234,32 @@ func (o Objects) lockSchema(ctx context.Context, db DB) (pgx.Tx, error) {
 // Migrate reports the table as not recording: the history must never stop
 // the lease table's migration, so the ALTER runs under a savepoint.
 func (o Objects) upgradeHistory(ctx context.Context, tx pgx.Tx, missing []string) ([]string, error) {
-	if _, err := tx.Exec(ctx, "SAVEPOINT history_upgrade"); err != nil {
+	if _, err := tx.Exec(ctx, historySavepointSQL); err != nil {
 		return nil, err
 	}
-	alters := make([]string, len(missing))
-	for i, name := range missing {
-		alters[i] = "ADD COLUMN IF NOT EXISTS " + pgx.Identifier{name}.Sanitize() + " " + Runs.column(name).Def
-	}
-	if _, err := tx.Exec(ctx, "ALTER TABLE "+o.History+" "+strings.Join(alters, ", ")); err != nil {
-		if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT history_upgrade"); rerr != nil {
+	if _, err := tx.Exec(ctx, o.upgradeHistorySQL(missing)); err != nil {
+		if _, rerr := tx.Exec(ctx, historyRollbackSQL); rerr != nil {
 			return nil, rerr
 		}
 		return nil, nil
 	}
 	return []string{fmt.Sprintf("upgraded history table %s: added %s", o.History, strings.Join(missing, ", "))}, nil
+}
+
+// historySavepointSQL and historyRollbackSQL keep a failed upgrade of the
+// history table from ending the migration's transaction.
+const (
+	historySavepointSQL = `SAVEPOINT history_upgrade`
+	historyRollbackSQL  = `ROLLBACK TO SAVEPOINT history_upgrade`
+)
+
+// upgradeHistorySQL adds the history table's missing columns.
+func (o Objects) upgradeHistorySQL(missing []string) string {
+	alters := make([]string, len(missing))
+	for i, name := range missing {
+		alters[i] = "ADD COLUMN IF NOT EXISTS " + pgx.Identifier{name}.Sanitize() + " " + Runs.column(name).Def
+	}
+	return "ALTER TABLE " + o.History + " " + strings.Join(alters, ", ")
 }
 
 // migrateTable creates the lease table or upgrades it to the columns and
@@ -254,27 +274,47 @@ func (o Objects) migrateTable(ctx context.Context, tx pgx.Tx, st State) ([]strin
 	if st.TableComplete() {
 		return nil, nil
 	}
-	var alters, done []string
-	for _, name := range st.MissingColumns {
-		alters = append(alters, "ADD COLUMN IF NOT EXISTS "+pgx.Identifier{name}.Sanitize()+" "+Leases.column(name).Def)
-	}
+	var done []string
 	if len(st.MissingColumns) > 0 {
 		done = append(done, "added "+strings.Join(st.MissingColumns, ", "))
-	}
-	for _, name := range st.SetNotNull {
-		alters = append(alters, "ALTER COLUMN "+pgx.Identifier{name}.Sanitize()+" SET NOT NULL")
 	}
 	if len(st.SetNotNull) > 0 {
 		done = append(done, "set NOT NULL on "+strings.Join(st.SetNotNull, ", "))
 	}
-	if _, err := tx.Exec(ctx, "ALTER TABLE "+o.Lease+" "+strings.Join(alters, ", ")); err != nil {
+	if _, err := tx.Exec(ctx, o.upgradeLeaseSQL(st.MissingColumns, st.SetNotNull)); err != nil {
 		return nil, o.nullsError(err)
 	}
 	return []string{fmt.Sprintf("upgraded table %s: %s", o.Lease, strings.Join(done, "; "))}, nil
 }
 
+// upgradeLeaseSQL adds the lease table's missing columns and gives those
+// of setNotNull their NOT NULL.
+func (o Objects) upgradeLeaseSQL(missing, setNotNull []string) string {
+	var alters []string
+	for _, name := range missing {
+		alters = append(alters, "ADD COLUMN IF NOT EXISTS "+pgx.Identifier{name}.Sanitize()+" "+Leases.column(name).Def)
+	}
+	for _, name := range setNotNull {
+		alters = append(alters, "ALTER COLUMN "+pgx.Identifier{name}.Sanitize()+" SET NOT NULL")
+	}
+	return "ALTER TABLE " + o.Lease + " " + strings.Join(alters, ", ")
+}
+
 // create creates t as name (quoted), with its indexes.
 func (t Table) create(ctx context.Context, tx pgx.Tx, name string) error {
+	if _, err := tx.Exec(ctx, t.createSQL(name)); err != nil {
+		return err
+	}
+	for _, cols := range t.Indexes {
+		if _, err := tx.Exec(ctx, createIndexSQL(name, cols)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createSQL creates t as name (quoted), without its indexes.
+func (t Table) createSQL(name string) string {
 	defs := make([]string, len(t.Columns))
 	for i, c := range t.Columns {
 		defs[i] = pgx.Identifier{c.Name}.Sanitize() + " " + c.Def
@@ -286,17 +326,12 @@ func (t Table) create(ctx context.Context, tx pgx.Tx, name string) error {
 		}
 		defs = append(defs, "PRIMARY KEY ("+strings.Join(cols, ", ")+")")
 	}
-	stmts := []string{"CREATE TABLE " + name + " (\n  " + strings.Join(defs, ",\n  ") + "\n)"}
-	for _, cols := range t.Indexes {
-		stmts = append(stmts, "CREATE INDEX ON "+name+" ("+cols+")")
-	}
-	for _, stmt := range stmts {
-		if _, err := tx.Exec(ctx, stmt); err != nil {
-			return err
-		}
-	}
-	return nil
+	return "CREATE TABLE " + name + " (\n  " + strings.Join(defs, ",\n  ") + "\n)"
 }
+
+// createIndexSQL indexes the table name (quoted) on cols, one of its
+// Indexes.
+func createIndexSQL(name, cols string) string { return "CREATE INDEX ON " + name + " (" + cols + ")" }
 
 // nullsError explains a SET NOT NULL that failed on rows holding NULL (the
 // minimal three-column table allows them): the transaction rolls back, so
@@ -319,7 +354,7 @@ func (o Objects) nullsError(err error) error {
 // *FencingError when nothing else was to change (alone is true), so that
 // taking leases goes on without the function.
 func (o Objects) createCheck(ctx context.Context, tx pgx.Tx, st State, alone bool) (string, error) {
-	_, err := tx.Exec(ctx, "CREATE OR REPLACE FUNCTION "+o.Function+checkFunctionBody)
+	_, err := tx.Exec(ctx, o.createCheckSQL())
 	switch {
 	case alone && pgerr.SQLState(err) == pgerr.CodeNoPrivilege:
 		return "", &FencingError{Function: o.Function, Schema: st.CheckSchema}
@@ -327,4 +362,9 @@ func (o Objects) createCheck(ctx context.Context, tx pgx.Tx, st State, alone boo
 		return "", err
 	}
 	return "created function " + o.Function + "(job text, token bigint, lease_table text)", nil
+}
+
+// createCheckSQL creates leasewrap_check, or replaces it.
+func (o Objects) createCheckSQL() string {
+	return "CREATE OR REPLACE FUNCTION " + o.Function + checkFunctionBody
 }

@@ -247,16 +247,16 @@ func ParseStoreOptions(s Settings) (StoreOptions, error) {
 // ParseTimings reads the four timings. Those not set follow the TTL
 // (lease.TimingsFor, as lease.New does); the result must pass lease's
 // safety rule, and a refusal lists every value to change with numbers that
-// satisfy it. Each timing's flag is named as its lease.Setting.
+// satisfy it. Each timing is read from its flag (timingFlags).
 func ParseTimings(s Settings) (lease.Timings, []string, error) {
-	ttl, err := s.Duration(string(lease.SettingTTL))
+	ttl, err := s.Duration(timingFlags[lease.SettingTTL])
 	if err != nil {
 		return lease.Timings{}, nil, err
 	}
 	set := map[lease.Setting]time.Duration{}
 	var derived []string
 	for _, setting := range []lease.Setting{lease.SettingRenewInterval, lease.SettingGrace, lease.SettingRetryInterval} {
-		name := string(setting)
+		name := timingFlags[setting]
 		if !s.Ctx.IsSet(name) {
 			derived = append(derived, name)
 			continue
@@ -272,7 +272,7 @@ func ParseTimings(s Settings) (lease.Timings, []string, error) {
 		return t, derived, err
 	}
 	if len(te.Settings) == 1 {
-		name := string(te.Settings[0])
+		name := timingFlags[te.Settings[0]]
 		if slices.Contains(derived, name) {
 			// Said without the value that follows, which is rounded to
 			// milliseconds and may read 0s.
@@ -289,6 +289,12 @@ func ParseTimings(s Settings) (lease.Timings, []string, error) {
 	}
 	return t, nil, Usagef("timings do not fit: %s; use %s, or %s", te.Msg, longer,
 		describeTimings(te.Fix, lease.SettingRenewInterval, lease.SettingGrace, lease.SettingRetryInterval))
+}
+
+// timingFlags names the flag of each timing.
+var timingFlags = map[lease.Setting]string{
+	lease.SettingTTL: "ttl", lease.SettingRenewInterval: "renew-interval", lease.SettingRetryInterval: "retry-interval",
+	lease.SettingGrace: "grace",
 }
 
 // derivedRatio says how each timing not set follows the TTL
@@ -310,7 +316,7 @@ var derivedFloor = map[lease.Setting]string{
 // lease.Timings.Check (each timing that follows grows with the TTL). It
 // returns the longest TTL allowed when none is.
 func minTTL(ttl time.Duration, set map[lease.Setting]time.Duration) time.Duration {
-	lo, hi := ttl.Truncate(time.Millisecond), durationLimits[string(lease.SettingTTL)].max
+	lo, hi := ttl.Truncate(time.Millisecond), durationLimits[timingFlags[lease.SettingTTL]].max
 	if lease.TimingsFor(hi, set).Check() != nil {
 		return hi
 	}
@@ -330,7 +336,7 @@ func minTTL(ttl time.Duration, set map[lease.Setting]time.Duration) time.Duratio
 func describeTimings(t lease.Timings, settings ...lease.Setting) string {
 	var parts []string
 	for _, setting := range settings {
-		parts = append(parts, fmt.Sprintf("--%s %s", setting, setting.Of(t)))
+		parts = append(parts, fmt.Sprintf("--%s %s", timingFlags[setting], setting.Of(t)))
 	}
 	if settings[0] != lease.SettingTTL {
 		parts = append(parts, fmt.Sprintf("(with --ttl %s; or leave them unset to follow it)", t.TTL))

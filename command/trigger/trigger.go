@@ -90,7 +90,7 @@ func triggerAction(c *cli.Context) error {
 	at, err := store.RequestRun(c.Context, job)
 	switch {
 	case errors.Is(err, lease.ErrNotScheduled):
-		return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: err}
+		return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: cmdutil.Advised(err)}
 	case errors.Is(err, lease.ErrNoLeaseTable):
 		return &cmdutil.ExitError{Code: cmdutil.ExitUnavailable, Err: a.DB.Redact.Wrap(err)}
 	case err != nil:

@@ -346,7 +346,7 @@ func (w *wrapper) acquire(ctx context.Context) (*lease.Lease, error) {
 		ev.Msg(w.skipMessage(held))
 		return nil, cmdutil.ExitWith(w.o.skipExitCode)
 	case errors.As(err, &slotsErr):
-		return nil, cmdutil.Usagef("refusing %s %d: %v", "--slots", w.o.slots, err)
+		return nil, cmdutil.Usagef("refusing %s %d: %v", "--slots", w.o.slots, cmdutil.Advised(err))
 	case errors.Is(err, lease.ErrTakeInDoubt):
 		// The database answered; the lease is in doubt, as when it is
 		// lost before the command starts.

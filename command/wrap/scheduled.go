@@ -30,7 +30,7 @@ func (w *wrapper) runScheduled(ctx context.Context, path string) error {
 	case errors.Is(err, scheduler.ErrWaitTimeout):
 		return w.gaveUp()
 	case errors.As(err, &refused):
-		return cmdutil.Usagef("refusing %s %q: %v", "--schedule", w.o.sched.Spec(), refused.Err)
+		return cmdutil.Usagef("refusing %s %q: %v", "--schedule", w.o.sched.Spec(), cmdutil.Advised(refused.Err))
 	case errors.As(err, &unavailable):
 		return w.db.Unavailable(unavailable.Err, unavailable.Log)
 	}
@@ -65,3 +65,9 @@ func (h *scheduledHost) Reach(ctx context.Context, err error) error {
 func (h *scheduledHost) Abandon(l *lease.Lease, sig os.Signal, log zerolog.Logger) {
 	abandonStopped(l, sig, log)
 }
+
+// Advised is cmdutil.Advised.
+func (h *scheduledHost) Advised(err error) error { return cmdutil.Advised(err) }
+
+// Reschedule is cmdutil.RescheduleCommand.
+func (h *scheduledHost) Reschedule(job, spec string) string { return cmdutil.RescheduleCommand(job, spec) }

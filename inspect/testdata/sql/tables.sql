@@ -1,0 +1,1 @@
+SELECT to_regclass(@table) IS NOT NULL, to_regclass(@history) IS NOT NULL

@@ -1,0 +1,1 @@
+SET DateStyle = ISO

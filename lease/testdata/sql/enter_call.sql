@@ -1,0 +1,1 @@
+SELECT * FROM "leader_lease_enter_f1ad000e"(@job::text, @holder::text, @id::text, @priority::integer, @listening::boolean, @live::bigint, @every::bigint)

@@ -1,0 +1,1 @@
+SELECT * FROM "leader_lease_look_f6eaa774"(@job::text, @holder::text, @id::text, @first::bigint, @retry::bigint)

@@ -1,0 +1,1 @@
+SELECT pg_catalog.set_config('synchronous_commit', 'remote_apply', true)

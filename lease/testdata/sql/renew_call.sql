@@ -1,0 +1,1 @@
+SELECT * FROM "leader_lease_renew_a4382d29"(@row::text, @holder::text, @token::bigint, @ttl::bigint)

@@ -1,0 +1,1 @@
+SELECT schedule FROM "leader_lease" WHERE job_name = @job::text

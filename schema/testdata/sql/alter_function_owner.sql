@@ -1,0 +1,1 @@
+ALTER FUNCTION "leader_lease_look"(text) OWNER TO postgres

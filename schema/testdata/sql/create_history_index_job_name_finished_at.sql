@@ -1,0 +1,1 @@
+CREATE INDEX ON "leader_lease_history" (job_name, finished_at)

@@ -1,0 +1,1 @@
+CREATE INDEX IF NOT EXISTS "leader_lease_schedule_requested" ON "leader_lease_schedule" (job_name, scheduled_at) WHERE outcome = 'requested'

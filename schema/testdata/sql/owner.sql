@@ -1,0 +1,1 @@
+SELECT relowner::regrole::text FROM pg_catalog.pg_class WHERE oid = $1::text::regclass

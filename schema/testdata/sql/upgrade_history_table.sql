@@ -1,0 +1,1 @@
+ALTER TABLE "leader_lease_history" ADD COLUMN IF NOT EXISTS "scheduled_at" timestamptz, ADD COLUMN IF NOT EXISTS "output" bytea, ADD COLUMN IF NOT EXISTS "stopped_by" text
