@@ -70,4 +70,6 @@ func (h *scheduledHost) Abandon(l *lease.Lease, sig os.Signal, log zerolog.Logge
 func (h *scheduledHost) Advised(err error) error { return cmdutil.Advised(err) }
 
 // Reschedule is cmdutil.RescheduleCommand.
-func (h *scheduledHost) Reschedule(job, spec string) string { return cmdutil.RescheduleCommand(job, spec) }
+func (h *scheduledHost) Reschedule(job, spec string) string {
+	return cmdutil.RescheduleCommand(job, spec)
+}
