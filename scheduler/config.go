@@ -136,19 +136,3 @@ func Run(ctx context.Context, cfg Config) error {
 		// reschedule): it stands by until its own is the job's again.
 	}
 }
-
-// maxTime is the later of a and b.
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-// minTime is the earlier of a and b.
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/redbite/leasewrap/internal/timefmt"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/schedule"
 )
@@ -88,7 +89,7 @@ func (sc *scheduler) runRequested(r lease.Requested) error {
 		log.Warn().Err(err).Msg("the requested run failed")
 	}
 	var during []lease.Missed
-	for _, t := range sc.cfg.Schedule.Between(maxTime(sc.last, r.Now), sc.clock.now(), schedule.DefaultMaxRuns) {
+	for _, t := range sc.cfg.Schedule.Between(timefmt.Later(sc.last, r.Now), sc.clock.now(), schedule.DefaultMaxRuns) {
 		during = append(during, lease.Missed{At: t})
 	}
 	if len(during) > 0 {

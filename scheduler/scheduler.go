@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/redbite/leasewrap/internal/timefmt"
 	"github.com/redbite/leasewrap/lease"
 	"github.com/redbite/leasewrap/schedule"
 	"github.com/redbite/leasewrap/signals"
@@ -282,7 +283,7 @@ func (sc *scheduler) step(ctx context.Context) (time.Duration, error) {
 func (sc *scheduler) onceAt(now time.Time) {
 	if due, ok := sc.cfg.Schedule.JustDue(now, schedule.DefaultGrace, schedule.DefaultEarly); ok {
 		sc.due = due
-		sc.until = maxTime(now, due)
+		sc.until = timefmt.Later(now, due)
 	}
 }
 
@@ -495,7 +496,7 @@ func (sc *scheduler) run(c lease.Claim, at time.Time, log zerolog.Logger) error 
 	// crontab line's.
 	var during []lease.Missed
 	if sc.cfg.Schedule.Next(at).After(taken) {
-		for _, t := range sc.cfg.Schedule.Between(maxTime(at, taken), minTime(held, sc.planNow()), schedule.DefaultMaxRuns) {
+		for _, t := range sc.cfg.Schedule.Between(timefmt.Later(at, taken), timefmt.Earlier(held, sc.planNow()), schedule.DefaultMaxRuns) {
 			during = append(during, lease.Missed{At: t})
 		}
 	}

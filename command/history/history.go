@@ -537,7 +537,7 @@ func mostAtOnce(runs []inspect.Run, a, b time.Time) int {
 		if !r.StartedAt.Before(b) || !end.After(a) {
 			continue
 		}
-		events = append(events, event{cmdutil.MaxTime(r.StartedAt, a), 1}, event{cmdutil.MinTime(end, b), -1})
+		events = append(events, event{timefmt.Later(r.StartedAt, a), 1}, event{timefmt.Earlier(end, b), -1})
 	}
 	// Ends before starts at the same moment.
 	slices.SortFunc(events, func(x, y event) int {
