@@ -210,17 +210,21 @@ const (
 )
 
 // lockSchema begins the transaction of a schema change and takes the lock
-// that serialises leasewrap's DDL (lockKey). A long reader of a table must
-// not make its ALTER or CREATE INDEX queue for ever, blocking every
-// renewal behind it: the change gives up after 5s and the caller retries.
+// that serialises leasewrap's DDL (lockKey), waiting as long as ctx allows.
+// A long reader of a table must not make its ALTER or CREATE INDEX queue
+// for ever, blocking every renewal behind it: the change itself gives up
+// after 5s and the caller retries.
 // The caller rolls back or commits.
 func (o Objects) lockSchema(ctx context.Context, db DB) (pgx.Tx, error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if _, err = tx.Exec(ctx, lockTimeoutSQL); err == nil {
-		_, err = tx.Exec(ctx, lockSQL, pgx.StrictNamedArgs{"lock_key": lockKey})
+	// The lock is taken before the timeout is set: waiting for another
+	// instance's change blocks no renewal, and many instances of a new
+	// deployment start together on a table none has created yet.
+	if _, err = tx.Exec(ctx, lockSQL, pgx.StrictNamedArgs{"lock_key": lockKey}); err == nil {
+		_, err = tx.Exec(ctx, lockTimeoutSQL)
 	}
 	if err != nil {
 		_ = tx.Rollback(ctx)
